@@ -1,0 +1,42 @@
+# portside: two commands on a fresh machine — `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+XLA_VENV ?= $(HOME)/.cache/portside/xla-venv
+export PORTSIDE_XLA_PYTHON ?= $(XLA_VENV)/bin/python
+
+.PHONY: venv xla-venv demo test test-fast bench lint clean
+
+venv: $(VENV)/.installed
+
+# torch 2.13.0 (CPU) lies on these machines' disk; elsewhere any torch >= 2.4 from the index.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0 || $(PY) -m pip install -q "torch>=2.4"
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+# torch_xla 2.9.0 needs torch 2.9.0: its own venv, outside the checkout (about 7 GB, 2 min).
+xla-venv:
+	@if [ -x tests/xla/make_venv.sh ]; then PORTSIDE_XLA_VENV=$(XLA_VENV) tests/xla/make_venv.sh; fi
+
+demo: venv
+	$(VENV)/bin/portside demo
+
+# pytest exits 5 when it collected nothing; that is reported, not failed.
+test: venv xla-venv
+	$(PY) -m pytest -q -ra; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+test-fast: venv
+	$(PY) -m pytest -q -ra -m "not xla and not tmux and not slow"
+
+bench: venv
+	@for b in tests/bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info

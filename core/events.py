@@ -1,0 +1,334 @@
+"""The one vocabulary of portside: every event a session produces.
+
+The agent, the reviewer, the runs and the checks all speak in these events; the store appends
+them, the UI renders them, replay and export read them back. One tagged union, one JSON codec
+with a schema version. ``seq`` is assigned by the store (gap-free per session); producers leave
+it at 0.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Literal
+
+import msgspec
+
+SCHEMA_VERSION = 1
+
+Role = Literal["reference", "candidate"]
+Severity = Literal["info", "warning", "error", "critical"]
+Outcome = Literal["passed", "failed-error", "failed-timeout", "failed-silent", "aborted", "running"]
+Verdict = Literal["pass", "fail", "undecided"]
+
+SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2, "critical": 3}
+
+INTERVENTION_KINDS = (
+    "approve",
+    "reject",
+    "edit",
+    "message",
+    "pause",
+    "resume",
+    "rerun",
+    "abort",
+    "acknowledge-alarm",
+    "override-alarm",
+    "verdict",
+    "note",
+    "review-note",
+)
+InterventionKind = Literal[
+    "approve",
+    "reject",
+    "edit",
+    "message",
+    "pause",
+    "resume",
+    "rerun",
+    "abort",
+    "acknowledge-alarm",
+    "override-alarm",
+    "verdict",
+    "note",
+    "review-note",
+]
+
+
+class Event(msgspec.Struct, kw_only=True, tag_field="kind", omit_defaults=False):
+    """Fields every event carries. ``ts`` is UTC epoch seconds."""
+
+    session_id: str
+    seq: int = 0
+    ts: float = 0.0
+
+
+# --- session ---------------------------------------------------------------------------------
+
+
+class SessionStarted(Event, tag="session.started"):
+    project: str
+    target: str
+    agent: str = "none"  # "claude:<model>", "scripted:<file>", "none" (verification only)
+    title: str = ""
+    criteria: dict[str, Any] = {}
+    reference_command: str = ""
+    candidate_command: str = ""
+    reviewer: str = ""
+    mode: str = "live"  # live | verify | headless | demo
+    meta: dict[str, Any] = {}
+
+
+class SessionEnded(Event, tag="session.ended"):
+    verdict: Verdict
+    outcome: str = ""
+    reason: str = ""
+
+
+class SessionState(Event, tag="session.state"):
+    """Paused, resumed, waiting on the API, budget stop: what the header shows."""
+
+    state: str
+    detail: str = ""
+
+
+# --- agent -----------------------------------------------------------------------------------
+
+
+class AgentText(Event, tag="agent.text"):
+    text: str
+
+
+class AgentToolCall(Event, tag="agent.tool_call"):
+    call_id: str
+    name: str
+    input: dict[str, Any] = {}
+
+
+class AgentToolResult(Event, tag="agent.tool_result"):
+    call_id: str
+    content: str
+    is_error: bool = False
+
+
+class AgentUsage(Event, tag="agent.usage"):
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class AgentClaimed(Event, tag="agent.claimed"):
+    summary: str
+
+
+# --- edits -----------------------------------------------------------------------------------
+
+
+class EditProposed(Event, tag="edit.proposed"):
+    edit_id: str
+    path: str
+    before: str
+    after: str
+    rationale: str = ""
+
+
+class EditDecided(Event, tag="edit.decided"):
+    edit_id: str
+    decision: Literal["approved", "rejected", "edited"]
+    by: Literal["reviewer", "policy"] = "reviewer"
+    reason: str = ""
+    after: str | None = None  # the reviewer's text when decision == "edited"
+
+
+class EditApplied(Event, tag="edit.applied"):
+    edit_id: str
+    path: str = ""
+
+
+class EditReverted(Event, tag="edit.reverted"):
+    edit_id: str
+    path: str = ""
+    reason: str = ""
+
+
+# --- runs ------------------------------------------------------------------------------------
+
+
+class RunStarted(Event, tag="run.started"):
+    run_id: str
+    role: Role
+    attempt: int
+    command: str
+    target: str
+    cwd: str = ""
+    seed_offset: int = 0
+
+
+class RunOutput(Event, tag="run.output"):
+    run_id: str
+    lines: list[str]
+    stream: Literal["stdout", "stderr", "mixed"] = "mixed"
+
+
+class RunRecord(Event, tag="run.record"):
+    """Probe records (see core/probe/FORMAT.md) and metrics parsed from output, batched."""
+
+    run_id: str
+    records: list[dict[str, Any]]
+
+
+class RunFinished(Event, tag="run.finished"):
+    run_id: str
+    exit_code: int | None
+    outcome: str
+    signal: int | None = None
+    wall_s: float = 0.0
+    compile_s: float = 0.0
+    steady_step_s: float | None = None
+    steps: int = 0
+    reason: str = ""  # exit | timeout | stalled | aborted | oom | crashed
+    error_type: str = ""
+    error_message: str = ""
+    metrics: dict[str, float] = {}
+    device: dict[str, Any] = {}
+
+
+# --- alarms ----------------------------------------------------------------------------------
+
+
+class AlarmRaised(Event, tag="alarm.raised"):
+    alarm_id: str
+    check: str  # the alarm's kind: numeric-drift, clipping-changed, ... ("kind" is the tag)
+    severity: Severity
+    title: str
+    evidence: dict[str, Any] = {}
+    run_id: str = ""
+
+
+class AlarmAcknowledged(Event, tag="alarm.acknowledged"):
+    alarm_id: str
+    by: str = ""
+    note: str = ""
+
+
+class AlarmCleared(Event, tag="alarm.cleared"):
+    alarm_id: str
+    reason: str = ""
+
+
+# --- the human -------------------------------------------------------------------------------
+
+
+class Intervention(Event, tag="intervention"):
+    """One human action, with the time the item was first shown and the time it was decided."""
+
+    intervention_id: str
+    action: InterventionKind
+    steering: bool
+    attention_started_at: float
+    decided_at: float
+    reviewer: str = ""
+    answers: int | None = None  # seq of the event this answers
+    target_id: str = ""  # edit id / alarm id / run id it concerns
+    note: str = ""
+    during_replay: bool = False
+
+
+AnyEvent = (
+    SessionStarted
+    | SessionEnded
+    | SessionState
+    | AgentText
+    | AgentToolCall
+    | AgentToolResult
+    | AgentUsage
+    | AgentClaimed
+    | EditProposed
+    | EditDecided
+    | EditApplied
+    | EditReverted
+    | RunStarted
+    | RunOutput
+    | RunRecord
+    | RunFinished
+    | AlarmRaised
+    | AlarmAcknowledged
+    | AlarmCleared
+    | Intervention
+)
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    for cls in AnyEvent.__args__  # type: ignore[attr-defined]
+}
+
+# Actions that change the course of the migration (the study's "steering" interventions).
+STEERING_ACTIONS = frozenset({"reject", "edit", "message", "rerun", "abort", "override-alarm"})
+
+
+class EventError(ValueError):
+    """A malformed event; the message names the field."""
+
+
+_encoder = msgspec.json.Encoder(order="deterministic")
+_decoder = msgspec.json.Decoder(AnyEvent)
+
+
+def encode(event: Event) -> bytes:
+    """Canonical JSON bytes (sorted keys): stable across round trips."""
+    return _encoder.encode(event)
+
+
+def decode(data: bytes | str) -> Event:
+    """Parse and validate one event; a bad field raises EventError naming it."""
+    try:
+        return _decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise EventError(_explain(str(exc))) from None
+    except msgspec.DecodeError as exc:
+        raise EventError(f"not valid JSON: {exc}") from None
+
+
+def to_builtins(event: Event) -> dict[str, Any]:
+    return msgspec.to_builtins(event)
+
+
+def from_builtins(obj: dict[str, Any]) -> Event:
+    try:
+        return msgspec.convert(obj, AnyEvent)
+    except msgspec.ValidationError as exc:
+        raise EventError(_explain(str(exc))) from None
+
+
+def _explain(msg: str) -> str:
+    # msgspec says "Expected `int`, got `str` - at `$.seq`"; lead with the field.
+    if msg.startswith("Invalid value") and msg.endswith("`$.kind`"):
+        value = msg.removeprefix("Invalid value ").partition(" - at")[0]
+        return f"field kind: unknown event kind {value} (known: {', '.join(EVENT_TYPES)})"
+    if " - at `$." in msg:
+        text, _, where = msg.partition(" - at `$.")
+        return f"field {where.rstrip('`')}: {text}"
+    if msg.startswith("Object missing required field `"):
+        name = msg.split("`")[1]
+        return f"field {name}: missing"
+    return msg
+
+
+def now() -> float:
+    return time.time()
+
+
+def new_id(prefix: str = "") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
+def new_session_id() -> str:
+    """Readable and sortable: 20261129-163012-3fa9."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:4]
+
+
+def is_error_or_worse(severity: str) -> bool:
+    return SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK["error"]

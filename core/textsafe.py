@@ -1,0 +1,40 @@
+"""Make untrusted text (run logs, agent output) safe to put on a terminal.
+
+A training script can print escape sequences that move the cursor, retitle the window or fake
+portside's own UI; none of that may reach the screen. Colour is dropped too: a log line is data.
+"""
+
+from __future__ import annotations
+
+import re
+
+# CSI (ESC [ ... final), OSC (ESC ] ... BEL/ST), other two-byte ESC sequences, and C1 CSI/OSC.
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
+    r"|\x1b[@-Z\\-_]"
+    r"|\x9b[0-?]*[ -/]*[@-~]"
+    r"|\x9d[^\x07\x9c]*[\x07\x9c]?"
+)
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+MAX_LINE = 4096
+
+
+def clean_line(text: str, max_len: int = MAX_LINE) -> str:
+    """One display-safe line: escapes removed, `\\r` progress collapsed, controls shown as �."""
+    if "\r" in text:
+        # A progress bar redraws with \r: what a terminal would finally show is the last part.
+        parts = [p for p in text.split("\r") if p]
+        text = parts[-1] if parts else ""
+    text = _ESCAPES.sub("", text)
+    text = text.replace("\t", "    ")
+    text = _CONTROLS.sub("\ufffd", text)
+    if len(text) > max_len:
+        text = text[:max_len] + f" … [{len(text) - max_len} more chars]"
+    return text
+
+
+def decode_line(raw: bytes) -> str:
+    """Bytes from a process: invalid UTF-8 becomes U+FFFD instead of an exception."""
+    return raw.decode("utf-8", errors="replace").rstrip("\n")

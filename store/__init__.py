@@ -1,0 +1,8 @@
+"""portside's store: one SQLite file (WAL), an append-only event log and derived tables."""
+
+from .paths import default_db_path, resolve_db_path
+from .queries import Store
+from .recorder import Recorder
+from .schema import StoreError
+
+__all__ = ["Recorder", "Store", "StoreError", "default_db_path", "resolve_db_path"]

@@ -1,0 +1,228 @@
+"""Derived rows for each event, written in the same transaction as the event itself."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections import defaultdict
+from typing import Any
+
+from portside.core import events as ev
+
+_METRIC_KEYS = ("loss", "grad_norm", "max_norm", "step_s", "compiles", "compile_s")
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and value in ("nan", "inf", "-inf"):
+        return float(value)
+    return None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+class Batch:
+    """Collects the rows of many events, then writes each table with one executemany."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int, float, str, str]] = []
+        self.inserts: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+        self.updates: list[tuple[str, tuple[Any, ...]]] = []
+
+    def add(self, event: ev.Event, body: bytes) -> None:
+        self.add_row(event_row(event, body), event)
+
+    def add_row(self, row: tuple[str, int, float, str, str], event: ev.Event | None) -> None:
+        """``event`` only when it has derived rows (see :func:`has_projection`)."""
+        self.events.append(row)
+        if event is not None:
+            _HANDLERS[type(event)](self, event)
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        conn.executemany(
+            "INSERT INTO events (session_id, seq, ts, kind, body) VALUES (?, ?, ?, ?, ?)",
+            self.events,
+        )
+        for sql, rows in self.inserts.items():
+            conn.executemany(sql, rows)
+        for sql, params in self.updates:
+            conn.execute(sql, params)
+
+
+def event_row(event: ev.Event, body: bytes) -> tuple[str, int, float, str, str]:
+    return (event.session_id, event.seq, event.ts, event.__struct_config__.tag, body.decode())
+
+
+def has_projection(event: ev.Event) -> bool:
+    return type(event) in _HANDLERS
+
+
+def _session_started(b: Batch, e: ev.SessionStarted) -> None:
+    b.inserts[
+        "INSERT OR REPLACE INTO sessions (session_id, project, target, agent, title, mode, reviewer,"
+        " started_at, reference_command, candidate_command) VALUES (?,?,?,?,?,?,?,?,?,?)"
+    ].append(
+        (
+            e.session_id,
+            e.project,
+            e.target,
+            e.agent,
+            e.title,
+            e.mode,
+            e.reviewer,
+            e.ts,
+            e.reference_command,
+            e.candidate_command,
+        )
+    )
+
+
+def _session_ended(b: Batch, e: ev.SessionEnded) -> None:
+    b.updates.append(
+        (
+            "UPDATE sessions SET ended_at=?, verdict=?, outcome=?, reason=? WHERE session_id=?",
+            (e.ts, e.verdict, e.outcome, e.reason, e.session_id),
+        )
+    )
+
+
+def _run_started(b: Batch, e: ev.RunStarted) -> None:
+    b.inserts[
+        "INSERT OR REPLACE INTO runs (run_id, session_id, seq, role, attempt, command, target,"
+        " seed_offset, started_at, outcome) VALUES (?,?,?,?,?,?,?,?,?,'running')"
+    ].append(
+        (e.run_id, e.session_id, e.seq, e.role, e.attempt, e.command, e.target, e.seed_offset, e.ts)
+    )
+
+
+def _run_finished(b: Batch, e: ev.RunFinished) -> None:
+    b.updates.append(
+        (
+            "UPDATE runs SET finished_at=?, exit_code=?, signal=?, outcome=?, reason=?, wall_s=?,"
+            " compile_s=?, steady_step_s=?, steps=?, error_type=?, error_message=?, metrics=?,"
+            " device=? WHERE run_id=?",
+            (
+                e.ts,
+                e.exit_code,
+                e.signal,
+                e.outcome,
+                e.reason,
+                e.wall_s,
+                e.compile_s,
+                e.steady_step_s,
+                e.steps,
+                e.error_type,
+                e.error_message,
+                _json(e.metrics),
+                _json(e.device),
+                e.run_id,
+            ),
+        )
+    )
+
+
+def _run_record(b: Batch, e: ev.RunRecord) -> None:
+    rows = b.inserts["INSERT INTO metrics (session_id, run_id, step, name, value) VALUES (?,?,?,?,?)"]
+    for rec in e.records:
+        kind = rec.get("type")
+        if kind == "step":
+            step = rec.get("step")
+            for key in _METRIC_KEYS:
+                value = _num(rec.get(key))
+                if value is not None:
+                    rows.append((e.session_id, e.run_id, step, key, value))
+            lrs = rec.get("lr")
+            if isinstance(lrs, list) and lrs:
+                value = _num(lrs[0])
+                if value is not None:
+                    rows.append((e.session_id, e.run_id, step, "lr", value))
+        elif kind == "metric":
+            value = _num(rec.get("value"))
+            if value is not None and isinstance(rec.get("name"), str):
+                rows.append((e.session_id, e.run_id, rec.get("step"), rec["name"], value))
+
+
+def _alarm_raised(b: Batch, e: ev.AlarmRaised) -> None:
+    b.inserts[
+        "INSERT OR REPLACE INTO alarms (alarm_id, session_id, seq, run_id, \"check\", severity,"
+        " title, evidence, raised_at) VALUES (?,?,?,?,?,?,?,?,?)"
+    ].append(
+        (
+            e.alarm_id,
+            e.session_id,
+            e.seq,
+            e.run_id,
+            e.check,
+            e.severity,
+            e.title,
+            _json(e.evidence),
+            e.ts,
+        )
+    )
+
+
+def _alarm_acknowledged(b: Batch, e: ev.AlarmAcknowledged) -> None:
+    b.updates.append(
+        (
+            "UPDATE alarms SET acknowledged_at=?, acknowledged_by=? WHERE alarm_id=?",
+            (e.ts, e.by, e.alarm_id),
+        )
+    )
+
+
+def _alarm_cleared(b: Batch, e: ev.AlarmCleared) -> None:
+    b.updates.append(("UPDATE alarms SET cleared_at=? WHERE alarm_id=?", (e.ts, e.alarm_id)))
+
+
+def _intervention(b: Batch, e: ev.Intervention) -> None:
+    attention = max(0.0, e.decided_at - e.attention_started_at)
+    if not math.isfinite(attention):
+        attention = 0.0
+    b.inserts[
+        "INSERT OR REPLACE INTO interventions (intervention_id, session_id, seq, action, steering,"
+        " answers, target_id, attention_started_at, decided_at, attention_s, reviewer, note,"
+        " during_replay) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    ].append(
+        (
+            e.intervention_id,
+            e.session_id,
+            e.seq,
+            e.action,
+            int(e.steering),
+            e.answers,
+            e.target_id,
+            e.attention_started_at,
+            e.decided_at,
+            attention,
+            e.reviewer,
+            e.note,
+            int(e.during_replay),
+        )
+    )
+
+
+def _usage(b: Batch, e: ev.AgentUsage) -> None:
+    b.inserts[
+        "INSERT INTO agent_usage (session_id, seq, model, input_tokens, output_tokens, cost_usd)"
+        " VALUES (?,?,?,?,?,?)"
+    ].append((e.session_id, e.seq, e.model, e.input_tokens, e.output_tokens, e.cost_usd))
+
+
+_HANDLERS: dict[type, Any] = {
+    ev.SessionStarted: _session_started,
+    ev.SessionEnded: _session_ended,
+    ev.RunStarted: _run_started,
+    ev.RunFinished: _run_finished,
+    ev.RunRecord: _run_record,
+    ev.AlarmRaised: _alarm_raised,
+    ev.AlarmAcknowledged: _alarm_acknowledged,
+    ev.AlarmCleared: _alarm_cleared,
+    ev.Intervention: _intervention,
+    ev.AgentUsage: _usage,
+}

@@ -1,0 +1,166 @@
+"""The single writer: one thread, one connection, batched commits.
+
+Producers call :meth:`Recorder.append` from any thread; ``seq`` is assigned there, under a lock,
+so it is gap-free and known at once. The writer thread drains the queue and commits whatever has
+accumulated in one transaction (run output arriving at 20k lines/s batches itself). A durable
+append (every intervention) returns only after its transaction is committed.
+"""
+
+from __future__ import annotations
+
+import queue
+import sqlite3
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+
+import msgspec
+
+from portside.core import events as ev
+
+from .projections import Batch, event_row, has_projection
+from .schema import StoreError, connect, migrate
+
+_STOP = object()
+_MAX_BATCH = 20_000
+
+
+class Recorder:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._conn = connect(self.path)
+        migrate(self._conn, self.path)
+        # Producers look up where a session's seq resumes on their own connection: the writer's
+        # connection belongs to the writer thread.
+        self._seq_conn = connect(self.path)
+        self._lock = threading.Lock()
+        self._next_seq: dict[str, int] = {}
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._error: BaseException | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="portside-store-writer", daemon=True)
+        self._thread.start()
+
+    # --- producer side -----------------------------------------------------------------------
+
+    def append(self, event: ev.Event) -> ev.Event:
+        """Queue an event; returns it with ``seq`` (and ``ts`` when unset) filled in."""
+        self._put(event, None)
+        return event
+
+    def append_durable(self, event: ev.Event, timeout: float = 30.0) -> ev.Event:
+        """Append and wait until the event is committed to disk."""
+        done: Future[None] = Future()
+        self._put(event, done)
+        done.result(timeout=timeout)
+        return event
+
+    def record_intervention(self, event: ev.Intervention) -> ev.Intervention:
+        """Interventions are never lost to a crash: committed before this returns."""
+        self.append_durable(event)
+        return event
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait until everything appended so far is committed."""
+        done: Future[None] = Future()
+        with self._lock:
+            self._check()
+            self._queue.put(done)
+        done.result(timeout=timeout)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(_STOP)
+        self._thread.join()
+        self._conn.close()
+        self._seq_conn.close()
+        if self._error is not None:
+            raise StoreError(f"{self.path}: writer failed: {self._error}") from self._error
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def last_seq(self, session_id: str) -> int:
+        with self._lock:
+            return self._seq_base(session_id) - 1
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreError(f"{self.path}: recorder is closed")
+        if self._error is not None:
+            raise StoreError(f"{self.path}: writer failed: {self._error}") from self._error
+
+    def _seq_base(self, session_id: str) -> int:
+        nxt = self._next_seq.get(session_id)
+        if nxt is None:
+            # Only committed rows can exist for a session this process has not appended to yet.
+            row = self._seq_conn.execute(
+                "SELECT MAX(seq) FROM events WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            nxt = (row[0] or 0) + 1
+            self._next_seq[session_id] = nxt
+        return nxt
+
+    def _put(self, event: ev.Event, done: Future[None] | None) -> None:
+        with self._lock:
+            self._check()
+            seq = self._seq_base(event.session_id)
+            self._next_seq[event.session_id] = seq + 1
+            event.seq = seq
+            if not event.ts:
+                event.ts = ev.now()
+            row = event_row(event, ev.encode(event))
+            # The writer thread does as little as possible: a ready row, and the event only when
+            # it has derived rows to write.
+            self._queue.put((row, event if has_projection(event) else None, done))
+
+    # --- writer thread -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            items = [item]
+            while len(items) < _MAX_BATCH:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = any(i is _STOP for i in items)
+            self._commit([i for i in items if i is not _STOP])
+            if stop:
+                # Whatever raced in after close() was refused by _check; nothing is left.
+                return
+
+    def _commit(self, items: list[object]) -> None:
+        batch = Batch()
+        waiters: list[Future[None]] = []
+        for item in items:
+            if isinstance(item, Future):
+                waiters.append(item)
+                continue
+            row, event, done = item  # type: ignore[misc]
+            batch.add_row(row, event)
+            if done is not None:
+                waiters.append(done)
+        try:
+            if batch.events:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    batch.write(self._conn)
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+        except (sqlite3.Error, msgspec.MsgspecError, ValueError) as exc:
+            self._error = exc
+            for waiter in waiters:
+                waiter.set_exception(StoreError(f"{self.path}: commit failed: {exc}"))
+            return
+        for waiter in waiters:
+            waiter.set_result(None)

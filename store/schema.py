@@ -1,0 +1,197 @@
+"""Schema and forward migrations, versioned with ``PRAGMA user_version``.
+
+The ``events`` table is the truth; every other table is derived from it in the same transaction
+as the event, for fast queries (and for browsing in Datasette).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import sqlite_utils
+
+SCHEMA_USER_VERSION = 1
+
+
+class StoreError(RuntimeError):
+    """The database cannot be used as asked; the message says why and where."""
+
+
+def connect(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open a connection with the pragmas every portside connection needs."""
+    path = Path(path)
+    if readonly:
+        if not path.exists():
+            raise StoreError(f"{path}: no such database")
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA busy_timeout = 10000")
+    if not readonly:
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode.lower() != "wal":
+            raise StoreError(f"{path}: could not enable WAL (journal_mode={mode})")
+        # FULL: a committed intervention survives power loss too, not only a process crash.
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def _v1(db: sqlite_utils.Database) -> None:
+    # The log itself: clustered on (session_id, seq) with no rowid, so an append touches one
+    # b-tree (sqlite-utils cannot say WITHOUT ROWID). Markers are found through the derived
+    # tables, so no index on kind is kept here to slow the hot path.
+    db.execute(
+        "CREATE TABLE events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, ts REAL NOT NULL,"
+        " kind TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (session_id, seq)) WITHOUT ROWID"
+    )
+    db["sessions"].create(
+        {
+            "session_id": str,
+            "project": str,
+            "target": str,
+            "agent": str,
+            "title": str,
+            "mode": str,
+            "reviewer": str,
+            "started_at": float,
+            "ended_at": float,
+            "verdict": str,
+            "outcome": str,
+            "reason": str,
+            "reference_command": str,
+            "candidate_command": str,
+        },
+        pk="session_id",
+    )
+    db["runs"].create(
+        {
+            "run_id": str,
+            "session_id": str,
+            "seq": int,
+            "role": str,
+            "attempt": int,
+            "command": str,
+            "target": str,
+            "seed_offset": int,
+            "started_at": float,
+            "finished_at": float,
+            "exit_code": int,
+            "signal": int,
+            "outcome": str,
+            "reason": str,
+            "wall_s": float,
+            "compile_s": float,
+            "steady_step_s": float,
+            "steps": int,
+            "error_type": str,
+            "error_message": str,
+            "metrics": str,
+            "device": str,
+        },
+        pk="run_id",
+    )
+    db["runs"].create_index(["session_id", "role", "attempt"])
+    db["alarms"].create(
+        {
+            "alarm_id": str,
+            "session_id": str,
+            "seq": int,
+            "run_id": str,
+            "check": str,
+            "severity": str,
+            "title": str,
+            "evidence": str,
+            "raised_at": float,
+            "acknowledged_at": float,
+            "acknowledged_by": str,
+            "cleared_at": float,
+        },
+        pk="alarm_id",
+    )
+    db["alarms"].create_index(["session_id", "seq"])
+    db["interventions"].create(
+        {
+            "intervention_id": str,
+            "session_id": str,
+            "seq": int,
+            "action": str,
+            "steering": int,
+            "answers": int,
+            "target_id": str,
+            "attention_started_at": float,
+            "decided_at": float,
+            "attention_s": float,
+            "reviewer": str,
+            "note": str,
+            "during_replay": int,
+        },
+        pk="intervention_id",
+    )
+    db["interventions"].create_index(["session_id", "seq"])
+    db["metrics"].create(
+        {"session_id": str, "run_id": str, "step": int, "name": str, "value": float},
+    )
+    db["metrics"].create_index(["run_id", "name", "step"])
+    db["agent_usage"].create(
+        {
+            "session_id": str,
+            "seq": int,
+            "model": str,
+            "input_tokens": int,
+            "output_tokens": int,
+            "cost_usd": float,
+        },
+        pk=("session_id", "seq"),
+    )
+    # One row per session with the study's counts: what `portside sessions` and Datasette show.
+    db.create_view(
+        "session_summary",
+        """
+        SELECT s.session_id, s.project, s.target, s.agent, s.mode, s.started_at, s.ended_at,
+          s.verdict, s.outcome,
+          (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.session_id
+             AND r.role = 'candidate') AS attempts,
+          (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.session_id
+             AND r.role = 'candidate' AND r.outcome LIKE 'failed-%') AS failures,
+          (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.session_id
+             AND r.role = 'candidate' AND r.outcome = 'failed-silent') AS silent_failures,
+          (SELECT COUNT(*) FROM interventions i WHERE i.session_id = s.session_id
+             AND i.during_replay = 0) AS interventions,
+          (SELECT COUNT(*) FROM interventions i WHERE i.session_id = s.session_id
+             AND i.during_replay = 0 AND i.steering = 1) AS steering,
+          (SELECT COALESCE(SUM(i.attention_s), 0) FROM interventions i
+             WHERE i.session_id = s.session_id AND i.during_replay = 0) AS human_s,
+          (SELECT COALESCE(SUM(u.cost_usd), 0) FROM agent_usage u
+             WHERE u.session_id = s.session_id) AS token_usd,
+          (SELECT COUNT(*) FROM alarms a WHERE a.session_id = s.session_id) AS alarms
+        FROM sessions s
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+
+
+def migrate(conn: sqlite3.Connection, path: str | Path = "") -> int:
+    """Bring the schema up to date; refuse a database from a newer portside."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(MIGRATIONS):
+        raise StoreError(
+            f"{path}: schema version {version} is newer than this portside understands "
+            f"({len(MIGRATIONS)}); upgrade portside"
+        )
+    db = sqlite_utils.Database(conn)
+    for target in range(version, len(MIGRATIONS)):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            MIGRATIONS[target](db)
+            conn.execute(f"PRAGMA user_version = {target + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return len(MIGRATIONS)
