@@ -1,0 +1,83 @@
+"""The session's event bus: every event is appended to the log first, then shown.
+
+Producers (agent, runner, checks, the reviewer's gate) publish; the store assigns ``seq``;
+subscribers (the TUI, the headless console, the engine itself) receive the event afterwards, on
+the publisher's thread. The core never imports the store: anything with ``append`` and
+``append_durable`` will do (the store's Recorder, or a list for tests).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from . import events as ev
+
+Subscriber = Callable[[ev.Event], None]
+
+
+class Sink(Protocol):
+    def append(self, event: ev.Event) -> ev.Event: ...
+
+    def append_durable(self, event: ev.Event, timeout: float = 30.0) -> ev.Event: ...
+
+
+class MemorySink:
+    """Assigns seq like the store does, keeps events in memory (replay, tests)."""
+
+    def __init__(self) -> None:
+        self.events: list[ev.Event] = []
+        self._lock = threading.Lock()
+
+    def append(self, event: ev.Event) -> ev.Event:
+        with self._lock:
+            event.seq = len(self.events) + 1
+            if not event.ts:
+                event.ts = ev.now()
+            self.events.append(event)
+        return event
+
+    def append_durable(self, event: ev.Event, timeout: float = 30.0) -> ev.Event:
+        return self.append(event)
+
+
+class EventBus:
+    def __init__(self, sink: Sink | None) -> None:
+        self.sink = sink
+        self._subs: list[Subscriber] = []
+        self._lock = threading.Lock()
+
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        with self._lock:
+            self._subs.append(fn)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if fn in self._subs:
+                    self._subs.remove(fn)
+
+        return unsubscribe
+
+    def publish(self, event: ev.Event) -> ev.Event:
+        if self.sink is not None:
+            self.sink.append(event)
+        self._deliver(event)
+        return event
+
+    def publish_durable(self, event: ev.Event) -> ev.Event:
+        """For interventions: on disk before anyone is told it happened."""
+        if self.sink is not None:
+            self.sink.append_durable(event)
+        self._deliver(event)
+        return event
+
+    def deliver_only(self, event: ev.Event) -> None:
+        """Show an event that is already in the log (replay)."""
+        self._deliver(event)
+
+    def _deliver(self, event: ev.Event) -> None:
+        with self._lock:
+            subs = list(self._subs)
+        for fn in subs:
+            fn(event)

@@ -1,0 +1,463 @@
+"""Starts reference and candidate runs with the probe injected, and watches them.
+
+A run is the user's own shell command, unchanged, in its own process group. While it runs, its
+output lines are batched into ``run.output`` events and the probe's JSONL records (plus metrics
+parsed from output lines) into ``run.record`` events. It is killed, with every process it
+started, on the wall limit, on a stall (no new step record and no output line for S seconds), on
+abort, and when portside exits. The end is classified: exit code, signal, OOM, traceback,
+timeout, stall.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import fnmatch
+import json
+import os
+import re
+import signal
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from . import events as ev
+from .probe import inject_env
+from .textsafe import decode_line
+
+SECRET_PATTERNS = ("*_API_KEY", "*_TOKEN", "*_SECRET", "*_SECRET_*", "*_ACCESS_KEY", "*_PASSWORD")
+OUTPUT_BATCH_S = 0.1
+OUTPUT_BATCH_LINES = 2000
+RECORD_POLL_S = 0.2
+KILL_GRACE_S = 1.0
+TAIL_LINES = 200
+
+_EXC_NAME = re.compile(r"^[A-Za-z_][\w.]*$")
+_OOM = re.compile(r"out of memory|MemoryError|OOM killed|RESOURCE_EXHAUSTED", re.IGNORECASE)
+
+
+def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Drop secrets: API keys and tokens never reach a training run."""
+    return {
+        k: v
+        for k, v in env.items()
+        if not any(fnmatch.fnmatchcase(k.upper(), p) for p in SECRET_PATTERNS)
+        and k.upper() != "ANTHROPIC_API_KEY"
+    }
+
+
+@dataclass(frozen=True)
+class OutputPattern:
+    """A regex over output lines with a ``value`` group (and optional ``step``)."""
+
+    name: str
+    regex: re.Pattern[str]
+
+    @classmethod
+    def compile(cls, name: str, pattern: str) -> OutputPattern:
+        rx = re.compile(pattern)
+        if "value" not in rx.groupindex:
+            raise ValueError(f"output pattern for {name!r} has no (?P<value>...) group")
+        return cls(name, rx)
+
+
+@dataclass
+class RunSpec:
+    run_id: str
+    role: ev.Role
+    attempt: int
+    command: str
+    cwd: Path
+    target: str
+    seed_offset: int = 0
+    timeout_s: float | None = None
+    stall_s: float | None = None
+    env: Mapping[str, str] | None = None  # base environment (default: os.environ), scrubbed
+    patterns: list[OutputPattern] = field(default_factory=list)
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    exit_code: int | None
+    signal: int | None
+    reason: str  # exit | timeout | stalled | aborted | oom | crashed | signal
+    wall_s: float
+    records: list[dict[str, Any]]
+    tail: list[str]
+    error_type: str = ""
+    error_message: str = ""
+    probe_files: list[str] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return sum(1 for r in self.records if r.get("type") == "step" and r.get("rank", 0) == 0)
+
+
+class Handle(Protocol):
+    pid: int
+
+    async def wait(self) -> int: ...
+
+    def kill_all(self, sig: int) -> None: ...
+
+
+class Executor(Protocol):
+    """Where runs execute. Local now; SSH to a TPU VM or SkyPilot later, behind this seam."""
+
+    async def start(
+        self, command: str, cwd: Path, env: dict[str, str]
+    ) -> tuple[Handle, asyncio.StreamReader]: ...
+
+
+class _LocalHandle:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        self.pgid = proc.pid  # start_new_session: the shell leads its own group
+        self._seen: set[int] = set()
+        _LIVE.add(self)
+
+    def _descendants(self) -> set[int]:
+        # Children that called setsid() leave the group; remember them while they are visible.
+        try:
+            import psutil
+
+            kids = psutil.Process(self.pid).children(recursive=True)
+            self._seen.update(k.pid for k in kids)
+        except Exception:
+            pass
+        return self._seen
+
+    def remember(self) -> None:
+        self._descendants()
+
+    async def wait(self) -> int:
+        return await self.proc.wait()
+
+    def kill_all(self, sig: int) -> None:
+        pids = self._descendants()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, sig)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    def forget(self) -> None:
+        _LIVE.discard(self)
+
+
+_LIVE: set[_LocalHandle] = set()
+
+
+@atexit.register
+def _kill_live_runs() -> None:
+    """portside exiting leaves no training process behind."""
+    for handle in list(_LIVE):
+        handle.kill_all(signal.SIGKILL)
+
+
+class LocalExecutor:
+    async def start(
+        self, command: str, cwd: Path, env: dict[str, str]
+    ) -> tuple[Handle, asyncio.StreamReader]:
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            command,
+            cwd=str(cwd),
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            limit=1 << 20,
+        )
+        assert proc.stdout is not None
+        return _LocalHandle(proc), proc.stdout
+
+
+Emit = Callable[[ev.Event], object]
+
+
+class Runner:
+    """Runs one command at a time per call; emits events for one session."""
+
+    def __init__(
+        self,
+        session_id: str,
+        emit: Emit,
+        probe_dir: Path,
+        executor: Executor | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.emit = emit
+        self.probe_dir = Path(probe_dir)
+        self.executor = executor or LocalExecutor()
+        self._aborts: dict[str, asyncio.Event] = {}
+        self.on_records: Callable[[str, list[dict[str, Any]]], None] | None = None
+
+    def abort(self, run_id: str) -> bool:
+        flag = self._aborts.get(run_id)
+        if flag is None:
+            return False
+        flag.set()
+        return True
+
+    async def run(self, spec: RunSpec) -> RunResult:
+        self.probe_dir.mkdir(parents=True, exist_ok=True)
+        out = self.probe_dir / f"{spec.run_id}.jsonl"
+        for old in self.probe_dir.glob(f"{spec.run_id}*.jsonl"):
+            old.unlink()
+        base = scrub_env(spec.env if spec.env is not None else os.environ)
+        base.setdefault("PYTHONUNBUFFERED", "1")  # lines as they happen, not at exit
+        env = inject_env(base, str(out), spec.seed_offset)
+        self.emit(
+            ev.RunStarted(
+                session_id=self.session_id,
+                run_id=spec.run_id,
+                role=spec.role,
+                attempt=spec.attempt,
+                command=spec.command,
+                target=spec.target,
+                cwd=str(spec.cwd),
+                seed_offset=spec.seed_offset,
+            )
+        )
+        watch = _Watch(self, spec, out)
+        return await watch.run(env)
+
+
+class _Watch:
+    """The state of one live run: output batching, record tailing, limits."""
+
+    def __init__(self, runner: Runner, spec: RunSpec, out: Path) -> None:
+        self.runner = runner
+        self.spec = spec
+        self.out = out
+        self.sid = runner.session_id
+        self.pending: list[str] = []
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.records: list[dict[str, Any]] = []
+        self.last_activity = time.monotonic()
+        self.offsets: dict[Path, int] = {}
+        self.partial: dict[Path, bytes] = {}
+        self.step_count = 0
+
+    def _emit(self, event: ev.Event) -> None:
+        self.runner.emit(event)
+
+    def _flush_output(self) -> None:
+        if self.pending:
+            self._emit(ev.RunOutput(session_id=self.sid, run_id=self.spec.run_id, lines=self.pending))
+            self.pending = []
+
+    def _add_records(self, recs: list[dict[str, Any]]) -> None:
+        if not recs:
+            return
+        self.records.extend(recs)
+        self._emit(ev.RunRecord(session_id=self.sid, run_id=self.spec.run_id, records=recs))
+        if self.runner.on_records is not None:
+            self.runner.on_records(self.spec.run_id, recs)
+
+    def _on_line(self, line: str) -> None:
+        self.pending.append(line)
+        self.tail.append(line)
+        self.last_activity = time.monotonic()
+        metrics = []
+        for pat in self.spec.patterns:
+            m = pat.regex.search(line)
+            if m is None:
+                continue
+            try:
+                value = float(m.group("value"))
+            except (TypeError, ValueError):
+                continue
+            step = None
+            if "step" in pat.regex.groupindex and m.group("step") is not None:
+                with contextlib.suppress(ValueError):
+                    step = int(m.group("step"))
+            metrics.append(
+                {"type": "metric", "name": pat.name, "value": value, "step": step,
+                 "source": "output", "t": time.time()}
+            )
+        self._add_records(metrics)
+        if len(self.pending) >= OUTPUT_BATCH_LINES:
+            self._flush_output()
+
+    def _poll_records(self) -> None:
+        """Read complete new lines from every probe file of this run (all ranks)."""
+        new: list[dict[str, Any]] = []
+        for path in sorted(self.out.parent.glob(f"{self.out.stem}*{self.out.suffix}")):
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(self.offsets.get(path, 0))
+                    chunk = fh.read()
+            except OSError:
+                continue
+            if not chunk:
+                continue
+            self.offsets[path] = self.offsets.get(path, 0) + len(chunk)
+            data = self.partial.pop(path, b"") + chunk
+            lines = data.split(b"\n")
+            if lines[-1]:
+                self.partial[path] = lines[-1]
+            for raw in lines[:-1]:
+                if not raw.strip():
+                    continue
+                try:
+                    rec = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    rec = {"type": "probe-error", "line": decode_line(raw)[:200], "file": path.name}
+                if isinstance(rec, dict):
+                    new.append(rec)
+        steps = sum(1 for r in new if r.get("type") == "step")
+        if steps:
+            self.step_count += steps
+            self.last_activity = time.monotonic()
+        self._add_records(new)
+
+    async def _read_output(self, stream: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                raw = await stream.readline()
+            except ValueError:
+                # A line longer than the stream limit: take what is buffered as one line.
+                raw = await stream.read(1 << 20)
+            if not raw:
+                break
+            self._on_line(decode_line(raw))
+
+    async def _ticker(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=OUTPUT_BATCH_S)
+            self._flush_output()
+            self._poll_records()
+
+    async def run(self, env: dict[str, str]) -> RunResult:
+        spec = self.spec
+        t0 = time.monotonic()
+        abort = asyncio.Event()
+        self.runner._aborts[spec.run_id] = abort
+        try:
+            handle, stream = await self.runner.executor.start(spec.command, spec.cwd, env)
+        except OSError as exc:
+            return self._finish(None, None, "crashed", 0.0, "OSError", f"could not start: {exc}")
+        stop = asyncio.Event()
+        reader = asyncio.create_task(self._read_output(stream))
+        ticker = asyncio.create_task(self._ticker(stop))
+        waiter = asyncio.create_task(handle.wait())
+        reason = "exit"
+        try:
+            while not waiter.done():
+                done, _ = await asyncio.wait({waiter}, timeout=0.1)
+                if done:
+                    break
+                if isinstance(handle, _LocalHandle):
+                    handle.remember()
+                now = time.monotonic()
+                if abort.is_set():
+                    reason = "aborted"
+                elif spec.timeout_s and now - t0 > spec.timeout_s:
+                    reason = "timeout"
+                elif spec.stall_s and now - self.last_activity > spec.stall_s:
+                    reason = "stalled"
+                else:
+                    continue
+                await self._terminate(handle, waiter)
+                break
+        except asyncio.CancelledError:
+            await self._terminate(handle, waiter)
+            raise
+        finally:
+            # Whatever the end, no process of this run outlives it (daemons, setsid children).
+            handle.kill_all(signal.SIGKILL)
+            if isinstance(handle, _LocalHandle):
+                handle.forget()
+            self.runner._aborts.pop(spec.run_id, None)
+        returncode = waiter.result() if waiter.done() else None
+        try:
+            await asyncio.wait_for(reader, timeout=5)
+        except TimeoutError:
+            reader.cancel()
+        stop.set()
+        await ticker
+        self._flush_output()
+        self._poll_records()
+        wall = time.monotonic() - t0
+        code, sig = (returncode, None)
+        if returncode is not None and returncode < 0:
+            code, sig = None, -returncode
+        elif returncode is not None and returncode > 128 and reason == "exit":
+            # /bin/sh reports a signalled child as 128+N.
+            sig = returncode - 128
+        return self._classify(code, sig, reason, wall)
+
+    async def _terminate(self, handle: Handle, waiter: asyncio.Task[int]) -> None:
+        handle.kill_all(signal.SIGTERM)  # the probe flushes its records on SIGTERM
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), timeout=KILL_GRACE_S)
+        except TimeoutError:
+            handle.kill_all(signal.SIGKILL)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(waiter), timeout=5)
+
+    def _classify(self, code: int | None, sig: int | None, reason: str, wall: float) -> RunResult:
+        err_type, err_msg = parse_traceback(list(self.tail))
+        text = "\n".join(self.tail)
+        if reason == "exit":
+            if sig == signal.SIGKILL and _OOM.search(text) or (code and _OOM.search(text)):
+                reason = "oom"
+                err_type = err_type or "OutOfMemory"
+            elif sig is not None:
+                reason = "signal"
+                err_type = err_type or f"signal {signal.Signals(sig).name}"
+            elif code:
+                reason = "crashed"
+        elif reason == "stalled":
+            err_msg = err_msg or f"no step record and no output for {self.spec.stall_s:g} s"
+        elif reason == "timeout":
+            err_msg = err_msg or f"ran past the wall limit of {self.spec.timeout_s:g} s"
+        return self._finish(code, sig, reason, wall, err_type, err_msg)
+
+    def _finish(
+        self, code: int | None, sig: int | None, reason: str, wall: float, et: str, em: str
+    ) -> RunResult:
+        files = sorted(str(p) for p in self.out.parent.glob(f"{self.out.stem}*{self.out.suffix}"))
+        return RunResult(
+            run_id=self.spec.run_id,
+            exit_code=code,
+            signal=sig,
+            reason=reason,
+            wall_s=wall,
+            records=self.records,
+            tail=list(self.tail),
+            error_type=et,
+            error_message=em,
+            probe_files=files,
+        )
+
+
+def parse_traceback(lines: list[str]) -> tuple[str, str]:
+    """The exception type and message of the last Python traceback in the output."""
+    start = None
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("Traceback (most recent call last)"):
+            start = i
+            break
+    if start is None:
+        return "", ""
+    for line in lines[start + 1 :]:
+        if line.startswith((" ", "\t")) or not line.strip():
+            continue
+        # The first unindented line after the frames: "pkg.SomeError: message".
+        name, _, msg = line.strip().partition(":")
+        if _EXC_NAME.match(name):
+            return name, msg.strip()
+        return "", line.strip()
+    return "", ""

@@ -1,0 +1,173 @@
+"""The runner with real subprocesses: stalls, orphans, crashes, secrets, output metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from portside.core import events as ev
+from portside.core.runner import OutputPattern, Runner, RunSpec, parse_traceback, scrub_env
+
+PY = sys.executable
+
+
+def _script(tmp: Path, name: str, body: str) -> Path:
+    path = tmp / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def _run(tmp: Path, command: str, **kw: object) -> tuple[object, list[ev.Event]]:
+    events: list[ev.Event] = []
+    runner = Runner("s", events.append, tmp / "probe")
+    spec = RunSpec(run_id=kw.pop("run_id", "r1"), role="candidate", attempt=1, command=command,
+                   cwd=tmp, target="cpu", **kw)  # type: ignore[arg-type]
+    result = asyncio.run(runner.run(spec))
+    return result, events
+
+
+def test_hang_is_stalled_and_killed_within_limit(tmp_path: Path) -> None:
+    script = _script(tmp_path, "hang.py", """
+        import time
+        print("starting", flush=True)
+        time.sleep(600)
+    """)
+    t0 = time.monotonic()
+    result, events = _run(tmp_path, f"{PY} {script}", stall_s=2.0)
+    elapsed = time.monotonic() - t0
+    assert result.reason == "stalled"
+    assert elapsed < 2.0 + 2.0 + 1.5  # stall limit + 2 s, plus interpreter start
+    assert "no step record and no output for 2 s" in result.error_message
+    assert any(isinstance(e, ev.RunOutput) and "starting" in e.lines for e in events)
+
+
+def test_children_that_hang_leave_no_process(tmp_path: Path) -> None:
+    script = _script(tmp_path, "spawn.py", """
+        import os, subprocess, sys, time
+        a = subprocess.Popen(["sleep", "1000"])
+        b = subprocess.Popen(["sleep", "1001"], start_new_session=True)  # escapes the group
+        c = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1002)"])
+        print("pids", a.pid, b.pid, c.pid, flush=True)
+        time.sleep(1000)
+    """)
+    result, events = _run(tmp_path, f"{PY} {script}", timeout_s=3.0)
+    assert result.reason == "timeout"
+    line = next(line for e in events if isinstance(e, ev.RunOutput) for line in e.lines
+                if line.startswith("pids"))
+    pids = [int(p) for p in line.split()[1:]]
+    time.sleep(0.3)
+    alive = [p for p in pids if psutil.pid_exists(p)
+             and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+
+
+def test_crash_captures_traceback_type_and_message(tmp_path: Path) -> None:
+    script = _script(tmp_path, "crash.py", """
+        def train():
+            raise RuntimeError("boom at step 3: shapes [4, 8] vs [8, 2]")
+        print("step 1")
+        train()
+    """)
+    result, _ = _run(tmp_path, f"{PY} {script}")
+    assert result.reason == "crashed"
+    assert result.exit_code == 1
+    assert result.error_type == "RuntimeError"
+    assert result.error_message == "boom at step 3: shapes [4, 8] vs [8, 2]"
+
+
+def test_exit_zero_without_training_has_no_step_records(tmp_path: Path) -> None:
+    script = _script(tmp_path, "noop.py", """
+        import sys, torch
+        print("loading config", flush=True)
+        sys.exit(0)
+    """)
+    result, events = _run(tmp_path, f"{PY} {script}")
+    assert (result.reason, result.exit_code, result.steps) == ("exit", 0, 0)
+    finished_kinds = {type(e).__name__ for e in events}
+    assert "RunStarted" in finished_kinds
+
+
+def test_secrets_never_reach_the_run(tmp_path: Path) -> None:
+    script = _script(tmp_path, "env.py", """
+        import os
+        for k in sorted(os.environ):
+            print("ENV", k, flush=True)
+    """)
+    env = dict(os.environ, ANTHROPIC_API_KEY="sk-ant-secret", HF_TOKEN="hf", DB_SECRET="x",
+               AWS_SECRET_ACCESS_KEY="y", SAFE_SETTING="1")
+    _, events = _run(tmp_path, f"{PY} {script}", env=env)
+    names = {line.split()[1] for e in events if isinstance(e, ev.RunOutput) for line in e.lines
+             if line.startswith("ENV ")}
+    assert "SAFE_SETTING" in names and "PORTSIDE_PROBE_OUT" in names
+    assert not names & {"ANTHROPIC_API_KEY", "HF_TOKEN", "DB_SECRET"}
+    assert "sk-ant-secret" not in repr(events)
+    assert "AWS_SECRET_ACCESS_KEY" not in scrub_env({"AWS_SECRET_ACCESS_KEY": "y"})
+
+
+def test_output_patterns_become_metric_records(tmp_path: Path) -> None:
+    script = _script(tmp_path, "acc.py", """
+        print("epoch 1 accuracy=81.25")
+        print("epoch 2 accuracy=88.5")
+    """)
+    pat = OutputPattern.compile("accuracy", r"accuracy=(?P<value>[0-9.]+)")
+    result, events = _run(tmp_path, f"{PY} {script}", patterns=[pat])
+    values = [r["value"] for r in result.records if r.get("type") == "metric"]
+    assert values == [81.25, 88.5]
+    assert any(isinstance(e, ev.RunRecord) for e in events)
+
+
+def test_hostile_output_is_kept_but_decoded_safely(tmp_path: Path) -> None:
+    script = _script(tmp_path, "bytes.py", r"""
+        import sys
+        sys.stdout.buffer.write(b"bad \xff\xfe utf8\n")
+        sys.stdout.buffer.write(b"x" * 3_000_000 + b"\n")
+        sys.stdout.buffer.write(b"after\n")
+    """)
+    result, events = _run(tmp_path, f"{PY} {script}")
+    lines = [line for e in events if isinstance(e, ev.RunOutput) for line in e.lines]
+    assert "bad \ufffd\ufffd utf8" in lines
+    assert lines[-1] == "after"
+    assert result.reason == "exit"
+
+
+def test_abort_kills_the_process_group(tmp_path: Path) -> None:
+    script = _script(tmp_path, "long.py", """
+        import time
+        while True:
+            print("tick", flush=True)
+            time.sleep(0.1)
+    """)
+    events: list[ev.Event] = []
+    runner = Runner("s", events.append, tmp_path / "probe")
+    spec = RunSpec(run_id="r9", role="candidate", attempt=1, command=f"{PY} {script}",
+                   cwd=tmp_path, target="cpu")
+
+    async def go() -> object:
+        task = asyncio.create_task(runner.run(spec))
+        await asyncio.sleep(1.0)
+        assert runner.abort("r9")
+        return await task
+
+    result = asyncio.run(go())
+    assert result.reason == "aborted"
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (["Traceback (most recent call last):", '  File "t.py", line 1', "KeyError: 'lr'"],
+         ("KeyError", "'lr'")),
+        (["Traceback (most recent call last):", "  x", "torch.OutOfMemoryError: CUDA out"],
+         ("torch.OutOfMemoryError", "CUDA out")),
+        (["all good"], ("", "")),
+    ],
+)
+def test_parse_traceback(lines: list[str], expected: tuple[str, str]) -> None:
+    assert parse_traceback(lines) == expected
