@@ -3,7 +3,8 @@
 The agent, the reviewer, the runs and the checks all speak in these events; the store appends
 them, the UI renders them, replay and export read them back. One tagged union, one JSON codec
 with a schema version. ``seq`` is assigned by the store (gap-free per session); producers leave
-it at 0.
+it at 0. Float fields hold finite numbers: JSON has no NaN, so measured values that can be
+non-finite travel as the strings "nan", "inf", "-inf" (as the probe writes them).
 """
 
 from __future__ import annotations
@@ -192,7 +193,8 @@ class RunFinished(Event, tag="run.finished"):
     reason: str = ""  # exit | timeout | stalled | aborted | oom | crashed
     error_type: str = ""
     error_message: str = ""
-    metrics: dict[str, float] = {}
+    # Final values; a non-finite one is carried as "nan" / "inf" / "-inf" (JSON has no NaN).
+    metrics: dict[str, float | str | None] = {}
     device: dict[str, Any] = {}
 
 

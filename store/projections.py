@@ -36,7 +36,7 @@ class Batch:
         self.updates: list[tuple[str, tuple[Any, ...]]] = []
 
     def add(self, event: ev.Event, body: bytes) -> None:
-        self.add_row(event_row(event, body), event)
+        self.add_row(event_row(event, body), event if has_projection(event) else None)
 
     def add_row(self, row: tuple[str, int, float, str, str], event: ev.Event | None) -> None:
         """``event`` only when it has derived rows (see :func:`has_projection`)."""

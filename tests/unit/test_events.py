@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,14 +30,17 @@ def _strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
         "device": st.dictionaries(text, json_values, max_size=4),
         "input": st.dictionaries(text, json_values, max_size=4),
         "records": st.lists(st.dictionaries(text, json_values, max_size=4), max_size=4),
-        "metrics": st.dictionaries(text, floats, max_size=4),
+        "metrics": st.dictionaries(text, floats | st.sampled_from(["nan", "inf", "-inf"]), max_size=4),
     }
     fields = {}
+    hints = {f.name: f.type for f in msgspec.structs.fields(cls)}
     for name in cls.__struct_fields__:
         if name in common:
             fields[name] = common[name]
         elif name in overrides:
             fields[name] = overrides[name]
+        elif hints[name] is float:
+            fields[name] = floats  # finite by contract (see core/events.py)
     return st.builds(cls, **fields)
 
 
