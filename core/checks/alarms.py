@@ -1,0 +1,119 @@
+"""Alarms: what a check found, with evidence a reviewer can judge, and a stable key.
+
+Severities (why each is what it is):
+- critical — `non-finite` loss: the run is numerically broken from that step on.
+- error — anything that makes the port wrong even when the run exits 0: `numeric-drift`,
+  `goal-regression`, `clipping-changed`, `lr-schedule-changed`, `wrong-hardware`,
+  `recompilation`, `crashed`, `stalled`, `timed-out`, `no-metrics`, `agent-claim-contradicted`,
+  `budget-exhausted`. An error-level alarm on an exit-0 run makes the attempt `failed-silent`.
+- warning — worth a look, not a verdict: `cpu-fallback` (slow, not wrong), `slow`,
+  `unverified-hardware`, clipping that starts but never clips, a non-finite gradient norm that
+  the references have too (fp16 loss-scaler overflow steps) while the loss stays finite.
+- info — reported, not counted: compilations after the last training step (evaluation).
+
+`key` is stable across incremental calls (kind plus the series or aspect), so a live caller can
+keep the newest alarm per key and raise each key once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+SEVERITIES = ("info", "warning", "error", "critical")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+KINDS = (
+    "numeric-drift", "goal-regression", "clipping-changed", "lr-schedule-changed", "non-finite",
+    "wrong-hardware", "unverified-hardware", "recompilation", "cpu-fallback", "stalled",
+    "timed-out", "crashed", "no-metrics", "slow", "agent-claim-contradicted", "budget-exhausted",
+)
+
+
+@dataclass(frozen=True)
+class Alarm:
+    kind: str
+    severity: str
+    title: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITY_RANK:
+            raise ValueError(f"bad severity {self.severity!r}")
+        if not self.key:
+            object.__setattr__(self, "key", self.kind)
+        object.__setattr__(self, "evidence", jsonable(self.evidence))
+
+    @property
+    def is_error(self) -> bool:
+        """error or critical: fails the attempt."""
+        return SEVERITY_RANK[self.severity] >= SEVERITY_RANK["error"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "severity": self.severity, "title": self.title,
+                "evidence": self.evidence, "key": self.key}
+
+
+Finding = Alarm  # the same thing; "finding" reads better for info-level results
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON types only: numpy scalars/arrays unwrapped, NaN/±inf as strings."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [jsonable(v) for v in obj.tolist()]
+    if isinstance(obj, np.bool_ | bool):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating | float):
+        f = float(obj)
+        if math.isnan(f):
+            return "nan"
+        if math.isinf(f):
+            return "inf" if f > 0 else "-inf"
+        return f
+    return obj
+
+
+def sort_alarms(alarms: list[Alarm]) -> list[Alarm]:
+    """Most severe first; check order otherwise."""
+    return sorted(alarms, key=lambda a: -SEVERITY_RANK[a.severity])
+
+
+def agent_claim_contradicted(claim: str, contradicted_by: list[Alarm] | None = None,
+                             reason: str = "") -> Alarm:
+    """The agent says it is done while the checks say otherwise (raised by the session engine)."""
+    by = contradicted_by or []
+    why = reason or ", ".join(sorted({a.kind for a in by})) or "the checks"
+    return Alarm("agent-claim-contradicted", "error",
+                 f"agent claims success, contradicted by {why}",
+                 {"claim": claim[:2000], "reason": reason,
+                  "alarms": [{"kind": a.kind, "severity": a.severity, "title": a.title, "key": a.key}
+                             for a in by]},
+                 key="agent-claim-contradicted")
+
+
+def budget_exhausted(what: str, used: float, limit: float) -> Alarm:
+    """A stopping criterion was reached (`what`: attempts | cost_usd | human_minutes)."""
+    return Alarm("budget-exhausted", "error", f"budget exhausted: {what} {used:g} of {limit:g}",
+                 {"what": what, "used": used, "limit": limit}, key=f"budget-exhausted:{what}")
+
+
+def check_budget(budget: Any, attempts: int, cost_usd: float, human_minutes: float) -> list[Alarm]:
+    """Alarms for every limit of `criteria.budget` reached (0 = no limit)."""
+    out = []
+    if budget.max_attempts and attempts >= budget.max_attempts:
+        out.append(budget_exhausted("attempts", attempts, budget.max_attempts))
+    if budget.max_cost_usd and cost_usd >= budget.max_cost_usd:
+        out.append(budget_exhausted("cost_usd", cost_usd, budget.max_cost_usd))
+    if budget.max_human_minutes and human_minutes >= budget.max_human_minutes:
+        out.append(budget_exhausted("human_minutes", human_minutes, budget.max_human_minutes))
+    return out

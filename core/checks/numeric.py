@@ -1,0 +1,426 @@
+"""Numeric checks over step series: drift, learning rate, clipping, non-finite values, goal,
+speed. All vectorised; every function is pure and safe on partial series."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..criteria import Criteria
+from .alarms import Alarm
+from .records import RunRecords
+
+SPARK_POINTS = 48
+LR_RTOL = 1e-6  # float noise between schedulers computing the same lr
+CLIP_SHARE_PP = 0.25  # clipped share differing by more than 25 points…
+CLIP_SHARE_RATIO = 3.0  # …or by more than 3x (and by at least 5 points)
+CLIP_SHARE_MIN_PP = 0.05
+CLIP_MIN_STEPS = 20  # clipped-share comparisons need this many clipped-or-not steps
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def common_steps(runs: list[RunRecords]) -> tuple[np.ndarray, list[slice | np.ndarray]]:
+    """Steps present in every run, and each run's selector (a slice on the fast path, so no
+    copy) of them."""
+    if not runs:
+        return np.zeros(0, np.int64), []
+    # Fast path: every run logs 0..n-1 (the usual case) — the common steps are a prefix.
+    if all(r.n == 0 or (r.steps[0] == 0 and r.steps[-1] == r.n - 1) for r in runs) and all(
+            r.n < 2 or bool(np.all(np.diff(r.steps) == 1)) for r in runs):
+        k = min(r.n for r in runs)
+        return np.arange(k, dtype=np.int64), [slice(0, k) for _ in runs]
+    common = runs[0].steps
+    for r in runs[1:]:
+        common = np.intersect1d(common, r.steps)
+    out: list[slice | np.ndarray] = []
+    for r in runs:
+        _, _, ir = np.intersect1d(common, r.steps, return_indices=True)
+        out.append(ir)
+    return common, out
+
+
+def rolling_mean(x: np.ndarray, w: int) -> np.ndarray:
+    """Trailing mean over the last `w` steps (fewer at the start), skipping non-finite values
+    (NaN where a window has none). Causal, so a partial series gets the same values as the
+    full one at the same steps."""
+    if w <= 1 or x.size == 0:
+        return x.copy()
+    fin = np.isfinite(x)
+    if fin.all():  # fast path: plain cumulative sums, slices only
+        cs = np.cumsum(x)
+        out = np.empty_like(x)
+        k = min(w, x.size)
+        out[:k] = cs[:k] / np.arange(1, k + 1)
+        out[k:] = (cs[k:] - cs[:-k]) / w
+        return out
+    cs = np.concatenate(([0.0], np.cumsum(np.where(fin, x, 0.0))))
+    cn = np.concatenate(([0], np.cumsum(fin)))
+    hi = np.arange(1, x.size + 1)
+    lo = np.maximum(hi - w, 0)
+    cnt = (cn[hi] - cn[lo]).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (cs[hi] - cs[lo]) / cnt
+    mean[cnt == 0] = np.nan
+    return mean
+
+
+def step_noise(x: np.ndarray, w: int) -> np.ndarray:
+    """Local per-step noise σ from the trailing mean |Δx| (σ = mean|Δ|·√π/2 for Gaussian noise;
+    a trend only makes it larger, i.e. more lenient)."""
+    if x.size < 2:
+        return np.zeros_like(x)
+    d = np.empty_like(x)
+    np.abs(np.diff(x), out=d[1:])
+    d[0] = d[1]  # no difference at the first step: borrow the second
+    m = rolling_mean(d, w)
+    if not np.isfinite(m.sum()):
+        m[~np.isfinite(m)] = 0.0
+    return m * (math.sqrt(math.pi) / 2.0)
+
+
+def true_runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and (exclusive) ends of the runs of True in a bool array."""
+    d = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
+    return np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+
+
+def downsample(x: np.ndarray, k: int = SPARK_POINTS) -> list[float]:
+    """At most k points, evenly spaced (including the last), for a sparkline."""
+    if x.size <= k:
+        return x.tolist()
+    return x[np.linspace(0, x.size - 1, k).round().astype(np.int64)].tolist()
+
+
+def _f(x: Any) -> float:
+    return float(x)
+
+
+# --- numeric-drift ---------------------------------------------------------------------------
+
+
+def _cached(r: RunRecords, key: tuple, make: Any) -> np.ndarray:
+    """Per-run memo of derived full-length series. Records are treated as immutable once built;
+    references are re-checked on every live call, so this makes their cost a one-off."""
+    val = r._cache.get(key)
+    if val is None:
+        val = r._cache[key] = make()
+    return val
+
+
+def _envelope(refs: list[RunRecords], sel: list[slice | np.ndarray], name: str, smooth: int,
+              noise_w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Min and max over references of the smoothed series at the common steps, and their mean
+    step noise σ (zeros when noise_w is 0); None when no reference reports the series.
+    Smoothing is causal, so a run's full smoothed series cut at the common steps equals the
+    smoothing of the cut series."""
+    m = _sel_len(sel[0], refs[0])
+    lo = np.full(m, np.nan)
+    hi = np.full(m, np.nan)
+    sigma = np.zeros(m)
+    for r, s in zip(refs, sel, strict=True):
+        sm = _cached(r, ("smooth", name, smooth), lambda r=r: rolling_mean(r.series(name), smooth))[s]
+        np.fmin(lo, sm, out=lo)  # fmin/fmax skip NaN (a reference missing a step)
+        np.fmax(hi, sm, out=hi)
+        if noise_w:
+            sigma += _cached(r, ("noise", name, noise_w),
+                             lambda r=r: step_noise(r.series(name), noise_w))[s]
+    if np.isnan(lo).all():
+        return None
+    return lo, hi, sigma / len(refs)
+
+
+def _sel_len(s: slice | np.ndarray, r: RunRecords) -> int:
+    return len(range(*s.indices(r.n))) if isinstance(s, slice) else int(s.size)
+
+
+def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
+    """Smoothed candidate series outside the reference envelope for `window` consecutive common
+    steps. Envelope = [min, max] over references of the same smoothing, widened by
+    rtol·max(|lo|, |hi|) + atol + noise_z·σ, where σ is the references' step noise divided by
+    √(points in the smoothing window)."""
+    if not refs or cand.n == 0:
+        return []
+    dc = criteria.drift
+    steps, idx = common_steps([cand, *refs])
+    if steps.size < dc.window:
+        return []
+    noise_w = max(4 * dc.smooth, 20)
+    alarms = []
+    for name in dc.series:
+        c_s = rolling_mean(cand.series(name), dc.smooth)[idx[0]]
+        env = _envelope(refs, idx[1:], name, dc.smooth, noise_w if dc.noise_z else 0)
+        if env is None or not np.isfinite(c_s).any():
+            continue  # the series is not reported by one side
+        lo, hi, sigma = env
+        widen = dc.rtol * np.maximum(np.abs(lo), np.abs(hi)) + dc.atol
+        if dc.noise_z:
+            n_eff = np.minimum(np.arange(1, steps.size + 1), dc.smooth)
+            widen = widen + dc.noise_z * sigma / np.sqrt(n_eff)
+        elo, ehi = lo - widen, hi + widen
+        with np.errstate(invalid="ignore"):
+            excess = np.maximum(c_s - ehi, elo - c_s)  # > 0 outside; NaN where unknown
+        out = excess > 0
+        starts, ends = true_runs(out)
+        long = (ends - starts) >= dc.window
+        if not long.any():
+            continue
+        s0, e0 = starts[long], ends[long]
+        first = int(s0[0])
+        # Worst point over the qualifying runs, relative to the envelope's scale.
+        in_long = np.zeros(steps.size, bool)
+        for a, b in zip(s0, e0, strict=True):
+            in_long[a:b] = True
+        scale = np.maximum(np.abs(ehi - elo), np.abs(hi)) + dc.atol
+        rel = np.where(in_long, excess / scale, -np.inf)
+        worst = int(np.argmax(rel))
+        direction = "above" if c_s[first] > ehi[first] else "below"
+        alarms.append(Alarm(
+            "numeric-drift", "error",
+            f"{name} leaves the reference envelope from step {int(steps[first])} "
+            f"({direction}, {int(in_long.sum())} steps out)",
+            {
+                "series": name, "first_step": int(steps[first]),
+                "alarm_step": int(steps[first + dc.window - 1]),
+                "worst_step": int(steps[worst]), "direction": direction,
+                "steps_out": int(in_long.sum()), "window": dc.window, "smooth": dc.smooth,
+                "value_first": _f(c_s[first]), "envelope_first": [_f(elo[first]), _f(ehi[first])],
+                "value_worst": _f(c_s[worst]), "envelope_worst": [_f(elo[worst]), _f(ehi[worst])],
+                "reference_runs": len(refs),
+                "spark": {"steps": downsample(steps), "candidate": downsample(c_s),
+                          "lo": downsample(elo), "hi": downsample(ehi)},
+            },
+            key=f"numeric-drift:{name}"))
+    return alarms
+
+
+# --- lr-schedule-changed ---------------------------------------------------------------------
+
+
+def check_lr(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:
+    """The candidate's learning rates differ (beyond float noise, at a common step) from every
+    reference's. Series lengths alone are not compared: a short candidate is partial or crashed."""
+    if not refs or cand.n == 0:
+        return []
+    best: dict[str, Any] | None = None
+    for r in refs:
+        steps, (ic, ir) = common_steps([cand, r])
+        if steps.size == 0:
+            return []
+        g = min(cand.lr_all.shape[1], r.lr_all.shape[1])
+        c, rv = cand.lr_all[ic, :g], r.lr_all[ir, :g]
+        both = np.isfinite(c) & np.isfinite(rv)
+        if not both.any():
+            return []  # lr not reported on one side: nothing to compare
+        with np.errstate(invalid="ignore"):
+            diff = both & (np.abs(c - rv) > LR_RTOL * np.maximum(np.abs(c), np.abs(rv)) + 1e-12)
+        bad_rows = diff.any(axis=1)
+        if not bad_rows.any():
+            return []  # matches at least one reference
+        i = int(np.argmax(bad_rows))
+        grp = int(np.argmax(diff[i]))
+        ev = {"first_step": int(steps[i]), "group": grp,
+              "candidate_lr": _f(c[i, grp]), "reference_lr": _f(rv[i, grp]),
+              "steps_differing": int(bad_rows.sum()), "steps_compared": int(steps.size),
+              "groups": [int(cand.lr_all.shape[1]), int(r.lr_all.shape[1])],
+              "spark": {"steps": downsample(steps), "candidate": downsample(c[:, 0]),
+                        "reference": downsample(rv[:, 0])}}
+        if best is None:
+            best = ev
+    assert best is not None
+    return [Alarm("lr-schedule-changed", "error",
+                  f"learning rate differs from step {best['first_step']}: "
+                  f"{best['candidate_lr']:.6g} vs reference {best['reference_lr']:.6g}",
+                  best, key="lr-schedule-changed")]
+
+
+# --- clipping-changed ------------------------------------------------------------------------
+
+
+def clip_stats(r: RunRecords) -> dict[str, Any]:
+    mn, gn = r.max_norm, r.grad_norm
+    if np.isfinite(mn.sum()) and np.isfinite(gn.sum()):  # fast path: every step clipped and judged
+        n_used = judged = r.n
+        clipped = int(np.count_nonzero(gn > mn))
+        mv = mn
+    else:
+        used = np.isfinite(mn)
+        n_used = int(used.sum())
+        mv = mn[used]
+        with np.errstate(invalid="ignore"):
+            j = used & np.isfinite(gn)
+            clipped = int(np.count_nonzero(j & (gn > mn)))
+        judged = int(j.sum())
+    if n_used and mv.min() == mv.max():
+        values = mv[:1]  # the usual constant max_norm: skip the sort
+    else:
+        values = np.unique(np.round(mv, 9)) if n_used else np.zeros(0)
+    return {"steps": r.n, "clip_steps": n_used,
+            "max_norm": values[:8].tolist(), "uses_share": n_used / r.n if r.n else 0.0,
+            "clipped_share": clipped / judged if judged else None, "judged": judged}
+
+
+def _same_values(a: list[float], b: list[float]) -> bool:
+    return all(any(abs(x - y) <= 1e-6 * max(abs(x), abs(y)) for y in b) for x in a)
+
+
+def check_clipping(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
+                   final: bool) -> list[Alarm]:
+    """max_norm changed, clipping stopped or started, or the clipped share of steps very
+    different. References are cut to the candidate's steps so a live run compares like with
+    like."""
+    if not refs or cand.n == 0:
+        return []
+    last = int(cand.steps.max())
+    rs = [clip_stats(r.upto(last)) for r in refs]
+    cs = clip_stats(cand)
+    min_steps = 1 if final else max(criteria.drift.window, 5)
+    ev: dict[str, Any] = {"candidate": cs, "references": rs}
+    ref_vals = sorted({v for s in rs for v in s["max_norm"]})
+    ref_all_clip = all(s["clip_steps"] > 0 for s in rs)
+    ref_none_clip = all(s["clip_steps"] == 0 for s in rs)
+
+    def alarm(reason: str, title: str, severity: str = "error") -> list[Alarm]:
+        return [Alarm("clipping-changed", severity, title, {**ev, "reason": reason},
+                      key="clipping-changed")]
+
+    if cs["clip_steps"] and ref_vals and not _same_values(cs["max_norm"], ref_vals):
+        return alarm("max_norm", f"max_norm changed: {_fmt(cs['max_norm'])} vs reference "
+                     f"{_fmt(ref_vals)}")
+    if cand.n < min_steps:
+        return []
+    if ref_all_clip and cs["clip_steps"] == 0:
+        return alarm("stopped", f"clipping removed (reference clips at max_norm {_fmt(ref_vals)})")
+    if ref_none_clip and cs["clip_steps"]:
+        active = (cs["clipped_share"] or 0.0) > 0
+        return alarm("started", f"clipping added at max_norm {_fmt(cs['max_norm'])}"
+                     + ("" if active else " (never active so far)"),
+                     "error" if active else "warning")
+    ref_shares = [s["clipped_share"] for s in rs if s["clipped_share"] is not None and
+                  s["judged"] >= CLIP_MIN_STEPS]
+    if cs["clipped_share"] is not None and cs["judged"] >= CLIP_MIN_STEPS and ref_shares:
+        c, r = cs["clipped_share"], float(np.mean(ref_shares))
+        d = abs(c - r)
+        ratio = max(c, r) / max(min(c, r), 1e-12)
+        if d > CLIP_SHARE_PP or (ratio > CLIP_SHARE_RATIO and d >= CLIP_SHARE_MIN_PP):
+            return alarm("share", f"clips {c:.0%} of steps vs reference {r:.0%}")
+    return []
+
+
+def _fmt(vals: list[float]) -> str:
+    return "/".join(f"{v:g}" for v in vals) or "none"
+
+
+# --- non-finite ------------------------------------------------------------------------------
+
+
+def check_nonfinite(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:
+    alarms = []
+    for name, mask, vals in (("loss", cand.loss_nonfinite, cand.loss),
+                             ("grad_norm", cand.grad_norm_nonfinite, cand.grad_norm)):
+        if not mask.any():
+            continue
+        i = int(np.argmax(mask))
+        fin = np.flatnonzero(np.isfinite(vals[:i]))
+        severity = "critical"
+        note = ""
+        if name == "grad_norm" and not cand.loss_nonfinite.any() and any(
+                r.grad_norm_nonfinite.any() for r in refs):
+            # fp16 loss scaling skips overflow steps: the references do it too, loss is fine.
+            severity, note = "warning", " (references have non-finite gradient norms too)"
+        alarms.append(Alarm(
+            "non-finite", severity,
+            f"{name} is {_word(vals[i])} at step {int(cand.steps[i])}{note}",
+            {"series": name, "first_step": int(cand.steps[i]), "value": _f(vals[i]),
+             "count": int(mask.sum()),
+             "last_finite_step": int(cand.steps[fin[-1]]) if fin.size else None,
+             "last_finite_value": _f(vals[fin[-1]]) if fin.size else None},
+            key=f"non-finite:{name}"))
+    return alarms
+
+
+def _word(v: float) -> str:
+    return "NaN" if math.isnan(v) else ("+inf" if v > 0 else "-inf")
+
+
+# --- goal-regression -------------------------------------------------------------------------
+
+
+def check_goal(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
+    """Last goal value worse than the reference mean by more than the tolerance (the larger of
+    `tolerance` and `rtol`·|mean|) and more than the references' spread (max − min)."""
+    g = criteria.goal
+    if not g.metric:
+        return []
+    ref_vals = [v for r in refs if (v := r.last_metric(g.metric)) is not None and math.isfinite(v)]
+    c = cand.last_metric(g.metric)
+    if not ref_vals or c is None:
+        return []
+    mean = float(np.mean(ref_vals))
+    spread = float(max(ref_vals) - min(ref_vals))
+    tol = max(g.tolerance, g.rtol * abs(mean))
+    worse = (mean - c) if g.direction == "max" else (c - mean)
+    if math.isfinite(c) and not (worse > tol and worse > spread):
+        return []
+    return [Alarm("goal-regression", "error",
+                  f"{g.metric} {c:.6g} vs reference mean {mean:.6g} "
+                  f"({'lower' if g.direction == 'max' else 'higher'} is worse)",
+                  {"metric": g.metric, "candidate": c, "references": ref_vals, "mean": mean,
+                   "spread": spread, "tolerance": tol, "worse_by": worse,
+                   "direction": g.direction},
+                  key=f"goal-regression:{g.metric}")]
+
+
+# --- slow ------------------------------------------------------------------------------------
+
+
+def steady_step_s(r: RunRecords, warmup_steps: int) -> float | None:
+    """Median step time after warm-up, leaving out steps that compiled (compile time is reported
+    apart); None without any such step. Memoised per run (references are judged repeatedly)."""
+    key = ("steady", warmup_steps, r.n)
+    if key not in r._cache:
+        r._cache[key] = _steady_step_s(r, warmup_steps)
+    return r._cache[key]
+
+
+def _steady_step_s(r: RunRecords, warmup_steps: int) -> float | None:
+    if r.n and bool(np.all(r.steps[1:] >= r.steps[:-1])):
+        start = int(np.searchsorted(r.steps, warmup_steps))
+        v, c = r.step_s[start:], r.compile_s[start:]
+    else:
+        keep = r.steps >= warmup_steps
+        v, c = r.step_s[keep], r.compile_s[keep]
+    if v.size == 0:
+        return None
+    compiled = c > 0
+    if np.isfinite(v.sum()) and not compiled.any():
+        return float(np.median(v))  # fast path: nothing to leave out
+    keep = np.isfinite(v)
+    if (keep & ~compiled).any():
+        keep &= ~compiled
+    return float(np.median(v[keep])) if keep.any() else None
+
+
+def check_slow(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
+               final: bool) -> list[Alarm]:
+    limit = criteria.performance.max_step_time_ratio
+    if not limit or not refs:
+        return []
+    w = criteria.compile.warmup_steps
+    if not final and int(np.count_nonzero(cand.steps >= w)) < 20:
+        return []  # too few steady steps to judge a live run
+    c = steady_step_s(cand, w)
+    rv = [v for r in refs if (v := steady_step_s(r, w)) is not None]
+    if c is None or not rv:
+        return []
+    ref = float(np.median(rv))
+    if ref <= 0 or c / ref <= limit:
+        return []
+    return [Alarm("slow", "warning",
+                  f"steady step {c * 1e3:.3g} ms vs reference {ref * 1e3:.3g} ms "
+                  f"({c / ref:.2f}× > {limit:g}×)",
+                  {"candidate_step_s": c, "reference_step_s": ref, "ratio": c / ref,
+                   "limit": limit, "warmup_steps": w}, key="slow")]

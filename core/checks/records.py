@@ -1,0 +1,185 @@
+"""A run's probe records as numpy arrays, built once per call of the checks.
+
+`RunRecords.from_records` takes the parsed JSONL dicts of `core/probe/FORMAT.md` (plus the
+runner's `metric` records) in any order of types; step series keep the order of the records.
+Missing values (`null` or absent) become NaN in the value arrays; values the probe really saw
+as non-finite ("nan", "inf", "-inf" strings or floats) are also NaN/±inf there, and are kept
+apart in `loss_nonfinite` / `grad_norm_nonfinite` so a NaN loss is never confused with a backend
+that does not report the loss.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "+inf": math.inf,
+              "infinity": math.inf, "-infinity": -math.inf}
+
+
+def to_float(v: Any) -> float | None:
+    """A record value as float: None for null/missing/unparseable, NaN/inf for their strings."""
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, int | float):
+        return float(v)
+    if isinstance(v, str):
+        s = v.strip().lower()
+        if s in _NONFINITE:
+            return _NONFINITE[s]
+        try:
+            return float(s)
+        except ValueError:
+            return None
+    return None
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How a run ended, as the runner saw it (None fields: not known)."""
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    stalled: bool = False
+    error_type: str | None = None
+    error_message: str | None = None
+    wall_s: float | None = None
+    stall_s: float | None = None  # the stall limit that was hit, for the evidence
+
+
+@dataclass(eq=False)
+class RunRecords:
+    """One run's records. Arrays are aligned with `steps` (one entry per step record)."""
+    steps: np.ndarray  # int64
+    loss: np.ndarray
+    grad_norm: np.ndarray
+    max_norm: np.ndarray  # NaN where the step was not clipped
+    lr: np.ndarray  # first param group
+    lr_all: np.ndarray  # (n, groups), NaN-padded
+    step_s: np.ndarray
+    compiles: np.ndarray  # cumulative, NaN where not reported
+    compile_s: np.ndarray
+    loss_nonfinite: np.ndarray  # bool: the probe saw NaN/inf
+    grad_norm_nonfinite: np.ndarray
+    facts: dict[str, Any] | None = None  # the latest facts record
+    exit: dict[str, Any] | None = None  # the exit record
+    metrics: dict[str, list[float]] = field(default_factory=dict)  # name → values in order
+    end: RunEnd | None = None  # None while the run is live
+    name: str = ""
+    # Memo of derived series for the checks (see numeric._cached); not part of the data.
+    _cache: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
+
+    @property
+    def n(self) -> int:
+        return int(self.steps.size)
+
+    def series(self, name: str) -> np.ndarray:
+        return {"loss": self.loss, "grad_norm": self.grad_norm, "lr": self.lr,
+                "max_norm": self.max_norm, "step_s": self.step_s}[name]
+
+    def last_metric(self, name: str) -> float | None:
+        vals = self.metrics.get(name)
+        return vals[-1] if vals else None
+
+    @classmethod
+    def from_records(cls, records: Iterable[Mapping[str, Any]], end: RunEnd | None = None,
+                     name: str = "") -> RunRecords:
+        steps: list[int] = []
+        cols: dict[str, list[float]] = {k: [] for k in
+                                        ("loss", "grad_norm", "max_norm", "step_s", "compiles", "compile_s")}
+        lrs: list[list[float]] = []
+        nf_loss: list[bool] = []
+        nf_grad: list[bool] = []
+        facts = exit_rec = None
+        metrics: dict[str, list[float]] = {}
+        nan = math.nan
+        for rec in records:
+            typ = rec.get("type")
+            if typ == "step":
+                steps.append(int(rec.get("step", len(steps))))
+                for key, col in cols.items():
+                    v = to_float(rec.get(key))
+                    col.append(nan if v is None else v)
+                loss, grad = cols["loss"][-1], cols["grad_norm"][-1]
+                nf_loss.append(not math.isfinite(loss) and rec.get("loss") is not None)
+                nf_grad.append(not math.isfinite(grad) and rec.get("grad_norm") is not None)
+                lr = rec.get("lr")
+                if isinstance(lr, list):
+                    lrs.append([nan if (x := to_float(v)) is None else x for v in lr])
+                else:
+                    x = to_float(lr)
+                    lrs.append([nan if x is None else x])
+            elif typ == "metric":
+                v = to_float(rec.get("value"))
+                if v is not None and rec.get("name"):
+                    metrics.setdefault(str(rec["name"]), []).append(v)
+            elif typ == "facts":
+                facts = dict(rec)
+            elif typ == "exit":
+                exit_rec = dict(rec)
+        groups = max((len(x) for x in lrs), default=1) or 1
+        lr_all = np.full((len(lrs), groups), np.nan)
+        for i, row in enumerate(lrs):
+            lr_all[i, : len(row)] = row
+        arr = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
+        return cls(steps=np.asarray(steps, dtype=np.int64), lr=lr_all[:, 0].copy(), lr_all=lr_all,
+                   loss_nonfinite=np.asarray(nf_loss, dtype=bool),
+                   grad_norm_nonfinite=np.asarray(nf_grad, dtype=bool),
+                   facts=facts, exit=exit_rec, metrics=metrics, end=end, name=name, **arr)
+
+    @classmethod
+    def from_arrays(cls, steps: Any = None, *, loss: Any = None, grad_norm: Any = None,
+                    max_norm: Any = None, lr: Any = None, step_s: Any = None,
+                    compiles: Any = None, compile_s: Any = None,
+                    facts: dict[str, Any] | None = None, exit: dict[str, Any] | None = None,
+                    metrics: dict[str, list[float]] | None = None, end: RunEnd | None = None,
+                    name: str = "") -> RunRecords:
+        """Build from arrays (tests, benchmarks); omitted series are all-NaN. `lr` may be 1-D
+        (one group) or 2-D (steps × groups). Every non-finite loss/grad_norm counts as seen."""
+        lengths = [np.size(x) if np.ndim(x) < 2 else np.shape(x)[0]
+                   for x in (steps, loss, grad_norm, max_norm, lr, step_s, compiles, compile_s)
+                   if x is not None]
+        n = max(lengths, default=0)
+        st = np.arange(n, dtype=np.int64) if steps is None else np.asarray(steps, dtype=np.int64)
+
+        def col(x: Any) -> np.ndarray:
+            return np.full(n, np.nan) if x is None else np.asarray(x, dtype=np.float64)
+
+        lr_all = np.full((n, 1), np.nan) if lr is None else np.asarray(lr, dtype=np.float64)
+        if lr_all.ndim == 1:
+            lr_all = lr_all[:, None]
+        ls, gn = col(loss), col(grad_norm)
+        return cls(steps=st, loss=ls, grad_norm=gn, max_norm=col(max_norm), lr=lr_all[:, 0].copy(),
+                   lr_all=lr_all, step_s=col(step_s), compiles=col(compiles),
+                   compile_s=col(compile_s),
+                   loss_nonfinite=(~np.isfinite(ls)) if loss is not None else np.zeros(n, bool),
+                   grad_norm_nonfinite=(~np.isfinite(gn)) if grad_norm is not None else np.zeros(n, bool),
+                   facts=facts, exit=exit, metrics=dict(metrics or {}), end=end, name=name)
+
+    def upto(self, last_step: int) -> RunRecords:
+        """The step series cut at `last_step` (inclusive); facts, exit and end are dropped —
+        used to compare references with a live candidate over the same range."""
+        k = int(np.searchsorted(self.steps, last_step, side="right")) if _sorted(self.steps) \
+            else int(np.count_nonzero(self.steps <= last_step))
+        if k == self.n:
+            return self
+        if not _sorted(self.steps):
+            m = self.steps <= last_step
+            pick = lambda a: a[m]  # noqa: E731
+        else:
+            pick = lambda a: a[:k]  # noqa: E731
+        return RunRecords(steps=pick(self.steps), loss=pick(self.loss),
+                          grad_norm=pick(self.grad_norm), max_norm=pick(self.max_norm),
+                          lr=pick(self.lr), lr_all=pick(self.lr_all), step_s=pick(self.step_s),
+                          compiles=pick(self.compiles), compile_s=pick(self.compile_s),
+                          loss_nonfinite=pick(self.loss_nonfinite),
+                          grad_norm_nonfinite=pick(self.grad_norm_nonfinite),
+                          facts=self.facts, metrics=self.metrics, name=self.name)
+
+
+def _sorted(a: np.ndarray) -> bool:
+    return a.size < 2 or bool(np.all(a[1:] >= a[:-1]))

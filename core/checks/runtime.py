@@ -1,0 +1,201 @@
+"""Checks on how the candidate ran: hardware, compilation, CPU fallback, how it ended."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..costs import tpu_generation
+from ..criteria import Criteria
+from .alarms import Alarm
+from .records import RunRecords
+
+TARGETS = ("cpu", "cuda", "xla", "xla:cpu", "tpu", "tpu:v5e", "tpu:v5p", "tpu:v6e")
+XLA_BACKENDS = ("torch_xla", "torch_tpu")
+FACT_KEYS = ("backend", "device_kind", "device_name", "device_count", "real_devices",
+             "pjrt_device", "world_size", "param_devices", "param_dtypes", "versions")
+
+
+def validate_target(target: str) -> str:
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
+    return target
+
+
+def device_facts(facts: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: facts.get(k) for k in FACT_KEYS if k in facts} if facts else {}
+
+
+# --- wrong-hardware / unverified-hardware ----------------------------------------------------
+
+
+def check_hardware(cand: RunRecords, criteria: Criteria, target: str, final: bool) -> list[Alarm]:
+    """Target against the probe's real-device facts.
+
+    cpu: device_kind CPU (an XLA backend on CPU is a warning: it is XLA:CPU, not plain CPU);
+    cuda: CUDA; xla: an XLA backend (torch_xla/torch_tpu) on any real device; xla:cpu: an XLA
+    backend on CPU; tpu: an XLA backend on TPU; tpu:vXX: and the device name names that
+    generation (a name without one → unverified-hardware). Device count is judged only when
+    `hardware.devices` > 0, against the facts' device_count.
+    """
+    validate_target(target)
+    facts = cand.facts
+    if not facts:
+        # Facts come with the first optimizer step: without steps there is nothing to verify
+        # (no-metrics / crashed say why).
+        if cand.n > 0:
+            return [Alarm("unverified-hardware", "warning",
+                          f"no device facts recorded: cannot verify target {target}",
+                          {"target": target, "steps": cand.n}, key="unverified-hardware")]
+        return []
+    backend = str(facts.get("backend") or "")
+    kind = str(facts.get("device_kind") or "UNKNOWN").upper()
+    name = str(facts.get("device_name") or "")
+    ev = {"target": target, **device_facts(facts)}
+    alarms: list[Alarm] = []
+
+    def wrong(why: str, severity: str = "error") -> None:
+        alarms.append(Alarm("wrong-hardware", severity, f"target {target}, but {why}", ev,
+                            key="wrong-hardware"))
+
+    is_xla = backend in XLA_BACKENDS
+    want_kind = {"cpu": "CPU", "cuda": "CUDA", "xla:cpu": "CPU"}.get(
+        target, "TPU" if target.startswith("tpu") else None)
+    if kind == "UNKNOWN":
+        alarms.append(Alarm("unverified-hardware", "warning",
+                            f"real device kind unknown (backend {backend or '?'}): cannot verify "
+                            f"target {target}", ev, key="unverified-hardware"))
+    elif want_kind and kind != want_kind:
+        wrong(f"it ran on {kind} ({name or backend})")
+    elif target in ("xla", "xla:cpu", "tpu") or target.startswith("tpu:"):
+        if not is_xla:
+            wrong(f"backend is {backend or 'unknown'}, not torch_xla/torch_tpu")
+    elif target == "cpu" and is_xla:
+        wrong(f"it ran through {backend} (XLA:CPU), not plain CPU", "warning")
+
+    if target.startswith("tpu:") and kind == "TPU" and not alarms:
+        gen = tpu_generation(name)
+        want = "tpu-" + target.split(":", 1)[1]
+        if gen is None:
+            alarms.append(Alarm("unverified-hardware", "warning",
+                                f"TPU generation not in the device name {name!r}: cannot verify "
+                                f"{target}", ev, key="unverified-hardware"))
+        elif gen != want:
+            wrong(f"it ran on {name}")
+
+    devices = criteria.hardware.devices
+    count = facts.get("device_count")
+    if count is None and isinstance(facts.get("real_devices"), list):
+        count = len(facts["real_devices"])
+    if devices and count is not None and int(count) != devices and not any(
+            a.kind == "wrong-hardware" and a.is_error for a in alarms):
+        wrong(f"{count} device(s) seen, {devices} expected")
+    return alarms
+
+
+# --- recompilation ---------------------------------------------------------------------------
+
+
+def check_recompilation(cand: RunRecords, criteria: Criteria) -> list[Alarm]:
+    """Compilations during training steps after warm-up, beyond `max_recompiles`.
+
+    The probe gives cumulative counts per step, so a compile between step records i-1 and i is
+    charged to step i. Counted: increments at steps >= warmup_steps. Not counted, reported as
+    info: compilations after the last training step (the exit record's count above the last
+    step's), e.g. an evaluation pass after training. Decided limitation: counts cannot tell a
+    new graph from the same graph compiled again, nor an evaluation pass *between* training steps
+    from the training step itself; those compile increments are charged to the next training
+    step and counted — raise `warmup_steps` or `max_recompiles` for a per-epoch evaluation that
+    compiles once.
+    """
+    comp = cand.compiles
+    fin = np.isfinite(comp)
+    if not fin.any():
+        return []  # backend does not compile (or does not report it)
+    steps = cand.steps[fin]
+    c = comp[fin]
+    cs = cand.compile_s[fin]
+    inc = np.diff(c, prepend=c[0])
+    inc[0] = 0.0  # the first record's count is the warm-up graph(s)
+    counted = (steps >= criteria.compile.warmup_steps) & (inc > 0)
+    total = int(inc[counted].sum())
+    alarms: list[Alarm] = []
+    causes = list((cand.exit or {}).get("compile_causes") or [])[:20]
+    if total > criteria.compile.max_recompiles:
+        at = np.flatnonzero(counted)
+        alarms.append(Alarm(
+            "recompilation", "error",
+            f"{total} compilation(s) in {at.size} training step(s) after warm-up "
+            f"(allowed {criteria.compile.max_recompiles}); first at step {int(steps[at[0]])}",
+            {"recompiles": total, "steps": steps[at[:50]].tolist(),
+             "compiles": inc[at[:50]].tolist(),
+             "compile_s": np.nan_to_num(cs[at[:50]]).tolist(),
+             "compile_s_total": float(np.nansum(cs[at])),
+             "warmup_steps": criteria.compile.warmup_steps,
+             "warmup_compiles": int(c[0] + inc[~counted].sum()),
+             "max_recompiles": criteria.compile.max_recompiles, "causes": causes},
+            key="recompilation"))
+    ex = cand.exit or {}
+    if isinstance(ex.get("compiles"), int | float) and ex["compiles"] > c[-1]:
+        extra = int(ex["compiles"] - c[-1])
+        alarms.append(Alarm(
+            "recompilation", "info",
+            f"{extra} compilation(s) after the last training step (e.g. evaluation), not counted",
+            {"after_training": extra, "last_step": int(steps[-1]),
+             "exit_compiles": ex["compiles"], "causes": causes},
+            key="recompilation:after-training"))
+    return alarms
+
+
+# --- cpu-fallback ----------------------------------------------------------------------------
+
+
+def check_fallback(cand: RunRecords, criteria: Criteria) -> list[Alarm]:
+    ops = (cand.exit or {}).get("fallback_ops") or {}
+    if not isinstance(ops, dict):
+        return []
+    allowed = set(criteria.compile.allowed_fallback_ops)
+    bad = {k: v for k, v in ops.items() if k not in allowed and (v or 0) > 0}
+    if not bad:
+        return []
+    return [Alarm("cpu-fallback", "warning",
+                  f"{len(bad)} op(s) fell back to CPU: {', '.join(sorted(bad)[:4])}",
+                  {"ops": bad, "allowed": sorted(allowed), "all_fallback_ops": ops},
+                  key="cpu-fallback")]
+
+
+# --- how the run ended -----------------------------------------------------------------------
+
+
+def check_end(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
+              final: bool) -> list[Alarm]:
+    end = cand.end
+    if end is None:
+        return []
+    last = int(cand.steps[-1]) if cand.n else None
+    base = {"exit_code": end.exit_code, "signal": end.signal, "wall_s": end.wall_s,
+            "steps": cand.n, "last_step": last}
+    if end.stalled:
+        return [Alarm("stalled", "error",
+                      f"no output or step for {end.stall_s or '?'} s; stopped after "
+                      f"{cand.n} step(s)", {**base, "stall_s": end.stall_s}, key="stalled")]
+    if end.timed_out:
+        return [Alarm("timed-out", "error", f"wall-clock limit reached after {cand.n} step(s)",
+                      base, key="timed-out")]
+    if end.exit_code not in (0, None) or end.error_type:
+        what = end.error_type or (f"signal {end.signal}" if end.signal else f"exit {end.exit_code}")
+        msg = (end.error_message or "").strip()
+        return [Alarm("crashed", "error", f"{what}: {msg[:200]}" if msg else f"crashed ({what})",
+                      {**base, "error_type": end.error_type, "error_message": msg[:4000]},
+                      key="crashed")]
+    if not final or end.exit_code != 0:
+        return []
+    if cand.n == 0:
+        return [Alarm("no-metrics", "error", "exited 0 without a single training step",
+                      base, key="no-metrics")]
+    g = criteria.goal.metric
+    if g and cand.last_metric(g) is None and any(r.last_metric(g) is not None for r in refs):
+        return [Alarm("no-metrics", "error", f"goal metric {g!r} never reported",
+                      {**base, "metric": g}, key=f"no-metrics:{g}")]
+    return []

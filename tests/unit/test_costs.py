@@ -1,0 +1,108 @@
+"""Price table, overrides, run/session costs, cost per successful run, comparisons."""
+
+from __future__ import annotations
+
+import pytest
+
+from portside.core.costs import (
+    AttemptCost,
+    PriceError,
+    TokenUse,
+    compare,
+    compare_steps,
+    cost_per_successful_run,
+    default_prices,
+    device_price_name,
+    load_prices,
+    parse_price_table,
+    run_cost,
+    run_cost_from_facts,
+    session_cost,
+    token_cost,
+)
+from portside.core.criteria import parse_criteria
+
+
+def test_shipped_table_rows_have_source_and_date():
+    t = default_prices()
+    assert t.usd("tpu-v5e") == 1.20 and t.usd("tpu-v5p") == 4.20 and t.usd("tpu-v6e") == 2.70
+    assert t.usd("h100") == 6.88 and t.usd("a100-80gb") == 3.43 and t.find("h200") is not None
+    assert t.find("cpu").unit == "cpu-hour"
+    assert t.usd("claude-sonnet-4-5", "mtok-in") == 3.0 and t.usd("claude-sonnet-4-5", "mtok-out") == 15.0
+    for row in t.rows:
+        assert row.source and row.date, row
+
+
+def test_overrides_from_criteria():
+    c = parse_criteria('[prices]\n"tpu-v5e" = 1.0\n"claude-sonnet-4-5/mtok-out" = 10\n"human-hour" = 60\n')
+    t = load_prices(c.price_overrides)
+    assert t.usd("tpu-v5e") == 1.0 and t.find("tpu-v5e").source == "user override"
+    assert t.usd("claude-sonnet-4-5", "mtok-out") == 10.0 and t.usd("claude-sonnet-4-5", "mtok-in") == 3.0
+    assert default_prices().usd("tpu-v5e") == 1.20  # shipped table untouched
+    with pytest.raises(PriceError, match="unknown price"):
+        load_prices({"tpu-v9": 1.0})
+
+
+def test_bad_table_rows():
+    with pytest.raises(PriceError, match="unit"):
+        parse_price_table('[[price]]\nname = "x"\nunit = "day"\nusd = 1\n')
+    with pytest.raises(PriceError, match="needs name"):
+        parse_price_table('[[price]]\nname = "x"\n')
+
+
+@pytest.mark.parametrize(("facts", "name"), [
+    ({"device_kind": "TPU", "device_name": "TPU v5e"}, "tpu-v5e"),
+    ({"device_kind": "TPU", "device_name": "TPU v5 lite"}, "tpu-v5e"),
+    ({"device_kind": "TPU", "device_name": "TPU v5p"}, "tpu-v5p"),
+    ({"device_kind": "TPU", "device_name": "TPU v6e"}, "tpu-v6e"),
+    ({"device_kind": "TPU", "device_name": "TPU"}, None),
+    ({"device_kind": "CUDA", "device_name": "NVIDIA H100 80GB HBM3"}, "h100"),
+    ({"device_kind": "CUDA", "device_name": "NVIDIA A100-SXM4-80GB"}, "a100-80gb"),
+    ({"device_kind": "CUDA", "device_name": "NVIDIA H200"}, "h200"),
+    ({"device_kind": "CPU", "device_name": "cpu"}, "cpu"),
+    (None, None),
+])
+def test_device_price_name(facts, name):
+    assert device_price_name(facts) == name
+
+
+def test_run_cost():
+    assert run_cost(3600, 1.20, 4) == pytest.approx(4.8)
+    assert run_cost(1800, 6.88) == pytest.approx(3.44)
+    t = default_prices()
+    facts = {"device_kind": "TPU", "device_name": "TPU v5e", "device_count": 4}
+    assert run_cost_from_facts(3600, facts, t) == pytest.approx(4.8)
+    assert run_cost_from_facts(3600, facts, t, devices=1) == pytest.approx(1.2)
+    assert run_cost_from_facts(3600, {"device_kind": "UNKNOWN"}, t) is None
+
+
+def test_token_cost_by_model_prefix():
+    t = default_prices()
+    assert token_cost("claude-sonnet-4-5-20250929", 1_000_000, 100_000, t) == pytest.approx(4.5)
+    assert token_cost("claude-opus-4-1-20250805", 1_000_000, 0, t) == pytest.approx(15.0)
+    assert token_cost("gpt-x", 10, 10, t) is None
+
+
+def test_session_cost_counts_failed_attempts_tokens_and_human_time():
+    t = default_prices()
+    attempts = [AttemptCost(1.0, True, "reference"), AttemptCost(2.0, False), AttemptCost(2.0, False),
+                AttemptCost(2.0, True)]
+    s = session_cost(attempts, [TokenUse("claude-sonnet-4-5", 1_000_000, 0), TokenUse("mystery", 5, 5)],
+                     human_minutes=6.0, table=t)
+    assert s["compute_usd"] == 7.0 and s["tokens_usd"] == 3.0 and s["human_usd"] == pytest.approx(10.0)
+    assert s["total_usd"] == pytest.approx(20.0)
+    assert s["attempts"] == 3 and s["failed_attempts"] == 2 and s["successful_runs"] == 1
+    assert s["cost_per_successful_run_usd"] == pytest.approx(20.0)
+    assert s["unpriced_models"] == ["mystery"]
+    assert cost_per_successful_run(10.0, 0) is None
+
+
+def test_compare_line():
+    r = compare(ref_s=186.0, ref_usd=4.0, cand_s=100.0, cand_usd=3.0)
+    assert r["speedup"] == pytest.approx(1.86) and r["cost_ratio"] == pytest.approx(0.75)
+    assert r["line"] == "1.86× faster, 25% cheaper"
+    assert compare(100.0, 1.0, 200.0, 1.5)["line"] == "2.00× slower, 50% dearer"
+    assert compare(0.0, 0.0, 1.0, 1.0)["line"] == ""
+    # per step: 0.03 s on one H100 vs 0.02 s on one v5e chip
+    s = compare_steps(0.03, 6.88, 0.02, 1.20)
+    assert s["speedup"] == pytest.approx(1.5) and s["cost_ratio"] == pytest.approx(0.02 * 1.2 / (0.03 * 6.88))
