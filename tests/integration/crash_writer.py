@@ -27,4 +27,5 @@ while True:
     rec.record_intervention(ev.Intervention(
         session_id=sid, intervention_id=iid, action="note", steering=False,
         attention_started_at=ev.now() - 1, decided_at=ev.now(), note=iid))
-    print("recorded", iid, flush=True)
+    sys.stdout.write(f"recorded {iid}\n")  # one write: a line is whole or absent
+    sys.stdout.flush()
