@@ -213,20 +213,194 @@ def demo_cmd(db: Path | None, args: tuple[str, ...]) -> None:
     _not_built("demo", "embedded demo")
 
 
-@main.command("run", context_settings={"ignore_unknown_options": True})
-@_db_option
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run_cmd(db: Path | None, args: tuple[str, ...]) -> None:
-    """Review a live migration session."""
-    _not_built("run", "live review TUI / agent")
+def _agent_from_spec(spec: str, model: str | None) -> Any:
+    """`claude`, `claude:MODEL` or `scripted:FILE` → an Agent; bad specs are usage errors."""
+    if spec == "none":
+        return None
+    if spec.startswith("scripted:"):
+        from portside.core.agent.scripted import ScriptedAgent
+
+        return ScriptedAgent(Path(spec.removeprefix("scripted:")))
+    if spec == "claude" or spec.startswith("claude:"):
+        from portside.core.agent.claude import ClaudeAgent
+
+        name = spec.partition(":")[2] or model or "claude-sonnet-4-5"
+        return ClaudeAgent(model=name)
+    raise click.BadParameter(f"{spec!r}: use claude, claude:MODEL or scripted:FILE", param_hint="--agent")
 
 
-@main.command("verify", context_settings={"ignore_unknown_options": True})
+def run_session(config: Any, store: Any, *, headless: bool, session_id: str | None = None,
+                show_output: bool = False, as_json: bool = False) -> int:
+    """Run one session live (Textual) or headless; returns the exit status (0 pass, 1 fail)."""
+    import asyncio
+    import json
+
+    from rich.console import Console
+
+    from portside.core.session import SessionEngine
+
+    from .headless import ConsoleLog, print_summary
+
+    engine = SessionEngine(config, store.recorder, session_id=session_id)
+    if headless:
+        err = Console(stderr=True, highlight=False)
+        engine.bus.subscribe(ConsoleLog(err, show_output=show_output))
+        try:
+            result = asyncio.run(engine.run())
+        except KeyboardInterrupt:
+            err.print("interrupted: runs killed; the session is recorded as failed")
+            return 130
+        data = result.to_json()
+        if as_json:
+            sys.stdout.write(json.dumps(data, sort_keys=True, default=str) + "\n")
+        else:
+            print_summary(Console(highlight=False, width=None if sys.stdout.isatty() else 160), data)
+        return 0 if result.verdict == "pass" else 1
+    from .app import make_app
+
+    app = make_app(bus=engine.bus, gate=engine.gate, info=engine.info, engine_run=engine.run)
+    app.run()
+    engine.stop("the reviewer closed portside")
+    if engine.result is None:
+        return 1
+    return 0 if engine.result.verdict == "pass" else 1
+
+
+@main.command("run")
+@click.argument("project", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--target", default=None, help="cpu, cuda, xla, xla:cpu, tpu, tpu:v5e, tpu:v5p, tpu:v6e")
+@click.option("--reference", "reference", default=None, help="Reference command (default: python train.py).")
+@click.option("--candidate", "candidate", default=None, help="Candidate command (default: the reference's).")
+@click.option("--criteria", "criteria_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True)
+@click.option("--reference-target", default="cpu", show_default=True)
+@click.option("--agent", "agent_spec", default="none", show_default=True,
+              help="claude, claude:MODEL, scripted:FILE, or none (verification only).")
+@click.option("--model", default=None, help="Claude model for --agent claude.")
+@click.option("--policy", type=click.Choice(["ask", "runs-only", "auto"]), default=None,
+              help="Who decides edits: the reviewer (ask), or policy. Default ask, auto when headless.")
+@click.option("--headless", is_flag=True, help="No screen: a log, then the summary.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--stall", "stall_s", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--json", "as_json", is_flag=True, help="With --headless: one JSON object on stdout.")
+@click.option("--resume", "resume", default=None, help="Continue a killed session from its log.")
 @_db_option
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def verify_cmd(db: Path | None, args: tuple[str, ...]) -> None:
-    """Verify a candidate run against reference runs, headless."""
-    _not_built("verify", "verification engine")
+@click.pass_context
+def run_cmd(ctx: click.Context, project: Path | None, target: str | None, reference: str | None,
+            candidate: str | None, criteria_file: Path | None, reference_runs: int,
+            reference_target: str, agent_spec: str, model: str | None, policy: str | None,
+            headless: bool, timeout_s: float | None, stall_s: float | None, as_json: bool,
+            resume: str | None, db: Path | None) -> None:
+    """Review a live migration session (with an agent, or verification runs only)."""
+    from portside.core.checks import validate_target
+    from portside.core.criteria import CriteriaError, load_criteria
+    from portside.core.session import SessionConfig
+
+    if resume:
+        from .resume import resume_session
+
+        sys.exit(resume_session(ctx, resume, db, headless=headless))
+    if target is None:
+        raise click.UsageError("--target is required (e.g. --target tpu)")
+    policy = policy or ("auto" if headless else "ask")
+    if headless and policy == "ask":
+        raise click.UsageError("--headless has no reviewer to ask: use --policy auto or runs-only")
+    try:
+        criteria = load_criteria(criteria_file)
+        validate_target(target)
+        validate_target(reference_target)
+    except (CriteriaError, ValueError, OSError) as exc:
+        click.echo(f"portside run: {exc}", err=True)
+        sys.exit(2)
+    agent = _agent_from_spec(agent_spec, model)
+    if agent is not None and project is None:
+        raise click.UsageError("an agent session needs PROJECT (the folder to port)")
+    project = (project or Path.cwd()).resolve()
+    reference = reference or "python train.py"
+    store = _open_store(ctx, db)
+    config = SessionConfig(
+        project=project, target=target, reference_command=reference, candidate_command=candidate,
+        criteria=criteria, criteria_path=str(criteria_file or ""), reference_runs=reference_runs,
+        reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s, agent=agent,
+        policy=policy, mode="headless" if headless else "live", isolate=agent is not None,
+    )
+    try:
+        code = run_session(config, store, headless=headless, as_json=as_json)
+    finally:
+        store.close()
+    sys.exit(code)
+
+
+@main.command("verify")
+@click.option("--reference", "reference", required=True, help="Reference command (shell string).")
+@click.option("--candidate", "candidate", required=True, help="Candidate command (shell string).")
+@click.option("--target", required=True, help="cpu, cuda, xla, xla:cpu, tpu, tpu:v5e, tpu:v5p, tpu:v6e")
+@click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True)
+@click.option("--reference-target", default="cpu", show_default=True)
+@click.option("--criteria", "criteria_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--cwd", type=click.Path(file_okay=False, exists=True, path_type=Path), default=".")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Wall limit per run, seconds.")
+@click.option("--stall", "stall_s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Kill a run with no new step record and no output for this long.")
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
+@click.option("-v", "--verbose", is_flag=True, help="Show the runs' output lines too.")
+@_db_option
+@click.pass_context
+def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
+               reference_runs: int, reference_target: str, criteria_file: Path | None, cwd: Path,
+               timeout_s: float | None, stall_s: float | None, as_json: bool, verbose: bool,
+               db: Path | None) -> None:
+    """Verify a candidate run against reference runs, headless (exit 0 pass, 1 fail, 2 usage)."""
+    import asyncio
+    import json
+
+    from rich.console import Console
+
+    from portside.core.checks import validate_target
+    from portside.core.criteria import CriteriaError, load_criteria
+    from portside.core.session import SessionConfig, SessionEngine
+
+    from .headless import ConsoleLog, print_summary
+
+    err = Console(stderr=True, highlight=False)
+    try:
+        criteria = load_criteria(criteria_file)
+        validate_target(target)
+        validate_target(reference_target)
+    except (CriteriaError, ValueError, OSError) as exc:
+        err.print(Text_(f"portside verify: {exc}"))
+        sys.exit(2)
+    store = _open_store(ctx, db)
+    config = SessionConfig(
+        project=cwd.resolve(), target=target, reference_command=reference,
+        candidate_command=candidate, criteria=criteria,
+        criteria_path=str(criteria_file or ""), reference_runs=reference_runs,
+        reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
+        policy="auto", mode="verify",
+    )
+    engine = SessionEngine(config, store.recorder)
+    engine.bus.subscribe(ConsoleLog(err, show_output=verbose))
+    try:
+        result = asyncio.run(engine.run())
+    except KeyboardInterrupt:
+        err.print("portside verify: interrupted; runs killed, session recorded as failed")
+        store.close()
+        sys.exit(130)
+    finally:
+        store.close()
+    data = result.to_json()
+    if as_json:
+        sys.stdout.write(json.dumps(data, sort_keys=True, default=str) + "\n")
+    else:
+        print_summary(Console(highlight=False, width=None if sys.stdout.isatty() else 160), data)
+    sys.exit(0 if result.verdict == "pass" else 1)
+
+
+def Text_(message: str) -> Any:  # noqa: N802 - plain text for rich, never markup
+    from rich.text import Text
+
+    return Text(message)
 
 
 @main.command("replay", context_settings={"ignore_unknown_options": True})

@@ -31,6 +31,10 @@ class EditOutcome:
 class AgentHost(Protocol):
     session_id: str
     workspace: Workspace
+    #: The session's brief for the agent: target (torch_xla | TorchTPU, hardware), reference and
+    #: candidate commands, acceptance criteria in a few lines. Agents read it with
+    #: ``getattr(host, "task", "")``, so a host without it still works.
+    task: str
 
     def publish(self, event: ev.Event) -> ev.Event: ...
 
@@ -66,8 +70,24 @@ class AgentHost(Protocol):
 class Agent(Protocol):
     label: str  # shown everywhere the agent shows: "claude:claude-sonnet-4-5", "scripted:agent.jsonl"
 
-    async def run(self, host: AgentHost) -> None: ...
+    async def run(self, host: AgentHost) -> None:
+        """Drive the migration until the agent claims success (``host.claim`` answered) or has
+        nothing more to do. The agent keeps its state: calling ``run`` again continues where it
+        left off (after a claim the engine did not accept, after an ``AgentAPIError``), with
+        the claim's answer and any reviewer messages delivered first."""
+        ...
 
 
 class AgentStopped(Exception):
     """Raised by ``host.checkpoint`` when the session ends (abort, budget, verdict)."""
+
+
+class AgentAPIError(Exception):
+    """The agent's model API failed for good (retries spent, or an error retrying cannot fix:
+    bad key, bad request). The agent has already published ``session.state`` "agent-error"
+    with the detail; the engine pauses and may call ``run`` again to continue, nothing lost."""
+
+    def __init__(self, message: str, *, status_code: int | None = None, retryable: bool = False):
+        super().__init__(message)
+        self.status_code = status_code
+        self.retryable = retryable  # True: a later retry may succeed (overload, rate limit)

@@ -1,0 +1,274 @@
+"""The verification engine: independent reference runs, a candidate run, live and final checks.
+
+Reference runs (seed offsets 0..N-1) measure the natural run-to-run spread; the candidate runs
+with offset 0 and is judged against that envelope while it runs (alarms as soon as they are
+decided) and again at its end. Every attempt gets an outcome as the study counts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import events as ev
+from .bus import EventBus
+from .checks import Alarm, RunEnd, RunRecords, run_checks, sort_alarms
+from .costs import PriceTable, load_prices, run_cost_from_facts
+from .criteria import Criteria
+from .outcome import classify_outcome, summarize_run
+from .runner import OutputPattern, Runner, RunResult, RunSpec
+
+LIVE_CHECK_S = 1.0
+
+
+@dataclass
+class RunReport:
+    """What one run amounted to: the summary `verify --json` prints, and its alarms."""
+
+    run_id: str
+    role: str
+    attempt: int
+    outcome: str
+    result: RunResult
+    records: RunRecords
+    summary: dict[str, Any]
+    alarms: list[Alarm] = field(default_factory=list)
+    cost_usd: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.summary
+        return {
+            "run": self.run_id,
+            "role": self.role,
+            "attempt": self.attempt,
+            "outcome": self.outcome,
+            "exit_code": self.result.exit_code,
+            "signal": self.result.signal,
+            "reason": self.result.reason,
+            "error": (
+                f"{self.result.error_type}: {self.result.error_message}".strip(": ")
+                if self.result.error_type or self.result.error_message
+                else ""
+            ),
+            "wall_s": round(self.result.wall_s, 3),
+            "compile_s": s.get("compile_s"),
+            "compile_s_outside_steps": s.get("compile_s_outside_steps"),
+            "compiles": s.get("compiles"),
+            "steady_step_s": s.get("steady_step_s"),
+            "steps": s.get("steps"),
+            "metrics": s.get("metrics", {}),
+            "device": s.get("device", {}),
+            "cost_usd": self.cost_usd,
+        }
+
+
+def output_patterns(criteria: Criteria) -> list[OutputPattern]:
+    return [OutputPattern(name, rx) for name, rx in criteria.output_patterns()]
+
+
+def _end(result: RunResult, stall_s: float | None) -> RunEnd:
+    return RunEnd(
+        exit_code=result.exit_code,
+        signal=result.signal,
+        timed_out=result.reason == "timeout",
+        stalled=result.reason == "stalled",
+        error_type=result.error_type or None,
+        error_message=result.error_message or None,
+        wall_s=result.wall_s,
+        stall_s=stall_s,
+    )
+
+
+class Verifier:
+    """Runs and judges; publishes run.* and alarm.* events on the bus."""
+
+    def __init__(
+        self,
+        bus: EventBus,
+        session_id: str,
+        criteria: Criteria,
+        target: str,
+        probe_dir: Path,
+        *,
+        timeout_s: float | None = None,
+        stall_s: float | None = None,
+        prices: PriceTable | None = None,
+    ) -> None:
+        self.bus = bus
+        self.session_id = session_id
+        self.criteria = criteria
+        self.target = target
+        self.timeout_s = timeout_s
+        self.stall_s = stall_s
+        self.runner = Runner(session_id, bus.publish, probe_dir)
+        self.prices = prices or load_prices(criteria.price_overrides)
+        self.references: list[RunReport] = []
+        self.candidates: list[RunReport] = []
+        self.current_run: str | None = None
+
+    def abort(self, run_id: str | None = None) -> bool:
+        run_id = run_id or self.current_run
+        return bool(run_id) and self.runner.abort(run_id)  # type: ignore[arg-type]
+
+    def _spec(self, role: ev.Role, attempt: int, command: str, cwd: Path, target: str,
+              seed_offset: int, env: dict[str, str] | None) -> RunSpec:
+        prefix = "ref" if role == "reference" else "cand"
+        return RunSpec(
+            run_id=f"{prefix}{attempt}-{ev.new_id()[:6]}",
+            role=role,
+            attempt=attempt,
+            command=command,
+            cwd=cwd,
+            target=target,
+            seed_offset=seed_offset,
+            timeout_s=self.timeout_s,
+            stall_s=self.stall_s,
+            env=env,
+            patterns=output_patterns(self.criteria),
+        )
+
+    def _cost(self, result: RunResult, records: RunRecords) -> float | None:
+        with contextlib.suppress(Exception):
+            return run_cost_from_facts(result.wall_s, records.facts, self.prices)
+        return None
+
+    def _finish(self, spec: RunSpec, result: RunResult, alarms: list[Alarm]) -> RunReport:
+        records = RunRecords.from_records(result.records, _end(result, spec.stall_s), spec.run_id)
+        summary = summarize_run(records, result.exit_code, result.wall_s,
+                                self.criteria.compile.warmup_steps)
+        outcome = classify_outcome(
+            result.exit_code, result.reason == "timeout", result.reason == "stalled", alarms
+        )
+        if result.reason == "aborted":
+            outcome = "aborted"
+        report = RunReport(spec.run_id, spec.role, spec.attempt, outcome, result, records,
+                           summary, alarms, self._cost(result, records))
+        steady = summary.get("steady_step_s")
+        self.bus.publish(
+            ev.RunFinished(
+                session_id=self.session_id,
+                run_id=spec.run_id,
+                exit_code=result.exit_code,
+                signal=result.signal,
+                outcome=outcome,
+                wall_s=result.wall_s,
+                compile_s=float(summary.get("compile_s") or 0.0),
+                steady_step_s=steady if isinstance(steady, float) else None,
+                steps=int(summary.get("steps") or 0),
+                reason=result.reason,
+                error_type=result.error_type,
+                error_message=result.error_message,
+                metrics=summary.get("metrics", {}),
+                device=summary.get("device", {}),
+            )
+        )
+        return report
+
+    def _raise(self, alarm: Alarm, run_id: str) -> None:
+        self.bus.publish(
+            ev.AlarmRaised(
+                session_id=self.session_id,
+                alarm_id=ev.new_id("al-"),
+                check=alarm.kind,
+                severity=alarm.severity,  # type: ignore[arg-type]
+                title=alarm.title,
+                evidence=alarm.evidence,
+                run_id=run_id,
+            )
+        )
+
+    async def run_reference(
+        self, command: str, cwd: Path, *, target: str = "cpu", env: dict[str, str] | None = None
+    ) -> RunReport:
+        n = len(self.references) + 1
+        spec = self._spec("reference", n, command, cwd, target, n - 1, env)
+        self.current_run = spec.run_id
+        result = await self.runner.run(spec)
+        self.current_run = None
+        alarms: list[Alarm] = []
+        if result.exit_code != 0 or not any(r.get("type") == "step" for r in result.records):
+            why = result.error_message or result.reason
+            alarms.append(Alarm(
+                "reference-failed", "error",
+                f"reference run #{n} did not train ({result.reason}, exit {result.exit_code}): "
+                f"{why}"[:200],
+                {"run": spec.run_id, "exit_code": result.exit_code, "reason": result.reason,
+                 "error_type": result.error_type, "error_message": result.error_message,
+                 "tail": result.tail[-10:]},
+                key=f"reference-failed:{n}",
+            ))
+        for alarm in alarms:
+            self._raise(alarm, spec.run_id)
+        report = self._finish(spec, result, alarms)
+        self.references.append(report)
+        return report
+
+    async def run_candidate(
+        self, command: str, cwd: Path, *, env: dict[str, str] | None = None
+    ) -> RunReport:
+        n = len(self.candidates) + 1
+        spec = self._spec("candidate", n, command, cwd, self.target, 0, env)
+        refs = [r.records for r in self.references if r.records.n > 0]
+        raised: dict[str, Alarm] = {}
+        live: list[dict[str, Any]] = []
+        dirty = asyncio.Event()
+
+        def on_records(run_id: str, recs: list[dict[str, Any]]) -> None:
+            live.extend(recs)
+            dirty.set()
+
+        def judge(records: RunRecords, final: bool) -> None:
+            for alarm in run_checks(refs, records, self.criteria, self.target, final):
+                if alarm.key not in raised:
+                    raised[alarm.key] = alarm
+                    self._raise(alarm, spec.run_id)
+
+        async def live_checks() -> None:
+            # Judge partial series while the run is live, at most once a second.
+            while True:
+                await dirty.wait()
+                dirty.clear()
+                judge(RunRecords.from_records(list(live), None, spec.run_id), final=False)
+                await asyncio.sleep(LIVE_CHECK_S)
+
+        self.runner.on_records = on_records
+        self.current_run = spec.run_id
+        checker = asyncio.create_task(live_checks())
+        try:
+            result = await self.runner.run(spec)
+        finally:
+            checker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await checker
+            self.runner.on_records = None
+            self.current_run = None
+        if result.reason != "aborted":
+            final = RunRecords.from_records(result.records, _end(result, spec.stall_s), spec.run_id)
+            judge(final, final=True)
+        report = self._finish(spec, result, sort_alarms(list(raised.values())))
+        self.candidates.append(report)
+        return report
+
+    def summary_text(self, report: RunReport) -> str:
+        """What the agent (and a headless log) is told about an attempt."""
+        lines = [f"candidate attempt #{report.attempt}: {report.outcome} "
+                 f"(exit {report.result.exit_code}, {report.result.wall_s:.1f} s, "
+                 f"{report.summary.get('steps')} steps)"]
+        if report.result.error_type or report.result.error_message:
+            lines.append(f"error: {report.result.error_type}: {report.result.error_message}")
+        metrics = report.summary.get("metrics") or {}
+        if metrics:
+            lines.append("metrics: " + ", ".join(f"{k}={v}" for k, v in sorted(metrics.items())))
+        device = report.summary.get("device") or {}
+        if device:
+            lines.append("device: " + ", ".join(f"{k}={v}" for k, v in sorted(device.items())
+                                                if v not in (None, "", [])))
+        if report.alarms:
+            lines.append("alarms:")
+            lines += [f"- [{a.severity}] {a.kind}: {a.title}" for a in report.alarms]
+        else:
+            lines.append("alarms: none")
+        return "\n".join(lines)

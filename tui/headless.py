@@ -1,0 +1,92 @@
+"""Headless output: a concise live log of a session and the final summary (rich, no Textual)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from portside.core import events as ev
+from portside.core.render import describe
+
+_STYLE = {"critical": "bold white on red", "error": "bold red", "warning": "yellow", "info": "dim"}
+
+
+class ConsoleLog:
+    """Prints the events a reviewer would care about, one line each, as they happen."""
+
+    def __init__(self, console: Console, show_output: bool = False) -> None:
+        self.console = console
+        self.show_output = show_output
+        self.t0 = time.time()
+
+    def __call__(self, event: ev.Event) -> None:
+        if isinstance(event, ev.RunOutput | ev.RunRecord) and not self.show_output:
+            return
+        if isinstance(event, ev.RunRecord | ev.AgentUsage):
+            return
+        stamp = f"{event.ts - self.t0:7.1f}s "
+        style = ""
+        if isinstance(event, ev.AlarmRaised):
+            style = _STYLE.get(event.severity, "")
+        elif isinstance(event, ev.RunFinished):
+            style = "green" if event.outcome == "passed" else "red"
+        elif isinstance(event, ev.SessionEnded):
+            style = "bold green" if event.verdict == "pass" else "bold red"
+        if isinstance(event, ev.RunOutput):
+            for line in event.lines:
+                self.console.print(Text(f"{stamp}  │ {line}", style="dim"), soft_wrap=True)
+            return
+        # Text, never markup: event text comes from runs and agents.
+        self.console.print(Text(stamp + describe(event), style=style), soft_wrap=True)
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.{digits}f}"
+    return str(v)
+
+
+def print_summary(console: Console, result: dict[str, Any]) -> None:
+    runs = Table(title=f"session {result['session']}", title_justify="left")
+    for col in ("run", "role", "outcome", "exit", "wall s", "compile s", "steady step s",
+                "steps", "metrics", "device"):
+        runs.add_column(col, overflow="fold")
+    rows = [*result.get("reference", []), *result.get("attempts", [])]
+    for r in rows:
+        metrics = ", ".join(f"{k}={_fmt(v, 4)}" for k, v in sorted((r.get("metrics") or {}).items()))
+        device = r.get("device") or {}
+        dev = " ".join(str(device.get(k)) for k in ("backend", "device_kind", "device_name")
+                       if device.get(k))
+        runs.add_row(r["run"], r["role"], r["outcome"], _fmt(r["exit_code"]), _fmt(r["wall_s"], 1),
+                     _fmt(r.get("compile_s"), 2), _fmt(r.get("steady_step_s"), 4),
+                     _fmt(r.get("steps")), metrics, dev)
+    console.print(runs)
+    alarms = result.get("alarms") or []
+    if alarms:
+        console.print(Text("alarms", style="bold"))
+    for a in alarms:
+        console.print(Text(f"  {a['severity']:8} {a['kind']}: {a['title']}",
+                           style=_STYLE.get(a["severity"], "")))
+        evidence = json.dumps(a.get("evidence", {}), sort_keys=True, default=str)
+        if len(evidence) > 300:
+            evidence = evidence[:300] + "…"
+        console.print(Text(f"           evidence {evidence}", style="dim"), soft_wrap=True)
+    cost = result.get("cost") or {}
+    if "total_usd" in cost:
+        per = cost.get("cost_per_successful_run_usd")
+        console.print(
+            f"cost: compute ${cost['compute_usd']:.4f}  tokens ${cost['tokens_usd']:.4f}  "
+            f"human ${cost['human_usd']:.2f}  total ${cost['total_usd']:.4f}  "
+            f"per successful run {'-' if per is None else f'${per:.4f}'}"
+        )
+    verdict = result["verdict"]
+    console.print(Text(f"verdict: {verdict.upper()} ({result['outcome']}; {result.get('reason', '')})",
+                       style="bold green" if verdict == "pass" else "bold red"))
