@@ -103,11 +103,11 @@ def check_recompilation(cand: RunRecords, criteria: Criteria) -> list[Alarm]:
     The probe gives cumulative counts per step, so a compile between step records i-1 and i is
     charged to step i. Counted: increments at steps >= warmup_steps. Not counted, reported as
     info: compilations after the last training step (the exit record's count above the last
-    step's), e.g. an evaluation pass after training. Decided limitation: counts cannot tell a
-    new graph from the same graph compiled again, nor an evaluation pass *between* training steps
-    from the training step itself; those compile increments are charged to the next training
-    step and counted — raise `warmup_steps` or `max_recompiles` for a per-epoch evaluation that
-    compiles once.
+    step's), e.g. an evaluation pass after training; and a *single* burst of compilations at
+    one step after warm-up followed by at least `settle` steps without any (a graph compiled
+    once between training steps: the first evaluation pass between epochs). A second burst is
+    the same graph compiled again, or shapes that keep changing: all bursts are then counted.
+    While a burst is not yet followed by `settle` clean steps, nothing is decided.
     """
     comp = cand.compiles
     fin = np.isfinite(comp)
@@ -119,11 +119,26 @@ def check_recompilation(cand: RunRecords, criteria: Criteria) -> list[Alarm]:
     inc = np.diff(c, prepend=c[0])
     inc[0] = 0.0  # the first record's count is the warm-up graph(s)
     counted = (steps >= criteria.compile.warmup_steps) & (inc > 0)
-    total = int(inc[counted].sum())
     alarms: list[Alarm] = []
     causes = list((cand.exit or {}).get("compile_causes") or [])[:20]
+    at = np.flatnonzero(counted)
+    settle = max(criteria.compile.warmup_steps, 3)
+    if at.size == 1:
+        after = int(steps.size - 1 - at[0])  # clean step records after the burst
+        if after < settle:
+            return alarms + _after_training(cand, c, steps, causes)  # not decided yet
+        alarms.append(Alarm(
+            "recompilation", "info",
+            f"{int(inc[at[0]])} compilation(s) once at step {int(steps[at[0]])} after warm-up "
+            f"(e.g. an evaluation graph between epochs), none in the {after} steps after: "
+            "not counted",
+            {"steps": [int(steps[at[0]])], "compiles": [float(inc[at[0]])],
+             "compile_s": [float(np.nan_to_num(cs[at[0]]))], "clean_steps_after": after,
+             "causes": causes},
+            key="recompilation:once"))
+        return alarms + _after_training(cand, c, steps, causes)
+    total = int(inc[counted].sum())
     if total > criteria.compile.max_recompiles:
-        at = np.flatnonzero(counted)
         alarms.append(Alarm(
             "recompilation", "error",
             f"{total} compilation(s) in {at.size} training step(s) after warm-up "
@@ -136,6 +151,12 @@ def check_recompilation(cand: RunRecords, criteria: Criteria) -> list[Alarm]:
              "warmup_compiles": int(c[0] + inc[~counted].sum()),
              "max_recompiles": criteria.compile.max_recompiles, "causes": causes},
             key="recompilation"))
+    return alarms + _after_training(cand, c, steps, causes)
+
+
+def _after_training(cand: RunRecords, c: np.ndarray, steps: np.ndarray,
+                    causes: list[Any]) -> list[Alarm]:
+    alarms: list[Alarm] = []
     ex = cand.exit or {}
     if isinstance(ex.get("compiles"), int | float) and ex["compiles"] > c[-1]:
         extra = int(ex["compiles"] - c[-1])

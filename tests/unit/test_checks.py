@@ -398,6 +398,23 @@ def test_recompilation_allowance():
     assert _recomp(r, max_recompiles=1)[0].evidence["recompiles"] == 2
 
 
+def test_one_burst_between_epochs_is_info_not_counted():
+    # The evaluation graph compiles once between epochs (steps 0-2 warm up); nothing after.
+    (a,) = _recomp(_compiles([1, 2, 2, 2, 2, 4, 4, 4, 4, 4]))
+    assert a.severity == "info" and a.key == "recompilation:once"
+    assert a.evidence["steps"] == [5] and a.evidence["clean_steps_after"] == 4
+
+
+def test_one_burst_is_undecided_until_it_settles():
+    assert _recomp(_compiles([1, 2, 2, 2, 2, 4, 4])) == []  # live: only 1 clean step after
+
+
+def test_burst_that_recurs_is_counted():
+    (a,) = _recomp(_compiles([1, 2, 2, 2, 2, 4, 4, 4, 4, 4, 6, 6, 6, 6]))
+    assert a.severity == "error" and a.evidence["recompiles"] == 4
+    assert a.evidence["steps"] == [5, 10]
+
+
 def test_compile_after_training_is_info_not_counted():
     (a,) = _recomp(_compiles([1, 1, 1, 1, 1], exit_compiles=3))
     assert a.severity == "info" and a.evidence["after_training"] == 2

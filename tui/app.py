@@ -1,0 +1,148 @@
+"""The one app factory, used by `portside run`, the demo, replay and the tests.
+
+    make_app(bus=engine.bus, gate=engine.gate, info=engine.info, engine_run=engine.run).run()
+
+On mount the app subscribes to the bus (the subscriber only queues the event and posts a
+Message: it may be called from any thread) and starts ``engine_run`` as a worker whose failure is
+shown, never raised. Events already in the log (``history``) are rendered first.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from textual import on
+from textual.app import App
+from textual.binding import Binding
+from textual.worker import Worker, WorkerState
+
+from portside.core import events as ev
+from portside.core.bus import EventBus
+from portside.core.review import ReviewGate
+
+from .commands import ReviewCommands
+from .messages import EventsApplied, EventsArrived
+from .model import SessionModel
+from .screens.live import LiveScreen
+
+ENGINE_WORKER = "engine"
+
+
+class PortsideApp(App[None]):
+    CSS_PATH = "portside.tcss"
+    TITLE = "portside"
+    COMMANDS = App.COMMANDS | {ReviewCommands}
+    BINDINGS = [
+        Binding("question_mark", "help", "Help", id="app.help", key_display="?",
+                tooltip="Show every key and what it does"),
+        Binding("q", "quit", "Quit", id="app.quit",
+                tooltip="Leave portside (the session log is already on disk)"),
+    ]
+
+    def __init__(self, *, bus: EventBus, gate: ReviewGate, info: dict[str, Any],
+                 engine_run: Callable[[], Awaitable[None]] | None = None, mode: str = "live",
+                 history: list[ev.Event] | None = None, clock: Callable[[], float] = time.time,
+                 engine_stop: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.bus = bus
+        self.gate = gate
+        self.info = info
+        self.mode = mode
+        self.engine_run = engine_run
+        self.engine_stop = engine_stop
+        self.clock = clock
+        self.model = SessionModel(info)
+        self.live = LiveScreen(self.model, gate, mode=mode, clock=clock)
+        self._history = list(history or [])
+        self._inbox: list[ev.Event] = []
+        self._inbox_lock = threading.Lock()
+        self._posted = False
+        self._last_history_seq = max((e.seq for e in self._history), default=0)
+        self._unsubscribe: Callable[[], None] | None = None
+        self.engine_error: BaseException | None = None
+
+    # --- wiring ------------------------------------------------------------------------------
+
+    async def on_mount(self) -> None:
+        # Subscribe first: anything published meanwhile waits in the inbox, after the history.
+        self._unsubscribe = self.bus.subscribe(self._on_bus_event)
+        await self.push_screen(self.live)
+        if self._history:
+            self.live.apply(self._history)
+            self.live.flush()
+        if self.engine_run is not None:
+            self.run_worker(self.engine_run(), name=ENGINE_WORKER, group=ENGINE_WORKER,
+                            exit_on_error=False)
+        # The first diff would otherwise pay pygments' lexer imports on the UI thread.
+        self.run_worker(_warm_highlighter, name="warm-highlighter", thread=True,
+                        exit_on_error=False)
+
+    def on_unmount(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+
+    def _on_bus_event(self, event: ev.Event) -> None:
+        """Runs on the publisher's thread: queue and wake the app, nothing else."""
+        with self._inbox_lock:
+            self._inbox.append(event)
+            if self._posted:
+                return
+            self._posted = True
+        self.post_message(EventsArrived())
+
+    @on(EventsArrived)
+    def _drain(self) -> None:
+        with self._inbox_lock:
+            batch, self._inbox = self._inbox, []
+            self._posted = False
+        if self._last_history_seq:
+            # An event both in the history and delivered live is shown once.
+            batch = [e for e in batch if not e.seq or e.seq > self._last_history_seq]
+        if not batch:
+            return
+        self.live.apply(batch)
+        self.post_message(EventsApplied(len(batch), batch[-1].seq))
+
+    @on(Worker.StateChanged)
+    def _worker_changed(self, event: Worker.StateChanged) -> None:
+        """The one place a failure of background work is reported."""
+        worker = event.worker
+        if event.state == WorkerState.ERROR:
+            self.engine_error = worker.error
+            self.model.state = "engine failed"
+            self.notify(f"{type(worker.error).__name__}: {worker.error}",
+                        title=f"{worker.name} failed", severity="error", timeout=60)
+        elif event.state == WorkerState.SUCCESS and worker.name == ENGINE_WORKER:
+            self.notify("the session engine finished", timeout=5)
+
+    # --- app-wide actions --------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, LiveScreen):
+            self.screen.action_help()
+
+    async def action_quit(self) -> None:
+        if self.engine_stop is not None:
+            try:
+                self.engine_stop()
+            except Exception as exc:  # quitting must always work
+                self.log.error(f"engine stop failed: {exc}")
+        self.exit()
+
+
+def _warm_highlighter() -> None:
+    from .diffing import highlight_lines
+
+    highlight_lines("import os\n", "warm.py")
+
+
+def make_app(*, bus: EventBus, gate: ReviewGate, info: dict[str, Any],
+             engine_run: Callable[[], Awaitable[None]] | None = None, mode: str = "live",
+             history: list[ev.Event] | None = None, clock: Callable[[], float] = time.time,
+             engine_stop: Callable[[], None] | None = None) -> PortsideApp:
+    """The app for a session: live (an engine publishing on ``bus``) or over ``history``."""
+    return PortsideApp(bus=bus, gate=gate, info=info, engine_run=engine_run, mode=mode,
+                       history=history, clock=clock, engine_stop=engine_stop)

@@ -1,0 +1,253 @@
+"""What the screen knows, folded from the event log. No Textual here.
+
+Live and replay feed the same events through :meth:`SessionModel.apply`; the widgets read the
+model. Keeping the fold apart from the widgets means a replayed session is rendered from exactly
+the state a live one had.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+from portside.core import costs
+from portside.core import events as ev
+
+from .linestore import LineStore
+
+
+@dataclass
+class RunView:
+    run_id: str
+    role: str
+    attempt: int
+    command: str
+    target: str
+    started_at: float
+    lines: LineStore = field(default_factory=LineStore)
+    finished: ev.RunFinished | None = None
+    last_step: dict[str, Any] = field(default_factory=dict)
+    first_step_t: float | None = None
+    last_step_t: float | None = None
+    steps_seen: int = 0
+    facts: dict[str, Any] | None = None
+    # Step series for the envelope chart: compact arrays, one entry per step record.
+    step_ids: array = field(default_factory=lambda: array("d"))
+    losses: array = field(default_factory=lambda: array("d"))
+    grad_norms: array = field(default_factory=lambda: array("d"))
+    version: int = 0  # bumped on every change, so widgets redraw only what moved
+
+    @property
+    def label(self) -> str:
+        return f"ref#{self.attempt}" if self.role == "reference" else f"cand#{self.attempt}"
+
+    @property
+    def running(self) -> bool:
+        return self.finished is None
+
+    @property
+    def mark(self) -> str:
+        if self.finished is None:
+            return "●"
+        return "✓" if self.finished.outcome == "passed" else "✖"
+
+    def steps_per_s(self) -> float | None:
+        step_s = self.last_step.get("step_s")
+        if isinstance(step_s, int | float) and step_s > 0:
+            return 1.0 / step_s
+        return None
+
+    def status_line(self, now: float) -> str:
+        s = self.last_step
+        parts = [f"{self.label} {self.mark} {self.finished.outcome if self.finished else 'running'}"]
+        if "step" in s:
+            parts.append(f"step {s['step']}")
+        loss = _num(s.get("loss"))
+        if loss is not None:
+            parts.append(f"loss {loss:.4g}")
+        rate = self.steps_per_s()
+        if rate is not None:
+            parts.append(f"{rate:.3g} it/s")
+        if s.get("compiles") is not None:
+            parts.append(f"compiles {s['compiles']}")
+        end = self.started_at + self.finished.wall_s if self.finished else now
+        parts.append(f"{_clock(max(0.0, end - self.started_at))}")
+        parts.append(f"{len(self.lines):,} lines")
+        return " · ".join(parts)
+
+
+@dataclass
+class AlarmView:
+    event: ev.AlarmRaised
+    acknowledged: bool = False
+    cleared: bool = False
+
+    @property
+    def rank(self) -> int:
+        return ev.SEVERITY_RANK.get(self.event.severity, 0)
+
+
+@dataclass
+class EditView:
+    event: ev.EditProposed
+    decided: ev.EditDecided | None = None
+    applied: bool = False
+
+    @property
+    def status(self) -> str:
+        if self.decided is None:
+            return "awaiting review"
+        return self.decided.decision + (" · applied" if self.applied else "")
+
+
+class SessionModel:
+    def __init__(self, info: dict[str, Any] | None = None) -> None:
+        self.info: dict[str, Any] = dict(info or {})
+        self.session_id: str = str(self.info.get("session_id") or "")
+        self.started_at: float | None = self.info.get("started_at")
+        self.ended: ev.SessionEnded | None = None
+        self.state = "starting"
+        self.state_detail = ""
+        self.runs: dict[str, RunView] = {}
+        self.alarms: dict[str, AlarmView] = {}
+        self.edits: dict[str, EditView] = {}
+        self.token_usd = 0.0
+        self.interventions: list[ev.Intervention] = []
+        self.claim: ev.AgentClaimed | None = None
+        self._prices: costs.PriceTable | None = None
+
+    # --- the fold ----------------------------------------------------------------------------
+
+    def apply(self, e: ev.Event) -> None:
+        self.session_id = self.session_id or e.session_id
+        match e:
+            case ev.SessionStarted():
+                self.started_at = self.started_at or e.ts
+                for key in ("project", "target", "agent", "title", "mode", "criteria"):
+                    self.info.setdefault(key, getattr(e, key))
+                self.state = "running"
+            case ev.SessionState():
+                self.state, self.state_detail = e.state, e.detail
+            case ev.SessionEnded():
+                self.ended = e
+                self.state = f"ended · {e.verdict}"
+            case ev.AgentUsage():
+                self.token_usd += e.cost_usd
+            case ev.AgentClaimed():
+                self.claim = e
+            case ev.EditProposed():
+                self.edits[e.edit_id] = EditView(e)
+            case ev.EditDecided() if e.edit_id in self.edits:
+                self.edits[e.edit_id].decided = e
+            case ev.EditApplied() if e.edit_id in self.edits:
+                self.edits[e.edit_id].applied = True
+            case ev.RunStarted():
+                self.runs[e.run_id] = RunView(e.run_id, e.role, e.attempt, e.command, e.target, e.ts)
+            case ev.RunOutput() if e.run_id in self.runs:
+                run = self.runs[e.run_id]
+                run.lines.extend(e.lines)
+                run.version += 1
+            case ev.RunRecord() if e.run_id in self.runs:
+                self._records(self.runs[e.run_id], e.records)
+            case ev.RunFinished() if e.run_id in self.runs:
+                self.runs[e.run_id].finished = e
+                self.runs[e.run_id].version += 1
+            case ev.AlarmRaised():
+                self.alarms[e.alarm_id] = AlarmView(e)
+            case ev.AlarmAcknowledged() if e.alarm_id in self.alarms:
+                self.alarms[e.alarm_id].acknowledged = True
+            case ev.AlarmCleared() if e.alarm_id in self.alarms:
+                self.alarms[e.alarm_id].cleared = True
+            case ev.Intervention():
+                self.interventions.append(e)
+
+    def _records(self, run: RunView, records: list[dict[str, Any]]) -> None:
+        for r in records:
+            kind = r.get("type")
+            if kind == "step":
+                run.last_step = r
+                run.steps_seen += 1
+                t = _num(r.get("t"))
+                if t is not None:
+                    run.first_step_t = run.first_step_t or t
+                    run.last_step_t = t
+                step = _num(r.get("step"))
+                run.step_ids.append(step if step is not None else float(run.steps_seen - 1))
+                run.losses.append(_num(r.get("loss"), math.nan))
+                run.grad_norms.append(_num(r.get("grad_norm"), math.nan))
+            elif kind == "facts":
+                run.facts = r
+        run.version += 1
+
+    # --- what the header and panels ask ------------------------------------------------------
+
+    def elapsed(self, now: float) -> float:
+        if self.started_at is None:
+            return 0.0
+        end = self.ended.ts if self.ended else now
+        return max(0.0, end - self.started_at)
+
+    def attempts(self) -> int:
+        return max((r.attempt for r in self.runs.values() if r.role == "candidate"), default=0)
+
+    def max_attempts(self) -> int | None:
+        crit = self.info.get("criteria") or {}
+        budget = crit.get("budget") or {}
+        value = budget.get("max_attempts") if isinstance(budget, dict) else None
+        return int(value) if isinstance(value, int | float) and value > 0 else None
+
+    def compute_usd(self) -> float:
+        """Finished runs priced from their device facts (runs on unpriced devices count 0)."""
+        if self._prices is None:
+            self._prices = costs.default_prices()
+        total = 0.0
+        for run in self.runs.values():
+            if run.finished is None:
+                continue
+            facts = run.facts or run.finished.device or None
+            usd = costs.run_cost_from_facts(run.finished.wall_s, facts, self._prices)
+            total += usd or 0.0
+        return total
+
+    def human_minutes(self) -> float:
+        return sum(max(0.0, i.decided_at - i.attention_started_at) for i in self.interventions) / 60
+
+    def open_alarms(self) -> list[AlarmView]:
+        """Not cleared, most severe first, then oldest."""
+        live = [a for a in self.alarms.values() if not a.cleared]
+        return sorted(live, key=lambda a: (-a.rank, a.event.seq))
+
+    def sorted_alarms(self) -> list[AlarmView]:
+        """Every alarm, open ones first, by severity."""
+        return sorted(self.alarms.values(), key=lambda a: (a.cleared, -a.rank, a.event.seq))
+
+    def running_run(self, prefer: str | None = None) -> RunView | None:
+        """The run to abort: ``prefer`` when it is running, else the newest running one."""
+        if prefer and prefer in self.runs and self.runs[prefer].running:
+            return self.runs[prefer]
+        running = [r for r in self.runs.values() if r.running]
+        return running[-1] if running else None
+
+    def pending_edits(self) -> list[EditView]:
+        return [e for e in self.edits.values() if e.decided is None]
+
+
+def _num(value: Any, default: float | None = None) -> float | None:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and value in ("nan", "inf", "-inf"):
+        return float(value)
+    return default
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def clock(seconds: float) -> str:
+    return _clock(seconds)

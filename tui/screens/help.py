@@ -1,0 +1,48 @@
+"""`?`: every key of the live screen, with what it does and why you would press it."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+
+def key_label(key: str) -> str:
+    names = {"question_mark": "?", "space": "space", "slash": "/", "left_square_bracket": "[",
+             "right_square_bracket": "]", "less_than_sign": "<", "greater_than_sign": ">"}
+    return ", ".join(names.get(k.strip(), k.strip()) for k in key.split(","))
+
+
+def bindings_table(bindings: list[Binding]) -> Table:
+    table = Table(box=None, expand=True, show_header=True, header_style="bold")
+    table.add_column("key", style="bold #e5c07b", no_wrap=True)
+    table.add_column("action", no_wrap=True)
+    table.add_column("what it does")
+    for b in bindings:
+        table.add_row(key_label(b.key), Text(b.description), Text(b.tooltip, style="dim"))
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close", id="help.close",
+                        tooltip="Close the help")]
+
+    def __init__(self, bindings: list[Binding]) -> None:
+        super().__init__(classes="dialog")
+        self.bindings_shown = bindings
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog-box help-box"):
+            yield Static(Text("portside · keys of the live review", style="bold"))
+            with VerticalScroll():
+                yield Static(bindings_table(self.bindings_shown))
+            yield Static(Text("Every action is written to the session's database before it is "
+                              "confirmed on screen. ctrl+p opens the command palette · esc closes",
+                              style="dim"))
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(result)

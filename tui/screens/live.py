@@ -1,0 +1,509 @@
+"""The live review: Agent | Runs | Checks, a header of what the session costs, and the keys that
+turn the reviewer's judgement into recorded interventions."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer, OptionList, Static
+
+from portside.core import events as ev
+from portside.core.review import GateError, ReviewGate
+from portside.core.textsafe import clean_line
+
+from ..messages import AlarmSelected, GateActed
+from ..model import SessionModel, clock
+from ..widgets.checks import ChecksPanel
+from ..widgets.diff_card import DiffCard
+from ..widgets.runs import RunsPanel
+from ..widgets.text_line import TextLine
+from ..widgets.transcript import Transcript
+from .dialogs import DialogResult, EditDialog, TextDialog, VerdictDialog
+from .help import HelpScreen
+
+TICK_S = 1 / 15  # log tails and status lines redraw at most this often
+CHART_S = 0.5  # the envelope chart is the costly redraw: at most twice a second
+
+
+def _b(key: str, action: str, description: str, id: str, tooltip: str, show: bool = True,
+       key_display: str | None = None) -> Binding:
+    return Binding(key, action, description, show=show, id=id, tooltip=tooltip,
+                   key_display=key_display)
+
+
+REVIEW_BINDINGS = [
+    _b("a", "approve", "Approve", "review.approve", "Approve the selected proposed edit"),
+    _b("r", "reject", "Reject", "review.reject",
+       "Reject the selected edit with a reason the agent is told"),
+    _b("e", "edit", "Edit", "review.edit",
+       "Change the proposal yourself in an editor pane, then send your version"),
+    _b("m", "message", "Message", "review.message", "Send the agent a message (steering)"),
+    _b("space", "pause", "Pause", "review.pause",
+       "Pause or resume the agent: no new agent turn starts while paused"),
+    _b("k", "acknowledge", "Ack", "review.acknowledge",
+       "Acknowledge the selected alarm (else the most severe unacknowledged one)"),
+    _b("o", "override", "Override", "review.override",
+       "Judge an error alarm false, with a reason: it no longer blocks a pass", show=False),
+    _b("R", "rerun", "Re-run", "review.rerun", "Run the candidate again", show=False),
+    _b("x", "abort", "Abort run", "review.abort", "Abort the running run (kills its process group)",
+       show=False),
+    _b("v", "verdict", "Verdict", "review.verdict", "Give the session's verdict: pass or fail"),
+    _b("n", "note", "Note", "review.note", "Write a note into the session log", show=False),
+]
+VIEW_BINDINGS = [
+    _b("tab", "focus_column", "Next column", "view.next-column",
+       "Move focus to the next column (Agent → Runs → Checks)", show=False),
+    _b("z", "zoom", "Zoom", "view.zoom", "Maximise the focused column; z again restores it"),
+    _b("s", "toggle_split", "Side-by-side", "view.split",
+       "Toggle the selected diff between unified and side by side", show=False),
+    _b("f", "toggle_full", "Full file", "view.full",
+       "Toggle the selected diff between its hunks and the whole file", show=False),
+    _b("right_square_bracket", "next_edit", "Next file", "view.next-edit",
+       "Select the next proposed edit (per-file navigation)", show=False, key_display="]"),
+    _b("left_square_bracket", "prev_edit", "Previous file", "view.prev-edit",
+       "Select the previous proposed edit", show=False, key_display="["),
+    _b("slash", "search", "Search log", "view.search",
+       "Search the visible run's log (enter: next match, esc: close)", show=False,
+       key_display="/"),
+    _b("greater_than_sign", "resize(2)", "Wider", "view.wider",
+       "Make the focused column wider", show=False, key_display=">"),
+    _b("less_than_sign", "resize(-2)", "Narrower", "view.narrower",
+       "Make the focused column narrower", show=False, key_display="<"),
+]
+
+
+class Column(Vertical):
+    ALLOW_MAXIMIZE = True
+
+
+class LiveScreen(Screen[None]):
+    BINDINGS = REVIEW_BINDINGS + VIEW_BINDINGS
+    ALLOW_IN_MAXIMIZED_VIEW = "#header, #banner, Footer"
+    PALETTE = REVIEW_BINDINGS + VIEW_BINDINGS
+
+    def __init__(self, model: SessionModel, gate: ReviewGate, *, mode: str = "live",
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__(id="live")
+        self.model = model
+        self.gate = gate
+        self.mode = mode
+        self.clock = clock
+        self.current_edit: str | None = None
+        self.edit_order: list[str] = []
+        self._shown_at: dict[str, float] = {}  # item id -> when it first appeared on screen
+        self._claim_item: str | None = None
+        self._last_chart = 0.0
+        self._alarms_dirty = False
+        self._facts_dirty = False
+        self._labels_dirty: set[str] = set()
+
+    # --- layout ------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield TextLine(id="header")
+        agent = str(self.model.info.get("agent") or "")
+        if agent.startswith("scripted"):
+            yield Static(Text(f" SCRIPTED AGENT · replaying {clean_line(agent.partition(':')[2])}"
+                              " · not a live model: its edits were recorded in advance ",
+                              style="bold black on #e5c07b"), id="banner")
+        with Horizontal(id="columns"):
+            with Column(id="agent-col", classes="column") as col:
+                col.border_title = "Agent"
+                yield Transcript(id="transcript")
+            with Column(id="runs-col", classes="column") as col:
+                col.border_title = "Runs"
+                yield RunsPanel(id="runs")
+            with Column(id="checks-col", classes="column") as col:
+                col.border_title = "Checks"
+                yield ChecksPanel(self.model, str(self.model.info.get("target") or ""),
+                                  id="checks")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_interval(TICK_S, self.tick)
+        self.tick()
+        self.query_one(Transcript).focus()
+
+    # --- events in ---------------------------------------------------------------------------
+
+    def apply(self, events: list[ev.Event]) -> None:
+        """Fold a batch into the model and make the structural changes (new tab, card, alarm)
+        now; redraws of tails, status and chart wait for the next tick."""
+        transcript = self.query_one(Transcript)
+        runs = self.query_one(RunsPanel)
+        for e in events:
+            self.model.apply(e)
+            match e:
+                case ev.RunStarted():
+                    runs.add_run(self.model.runs[e.run_id])
+                case ev.RunFinished():
+                    self._labels_dirty.add(e.run_id)
+                    self._facts_dirty = True
+                case ev.RunRecord() if any(r.get("type") == "facts" for r in e.records):
+                    self._facts_dirty = True
+                case ev.AlarmRaised() | ev.AlarmAcknowledged() | ev.AlarmCleared():
+                    self._alarms_dirty = True
+                case ev.EditProposed():
+                    card = transcript.add_event(e, self.model.edits[e.edit_id])
+                    if card is not None:
+                        self._shown_at.setdefault(e.edit_id, time.time())
+                        self.edit_order.append(e.edit_id)
+                        if self.current_edit is None or self.model.edits[
+                                self.current_edit].decided is not None:
+                            self._select_edit(e.edit_id, scroll=False)
+                    self._renumber_cards()
+                case ev.EditDecided() | ev.EditApplied():
+                    self._renumber_cards()
+                case ev.AgentClaimed():
+                    transcript.add_event(e)
+                    self._claim_item = f"claim-{e.seq}"
+                    self._shown_at.setdefault(self._claim_item, time.time())
+                case ev.AgentText() | ev.AgentToolCall() | ev.AgentToolResult():
+                    transcript.add_event(e)
+                case ev.Intervention() | ev.SessionState():
+                    transcript.add_event(e)
+        # The header answers the reviewer's own actions: redraw it now, not on the next tick.
+        self._update_header()
+
+    def _update_header(self) -> None:
+        self.query_one("#header", TextLine).set(self.header_text(self.clock()))
+
+    def tick(self) -> None:
+        now = self.clock()
+        if self._alarms_dirty:
+            self._alarms_dirty = False
+            for alarm_id in self.query_one(ChecksPanel).refresh_alarms():
+                self._shown_at.setdefault(alarm_id, time.time())
+        if self._facts_dirty:
+            self._facts_dirty = False
+            self.query_one(ChecksPanel).refresh_facts()
+        runs = self.query_one(RunsPanel)
+        self._labels_dirty = {run_id for run_id in self._labels_dirty
+                              if not runs.update_label(self.model.runs[run_id])}
+        runs.sync(now)
+        if time.monotonic() - self._last_chart >= CHART_S:
+            self._last_chart = time.monotonic()
+            self.query_one(ChecksPanel).refresh_chart()
+        self._update_header()
+        self._tell_gate_shown()
+
+    def flush(self) -> None:
+        """Redraw everything now (tests and snapshots do not wait for the tick)."""
+        self._last_chart = 0.0
+        self.tick()
+
+    def _tell_gate_shown(self) -> None:
+        # The engine registers a pending item only when it starts waiting, which can be after
+        # the card appeared: keep telling the gate when the reviewer first saw it.
+        for item in list(self.gate.pending.values()):
+            if item.shown_at is None and item.item_id in self._shown_at:
+                self.gate.shown(item.item_id, at=self._shown_at[item.item_id])
+        for alarm_id, alarm in self.gate.alarms.items():
+            if alarm.shown_at is None and alarm_id in self._shown_at:
+                self.gate.shown(alarm_id, at=self._shown_at[alarm_id])
+
+    # --- header ------------------------------------------------------------------------------
+
+    def status(self) -> str:
+        if self.gate.paused:
+            return "paused"
+        if self.gate.pending_edits():
+            return "awaiting review"
+        if self.gate.pending_claim() is not None:
+            return "awaiting verdict"
+        return self.model.state
+
+    def header_text(self, now: float) -> Text:
+        """Two lines: where the session stands, then what it has cost so far."""
+        m = self.model
+        project = Path(str(m.info.get("project") or "?")).name or "?"
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append(" portside ", style="bold")
+        t.append(f"{clean_line(project)} → {clean_line(str(m.info.get('target') or '?'))}",
+                 style="bold #e5c07b")
+        if m.session_id:
+            t.append(f"  session {clean_line(m.session_id)}", style="dim")
+        status = self.status()
+        style = {"paused": "bold black on yellow", "awaiting review": "bold #61afef",
+                 "awaiting verdict": "bold #61afef", "running": "bold green",
+                 "engine failed": "bold white on red"}.get(status, "bold")
+        t.append("  ")
+        t.append(f" {self.mode} · {status} ", style=style)
+        t.append(f" {clock(m.elapsed(now))}")
+        cap = m.max_attempts()
+        t.append(f"  attempt {m.attempts()}{f'/{cap}' if cap else ''}\n")
+        t.append(" spend ", style="dim")
+        t.append(f"${m.compute_usd():.2f} compute + ${m.token_usd:.2f} tokens · "
+                 f"{m.human_minutes():.1f} min human")
+        open_alarms = [a for a in m.open_alarms() if not a.acknowledged]
+        t.append(" · ")
+        t.append(f"{len(open_alarms)} open alarms", style="bold red" if open_alarms else "")
+        t.append(f" · {len(m.interventions)} interventions")
+        return t
+
+    # --- selection helpers -------------------------------------------------------------------
+
+    def _renumber_cards(self) -> None:
+        cards = self.query_one(Transcript).cards
+        total = len(self.edit_order)
+        for i, edit_id in enumerate(self.edit_order, 1):
+            if edit_id in cards:
+                cards[edit_id].refresh_status(i, total)
+
+    def _select_edit(self, edit_id: str, scroll: bool = True) -> None:
+        cards = self.query_one(Transcript).cards
+        for other_id, card in cards.items():
+            card.selected = other_id == edit_id
+        self.current_edit = edit_id
+        if scroll and edit_id in cards:
+            self.query_one(Transcript).scroll_to_widget(cards[edit_id], animate=False, top=True)
+
+    def _card(self) -> DiffCard | None:
+        if self.current_edit is None:
+            return None
+        return self.query_one(Transcript).cards.get(self.current_edit)
+
+    def _target_edit(self) -> str | None:
+        """The selected card when it awaits a decision, else the oldest edit awaiting one."""
+        if self.current_edit and self.current_edit in self.gate.pending:
+            return self.current_edit
+        pending = self.gate.pending_edits()
+        return pending[0].item_id if pending else self.current_edit
+
+    def _edit_label(self, edit_id: str) -> str:
+        view = self.model.edits.get(edit_id)
+        return f"{view.event.path} ({edit_id})" if view else edit_id
+
+    # --- gate calls --------------------------------------------------------------------------
+
+    def _act(self, what: str, fn: Callable[..., ev.Intervention], *args: Any,
+             **kwargs: Any) -> ev.Intervention | None:
+        """Call the gate; confirm only once it returned (the intervention is on disk)."""
+        try:
+            rec = fn(*args, **kwargs)
+        except GateError as exc:
+            self.notify(str(exc), title=what, severity="warning")
+            return None
+        except Exception as exc:  # a failing hook or store must not take the screen down
+            self.notify(f"{type(exc).__name__}: {exc}", title=f"{what} failed", severity="error")
+            return None
+        self.notify(f"{what} · recorded", timeout=3)
+        self._update_header()
+        self.post_message(GateActed(rec))
+        return rec
+
+    def action_approve(self) -> None:
+        edit_id = self._target_edit()
+        if edit_id is None:
+            self.notify("no edit is waiting for a decision", severity="warning")
+            return
+        self._act("approved", self.gate.approve, edit_id)
+
+    def action_reject(self) -> None:
+        edit_id = self._target_edit()
+        if edit_id is None:
+            self.notify("no edit is waiting for a decision", severity="warning")
+            return
+
+        def done(result: DialogResult | None) -> None:
+            if result is not None:
+                self._act("rejected", self.gate.reject, edit_id, result.text)
+
+        self.app.push_screen(TextDialog(f"Reject {self._edit_label(edit_id)}",
+                                        "Why? The agent is told this reason.",
+                                        confirm="Reject"), done)
+
+    def action_edit(self) -> None:
+        edit_id = self._target_edit()
+        view = self.model.edits.get(edit_id or "")
+        if edit_id is None or view is None:
+            self.notify("no edit is waiting for a decision", severity="warning")
+            return
+
+        def done(result: DialogResult | None) -> None:
+            if result is not None and result.after is not None:
+                self._act("edited", self.gate.edit, edit_id, result.after, result.text)
+
+        self.app.push_screen(EditDialog(view.event.path, view.event.after), done)
+
+    def action_message(self) -> None:
+        def done(result: DialogResult | None) -> None:
+            if result is not None:
+                self._act("message sent", self.gate.message, result.text, started=result.opened_at)
+
+        self.app.push_screen(TextDialog("Message the agent", "It reads this on its next turn.",
+                                        confirm="Send"), done)
+
+    def action_pause(self) -> None:
+        self._act("resumed" if self.gate.paused else "paused", self.gate.toggle_pause)
+
+    def _selected_alarm(self) -> str | None:
+        return self.query_one(ChecksPanel).selected
+
+    def action_acknowledge(self) -> None:
+        sel = self._selected_alarm()
+        state = self.gate.alarms.get(sel or "")
+        target = sel if state is not None and not state.acknowledged and not state.cleared else None
+        self._act("alarm acknowledged", self.gate.acknowledge, target)
+
+    def action_override(self) -> None:
+        sel = self._selected_alarm()
+        open_ids = {a.alarm_id for a in self.gate.open_errors()}
+        target = sel if sel in open_ids else None
+        if target is None:
+            ranked = sorted(self.gate.open_errors(),
+                            key=lambda a: (-ev.SEVERITY_RANK[a.severity], a.seq))
+            if not ranked:
+                self.notify("no open error alarm to override", severity="warning")
+                return
+            target = ranked[0].alarm_id
+        alarm = self.gate.alarms[target]
+
+        def done(result: DialogResult | None) -> None:
+            if result is not None:
+                self._act("alarm overridden", self.gate.override, target, result.text)
+
+        self.app.push_screen(TextDialog(f"Override {alarm.check}: {clean_line(alarm.title)}",
+                                        "Why is this alarm wrong? It will no longer block a pass.",
+                                        confirm="Override"), done)
+
+    def action_rerun(self) -> None:
+        self._act("re-run requested", self.gate.rerun)
+
+    def action_abort(self) -> None:
+        run = self.model.running_run(prefer=self.query_one(RunsPanel).active_run_id)
+        if run is None:
+            self.notify("no run is running", severity="warning")
+            return
+        run_id = run.run_id
+
+        def done(result: DialogResult | None) -> None:
+            if result is not None:
+                self._act(f"abort {run.label}", self.gate.abort, run_id, result.text,
+                          started=result.opened_at)
+
+        self.app.push_screen(TextDialog(f"Abort {run.label} ({run_id})?",
+                                        "Kills the run's process group. Note (optional):",
+                                        required=False, confirm="Abort"), done)
+
+    def action_verdict(self) -> None:
+        errors = self.gate.open_errors()
+        summary = (f"{len(errors)} open error alarm(s): "
+                   + ", ".join(a.check for a in errors[:4]) if errors
+                   else "no open error alarms") + " · enter, then Pass or Fail"
+
+        def done(result: DialogResult | None) -> None:
+            if result is not None and result.choice in ("pass", "fail"):
+                self._act(f"verdict {result.choice}", self.gate.verdict, result.choice,
+                          result.text)
+
+        self.app.push_screen(VerdictDialog(summary), done)
+
+    def action_note(self) -> None:
+        def done(result: DialogResult | None) -> None:
+            if result is not None:
+                self._act("note saved", self.gate.note, result.text, started=result.opened_at)
+
+        self.app.push_screen(TextDialog("Note", "Saved in the session log.", confirm="Save"), done)
+
+    # --- view actions ------------------------------------------------------------------------
+
+    def _columns(self) -> list[Column]:
+        return list(self.query(Column))
+
+    def _focused_column(self) -> Column | None:
+        node: Any = self.focused
+        while node is not None and not isinstance(node, Column):
+            node = node.parent
+        return node
+
+    def action_focus_column(self) -> None:
+        cols = self._columns()
+        current = self._focused_column()
+        nxt = cols[(cols.index(current) + 1) % len(cols)] if current in cols else cols[0]
+        self._focus_in(nxt)
+
+    def _focus_in(self, col: Column) -> None:
+        target: Widget | None = None
+        if col.id == "agent-col":
+            target = self._card() if self._card() is not None else self.query_one(Transcript)
+        elif col.id == "runs-col":
+            target = self.query_one(RunsPanel).active_log()
+        else:
+            target = self.query_one("#alarms", OptionList)
+        if target is None:
+            focusable = [w for w in col.query("*") if w.focusable]
+            target = focusable[0] if focusable else None
+        if target is not None:
+            target.focus()
+
+    def action_zoom(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+            return
+        col = self._focused_column() or self._columns()[0]
+        self.maximize(col, container=False)
+
+    def action_resize(self, delta: int) -> None:
+        col = self._focused_column()
+        if col is None:
+            return
+        width = col.styles.width
+        current = int(width.value) if width is not None and width.unit.name == "FRACTION" else 10
+        col.styles.width = f"{max(2, min(40, current + delta))}fr"
+
+    def action_toggle_split(self) -> None:
+        card = self._card()
+        if card is not None:
+            card.split = not card.split
+
+    def action_toggle_full(self) -> None:
+        card = self._card()
+        if card is not None:
+            card.full = not card.full
+
+    def _step_edit(self, step: int) -> None:
+        if not self.edit_order:
+            return
+        i = self.edit_order.index(self.current_edit) if self.current_edit in self.edit_order else 0
+        self._select_edit(self.edit_order[(i + step) % len(self.edit_order)])
+        card = self._card()
+        if card is not None:
+            card.focus()
+
+    def action_next_edit(self) -> None:
+        self._step_edit(1)
+
+    def action_prev_edit(self) -> None:
+        self._step_edit(-1)
+
+    def action_search(self) -> None:
+        runs = self.query_one(RunsPanel)
+        run_id = runs.active_run_id
+        if run_id is None:
+            self.notify("no run log to search yet", severity="warning")
+            return
+        runs.panes[run_id].action_search()
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen(self.PALETTE + list(self.app.BINDINGS)))  # type: ignore[arg-type]
+
+    def on_alarm_selected(self, message: AlarmSelected) -> None:
+        self._shown_at.setdefault(message.alarm_id, time.time())
+
+    def on_descendant_focus(self, event: Any) -> None:
+        # Focusing a card (click, tab) selects it for a / r / e.
+        node: Any = event.widget if hasattr(event, "widget") else None
+        while node is not None and not isinstance(node, DiffCard):
+            node = node.parent
+        if isinstance(node, DiffCard) and node.edit_id != self.current_edit:
+            self._select_edit(node.edit_id, scroll=False)

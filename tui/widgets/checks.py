@@ -1,0 +1,242 @@
+"""The Checks column: alarms by severity with their evidence, the envelope chart, hardware facts,
+and compile time apart from steady state."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from portside.core.textsafe import clean_line
+
+from ..chart import envelope_chart, envelope_from_runs
+from ..messages import AlarmSelected
+from ..model import AlarmView, SessionModel
+from .text_line import TextLine
+
+SEVERITY_MARK = {"critical": ("✖✖", "bold white on red"), "error": ("✖", "bold red"),
+                 "warning": ("⚠", "bold yellow"), "info": ("ℹ", "cyan")}
+MAX_CHART_POINTS = 2_000
+
+
+def alarm_prompt(a: AlarmView, width: int = 40) -> Text:
+    """One line per alarm (the full title is in the evidence below)."""
+    mark, style = SEVERITY_MARK.get(a.event.severity, ("•", ""))
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(f"{mark} ", style=style)
+    t.append(a.event.check, style="bold" if not (a.acknowledged or a.cleared) else "dim")
+    if a.cleared:
+        t.append(" cleared", style="dim")
+    elif a.acknowledged:
+        t.append(" ack", style="dim green")
+    room = width - t.cell_len - 2
+    if room > 4:
+        title = clean_line(a.event.title)
+        t.append(f"  {title if len(title) <= room else title[: room - 1] + '…'}", style="dim")
+    return t
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}" if math.isfinite(v) else str(v)
+    if isinstance(v, list):
+        inner = ", ".join(_fmt(x) for x in v[:6])
+        return f"[{inner}{', …' if len(v) > 6 else ''}]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} {_fmt(x)}" for k, x in list(v.items())[:6]) + "}"
+    return clean_line(str(v), 120)
+
+
+def _pct(v: Any) -> str:
+    return f"{v * 100:.0f}%" if isinstance(v, int | float) else "?"
+
+
+def evidence_text(a: AlarmView) -> Text:
+    e = a.event
+    t = Text()
+    mark, style = SEVERITY_MARK.get(e.severity, ("•", ""))
+    t.append(f"{mark} {e.check}", style=style)
+    t.append(f" ({e.severity})\n", style="dim")
+    t.append(clean_line(e.title) + "\n")
+    ev = e.evidence
+    if e.check == "clipping-changed" and isinstance(ev.get("candidate"), dict):
+        # The study's silent failure: show what changed the way a reviewer reads it.
+        for r_i, ref in enumerate(ev.get("references") or [], 1):
+            t.append(f"  ref#{r_i} ", style="bold")
+            t.append(f"max_norm {_fmt(ref.get('max_norm'))}, clips {_pct(ref.get('clipped_share'))}"
+                     f" of {ref.get('steps', '?')} steps\n")
+        c = ev["candidate"]
+        t.append("  cand  ", style="bold red")
+        t.append(f"max_norm {_fmt(c.get('max_norm'))}, clips {_pct(c.get('clipped_share'))}"
+                 f" of {c.get('steps', '?')} steps\n")
+        if ev.get("reason"):
+            t.append(f"  reason {ev['reason']}\n", style="dim")
+        return t
+    for key, value in ev.items():
+        if key == "spark":
+            continue
+        t.append(f"  {key} ", style="dim")
+        t.append(_fmt(value) + "\n")
+    return t
+
+
+class ChecksPanel(Vertical):
+    def __init__(self, model: SessionModel, target: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.model = model
+        self.target = target
+        self.selected: str | None = None
+        self._alarm_order: list[str] = []
+        self._chart_key: tuple[Any, ...] = ()
+
+    def compose(self) -> ComposeResult:
+        yield OptionList(id="alarms")
+        with VerticalScroll(id="evidence-scroll"):
+            yield Static(Text("no alarms", style="dim"), id="evidence")
+        yield TextLine(id="chart")
+        yield Static(id="hardware")
+        yield Static(id="compile")
+
+    # --- alarms ------------------------------------------------------------------------------
+
+    def refresh_alarms(self) -> list[str]:
+        """Rebuild the list (keeps the selection); returns the alarm ids now listed."""
+        olist = self.query_one(OptionList)
+        alarms = self.model.sorted_alarms()
+        order = [a.event.alarm_id for a in alarms]
+        olist.clear_options()
+        width = max(20, olist.size.width - 2 if olist.size.width else self.size.width - 2)
+        olist.add_options([Option(alarm_prompt(a, width), id=a.event.alarm_id) for a in alarms])
+        self._alarm_order = order
+        if order:
+            keep = self.selected if self.selected in order else order[0]
+            olist.highlighted = order.index(keep)
+            self._show_evidence(keep)
+        return order
+
+    def select(self, alarm_id: str) -> None:
+        if alarm_id in self._alarm_order:
+            self.query_one(OptionList).highlighted = self._alarm_order.index(alarm_id)
+            self._show_evidence(alarm_id)
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option.id:
+            self._show_evidence(event.option.id)
+
+    def _show_evidence(self, alarm_id: str) -> None:
+        changed = alarm_id != self.selected
+        self.selected = alarm_id
+        alarm = self.model.alarms.get(alarm_id)
+        if alarm is not None:
+            self.query_one("#evidence", Static).update(evidence_text(alarm))
+        if changed:
+            self._chart_key = ()
+            self.refresh_chart()
+            self.post_message(AlarmSelected(alarm_id))
+
+    # --- chart, hardware, compile -----------------------------------------------------------
+
+    def refresh_chart(self) -> None:
+        width = max(10, self.size.width - 8) if self.size.width else 30
+        alarm = self.model.alarms.get(self.selected or "")
+        spark = alarm.event.evidence.get("spark") if alarm else None
+        if isinstance(spark, dict) and spark.get("candidate"):
+            key: tuple[Any, ...] = ("alarm", self.selected, width)
+            if key == self._chart_key:
+                return
+            self._chart_key = key
+            cand = [_to_float(v) for v in spark.get("candidate", [])]
+            if "lo" in spark:
+                lo = [_to_float(v) for v in spark["lo"]]
+                hi = [_to_float(v) for v in spark["hi"]]
+            else:
+                lo = hi = [_to_float(v) for v in spark.get("reference", [])]
+            label = str(alarm.event.evidence.get("series", "")) if alarm else ""
+            chart = envelope_chart(cand, lo, hi, width, label or "series")
+        else:
+            chart = self._loss_chart(width)
+            if chart is None:
+                return
+        self.query_one("#chart", TextLine).set(chart)
+
+    def _loss_chart(self, width: int) -> Text | None:
+        """Without an alarm's own series: the newest candidate's loss vs the references'."""
+        runs = list(self.model.runs.values())
+        refs = [r for r in runs if r.role == "reference" and len(r.losses)]
+        cands = [r for r in runs if r.role == "candidate" and len(r.losses)]
+        key = ("loss", width, tuple((r.run_id, len(r.losses)) for r in refs + cands[-1:]))
+        if key == self._chart_key:
+            return None
+        self._chart_key = key
+        if not refs and not cands:
+            return Text("loss: no step records yet", style="dim")
+        n = max(len(r.losses) for r in refs + cands[-1:])
+        stride = max(1, n // MAX_CHART_POINTS)
+        steps, lo, hi = envelope_from_runs([(r.step_ids[::stride], r.losses[::stride])
+                                            for r in refs])
+        if cands:
+            c = cands[-1]
+            by_step = dict(zip(c.step_ids[::stride], c.losses[::stride], strict=False))
+            if steps:
+                cand = [by_step.get(s, math.nan) for s in steps]
+            else:
+                cand, lo, hi = list(c.losses[::stride]), [], []
+        else:
+            cand = []
+        return envelope_chart(cand, lo, hi, width, "loss")
+
+    def refresh_facts(self) -> None:
+        self.query_one("#hardware", Static).update(self._hardware())
+        self.query_one("#compile", Static).update(self._compile())
+
+    def _hardware(self) -> Text:
+        t = Text()
+        t.append("hardware", style="bold")
+        want = self.target.split(":")[0].lower()
+        shown = False
+        for run in self.model.runs.values():
+            f = run.facts or (run.finished.device if run.finished else None)
+            if not f:
+                continue
+            shown = True
+            kind = str(f.get("device_kind") or "?")
+            name = clean_line(str(f.get("device_name") or kind), 40)
+            ok = run.role == "reference" or not want or kind.lower().startswith(want[:3])
+            t.append(f"\n {run.label:<7}", style="bold")
+            t.append(f" {name} ×{f.get('device_count', '?')} {f.get('backend', '')}")
+            if run.role == "candidate":
+                t.append(" ✓" if ok else " ✖", style="green" if ok else "bold red")
+                if not ok:
+                    t.append(f" want {self.target}", style="red")
+        if not shown:
+            t.append(" no facts yet", style="dim")
+        return t
+
+    def _compile(self) -> Text:
+        t = Text()
+        t.append("compile vs steady", style="bold")
+        shown = False
+        for run in self.model.runs.values():
+            f = run.finished
+            if f is None:
+                continue
+            shown = True
+            steady = f"{f.steady_step_s * 1e3:.3g} ms/step" if f.steady_step_s else "-"
+            t.append(f"\n {run.label:<7} compile {f.compile_s:.3g} s · steady {steady}")
+        if not shown:
+            t.append(" after the first run finishes", style="dim")
+        return t
+
+
+def _to_float(v: Any) -> float:
+    if isinstance(v, int | float):
+        return float(v)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
