@@ -110,7 +110,9 @@ class SessionEngine:
             "scripted": agent_label.startswith("scripted:"),
             "mode": config.mode,
             "title": config.title or Path(config.project).name,
-            "criteria": config.criteria_path or "defaults",
+            "criteria": self.criteria.to_dict(),
+            "criteria_file": config.criteria_path or "defaults",
+            "banner": config.meta.get("banner", ""),
             "policy": config.policy,
         }
         self.workspace: Workspace | None = None

@@ -193,8 +193,8 @@ class SessionModel:
         return max((r.attempt for r in self.runs.values() if r.role == "candidate"), default=0)
 
     def max_attempts(self) -> int | None:
-        crit = self.info.get("criteria") or {}
-        budget = crit.get("budget") or {}
+        crit = self.info.get("criteria")
+        budget = (crit.get("budget") if isinstance(crit, dict) else None) or {}
         value = budget.get("max_attempts") if isinstance(budget, dict) else None
         return int(value) if isinstance(value, int | float) and value > 0 else None
 

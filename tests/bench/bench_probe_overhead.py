@@ -1,0 +1,175 @@
+"""Probe overhead: the same training loop with and without the probe, interleaved (A B A B ...).
+
+    .venv/bin/python tests/bench/bench_probe_overhead.py [--rounds 3] [--steps 60] [--clip]
+
+Eager CPU with this interpreter; XLA:CPU with $PORTSIDE_XLA_PYTHON (default
+~/.cache/portside/xla-venv/bin/python) when it exists. Step times come from the loop's own
+perf_counter, never from the probe. Prints the median step time of each side, their ratio and
+the compile counts (XLA). Target: ratio <= 1.01, equal compile counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+XLA_PYTHON = Path(
+    os.environ.get("PORTSIDE_XLA_PYTHON")
+    or Path.home() / ".cache" / "portside" / "xla-venv" / "bin" / "python"
+)
+WARMUP = 5  # steps left out of the median: the first ones compile (XLA) or warm caches
+
+
+def child(backend: str, steps: int, clip: bool, width: int, batch: int) -> None:
+    """The training loop: an MLP whose step takes tens of ms on one CPU thread."""
+    import torch
+
+    torch.set_num_threads(1)  # two shared cores: one thread keeps the timing steadier
+    torch.manual_seed(0)
+    if backend == "xla":
+        import torch_xla
+        import torch_xla.debug.metrics as met
+
+        dev = torch_xla.device()
+        sync = torch_xla.sync
+    else:
+        dev, met = torch.device("cpu"), None
+
+        def sync() -> None:
+            pass
+
+    layers: list[torch.nn.Module] = []
+    for _ in range(4):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 1)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    x = torch.randn(batch, width).to(dev)
+    y = torch.randn(batch, 1).to(dev)
+    times, cpu_times = [], []
+    for _ in range(steps):
+        t0, c0 = time.perf_counter(), time.process_time()
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sync()
+        times.append(time.perf_counter() - t0)
+        cpu_times.append(time.process_time() - c0)  # this process's CPU s: blind to other load
+    if backend == "xla":
+        float(loss.cpu())  # wait for the last step before reading the count
+    compiles = met.metric_data("CompileTime")[0] if met is not None else None
+    print(
+        "RESULT " + json.dumps({"times": times, "cpu": cpu_times, "compiles": compiles}), flush=True
+    )
+
+
+def run_once(
+    python: str, backend: str, probe: bool, args: argparse.Namespace, tmp: Path, i: int
+) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTSIDE_")}
+    if backend == "xla":
+        env["PJRT_DEVICE"] = "CPU"
+    out = tmp / f"{backend}-{i}.jsonl"
+    if probe:
+        try:
+            from portside.core.probe import inject_env
+        except ImportError:  # portside not installed: the probe package alone is enough
+            sys.path.insert(0, str(REPO / "core"))
+            from probe import inject_env  # type: ignore[no-redef]
+
+        env = inject_env(env, str(out))
+    cmd = [
+        python,
+        __file__,
+        "--child",
+        backend,
+        "--steps",
+        str(args.steps),
+        "--width",
+        str(args.width),
+        "--batch",
+        str(args.batch),
+    ]
+    if args.clip:
+        cmd.append("--clip")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise SystemExit(f"{backend} run failed:\n{proc.stderr[-3000:]}")
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+    result = json.loads(line[len("RESULT ") :])
+    if probe:
+        recs = [json.loads(x) for x in out.read_text().splitlines()]
+        result["probe_steps"] = sum(r["type"] == "step" for r in recs)
+        result["probe_s"] = next(r["probe_s"] for r in recs if r["type"] == "exit")
+    return result
+
+
+def bench(python: str, backend: str, args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        pairs = []
+        for i in range(args.rounds):
+            a = run_once(python, backend, False, args, Path(d), 2 * i)
+            b = run_once(python, backend, True, args, Path(d), 2 * i + 1)
+            pairs.append((a, b))
+    print(
+        f"[{backend}] width {args.width} batch {args.batch} clip {args.clip}; {args.rounds} rounds x {args.steps} steps (first {WARMUP} left out)"
+    )
+    for key, label in (("times", "wall (perf_counter)"), ("cpu", "CPU (process_time)")):
+        med_a = [statistics.median(a[key][WARMUP:]) for a, _ in pairs]
+        med_b = [statistics.median(b[key][WARMUP:]) for _, b in pairs]
+        ratios = [mb / ma for ma, mb in zip(med_a, med_b, strict=True)]
+        all_a = statistics.median(t for a, _ in pairs for t in a[key][WARMUP:])
+        all_b = statistics.median(t for _, b in pairs for t in b[key][WARMUP:])
+        print(
+            f"  {label}: median step without probe {all_a * 1e3:.2f} ms, with probe {all_b * 1e3:.2f} ms"
+        )
+        print(
+            f"    ratio (pooled medians) {all_b / all_a:.4f}; per round {', '.join(f'{r:.4f}' for r in ratios)}; median of rounds {statistics.median(ratios):.4f}"
+        )
+    print(
+        f"  compiles  without {[a['compiles'] for a, _ in pairs]}   with {[b['compiles'] for _, b in pairs]}"
+    )
+    print(f"  probe step records {[b['probe_steps'] for _, b in pairs]}")
+    # The probe's own time in its hooks, per step: immune to the load of other processes (it
+    # leaves out the grad-norm ops that XLA runs inside the step graph).
+    own = statistics.median(b["probe_s"] / b["probe_steps"] for _, b in pairs)
+    step = statistics.median(t for a, _ in pairs for t in a["times"][WARMUP:])
+    print(
+        f"  probe self-time {own * 1e3:.3f} ms/step = {own / step * 100:.2f}% of the median step without probe"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--child", choices=["cpu", "xla"])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--width", type=int, default=512)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--clip", action="store_true", help="clip (else the probe computes the norm)")
+    p.add_argument("--only", choices=["cpu", "xla"])
+    args = p.parse_args()
+    if args.child:
+        child(args.child, args.steps, args.clip, args.width, args.batch)
+        return
+    if args.only != "xla":
+        bench(sys.executable, "cpu", args)
+    if args.only != "cpu":
+        if XLA_PYTHON.exists():
+            bench(str(XLA_PYTHON), "xla", args)
+        else:
+            print(f"[xla] skipped: no torch_xla venv at {XLA_PYTHON} (tests/xla/make_venv.sh)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""Agent sessions end to end: scripted agent, real workspace, real runs, real SQLite."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from portside.store import Store
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
+PY = sys.executable
+
+
+def _tree_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        h.update(str(p.relative_to(root)).encode())
+        if p.is_file():
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _project(tmp: Path) -> Path:
+    project = tmp / "tiny-project"
+    project.mkdir()
+    shutil.copy(TINY, project / "train.py")
+    return project
+
+
+def _script(tmp: Path, lines: list[dict]) -> Path:
+    path = tmp / "agent.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    return path
+
+
+def test_clipping_change_claimed_as_success_fails_the_session(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    before = _tree_hash(project)
+    script = _script(tmp_path, [
+        {"say": "Porting train.py; first a look at the loop."},
+        {"read": "train.py"},
+        {"edit": {"path": "train.py",
+                  "old": 'p.add_argument("--max-norm", type=float, default=1.0)',
+                  "new": 'p.add_argument("--max-norm", type=float, default=0.05)',
+                  "rationale": "clip harder so the first compiled steps stay stable"}},
+        {"run": "candidate"},
+        {"claim": "Ported; training converges, numerics unchanged."},
+    ])
+    db = tmp_path / "s.db"
+    res = subprocess.run(
+        [PY, "-m", "portside.tui.cli", "run", str(project), "--target", "cpu",
+         "--agent", f"scripted:{script}", "--reference", f"{PY} train.py",
+         "--reference-runs", "2", "--headless", "--policy", "auto", "--json", "--db", str(db),
+         "--stall", "30"],
+        capture_output=True, text=True, timeout=600,
+        env={"PATH": "/usr/bin:/bin", "ANTHROPIC_API_KEY": "sk-ant-must-not-leak",
+             "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"},
+    )
+    assert res.returncode == 1, res.stderr[-3000:]
+    data = json.loads(res.stdout)
+    assert data["verdict"] == "fail"
+    with Store(db) as store:
+        sid = data["session"]
+        checks = {a["check"]: a["severity"] for a in store.alarms(sid)}
+        assert "clipping-changed" in checks
+        assert checks.get("agent-claim-contradicted") == "critical"
+        info = store.session(sid)
+        assert info["agent"] == f"scripted:{script.name}"
+        assert info["verdict"] == "fail"
+        kinds = [e.__struct_config__.tag for e in store.events(sid)]
+        assert kinds.count("edit.applied") == 1 and "agent.claimed" in kinds
+        runs = store.runs(sid)
+        assert [r["outcome"] for r in runs if r["role"] == "reference"] == ["passed", "passed"]
+        # The API key never reaches the database.
+        dump = "\n".join(store.event_bodies(sid))
+        assert "sk-ant-must-not-leak" not in dump
+    assert _tree_hash(project) == before  # the user's tree is never written

@@ -1,0 +1,130 @@
+"""Verification on real CPU training runs: one failure per alarm kind, and a correct port passes.
+
+The references run once for the module (two runs, seed offsets 0 and 1, as `verify` does);
+each candidate is a real run of tests/fixtures/trainers/train_tiny.py with one flag changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portside.core.bus import EventBus, MemorySink
+from portside.core.criteria import load_criteria
+from portside.core.verify import RunReport, Verifier
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
+CRITERIA = REPO / "sessions" / "demo" / "criteria.toml"
+PY = sys.executable
+BASE = f"{PY} {TINY}"
+
+
+class _Harness:
+    def __init__(self, tmp: Path) -> None:
+        self.sink = MemorySink()
+        self.bus = EventBus(self.sink)
+        self.verifier = Verifier(self.bus, "verify-test", load_criteria(CRITERIA), "cpu",
+                                 tmp / "probe", stall_s=20.0, timeout_s=240)
+        self.loop = asyncio.new_event_loop()
+        self.tmp = tmp
+
+    def reference(self) -> RunReport:
+        return self.loop.run_until_complete(self.verifier.run_reference(BASE, self.tmp))
+
+    def candidate(self, flags: str) -> RunReport:
+        return self.loop.run_until_complete(self.verifier.run_candidate(f"{BASE} {flags}", self.tmp))
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> _Harness:
+    h = _Harness(tmp_path_factory.mktemp("verify"))
+    refs = [h.reference(), h.reference()]
+    assert [r.outcome for r in refs] == ["passed", "passed"]
+    # Seed shifting gives the envelope a width: the two references differ.
+    assert refs[0].summary["metrics"]["loss"] != refs[1].summary["metrics"]["loss"]
+    return h
+
+
+def _kinds(report: RunReport) -> dict[str, str]:
+    return {a.kind: a.severity for a in report.alarms}
+
+
+def _errors(report: RunReport) -> set[str]:
+    return {a.kind for a in report.alarms if a.is_error}
+
+
+def test_correct_port_with_another_seed_passes(harness: _Harness) -> None:
+    report = harness.candidate("--seed 7")
+    assert _errors(report) == set(), report.alarms
+    assert report.outcome == "passed"
+
+
+@pytest.mark.parametrize(
+    ("flags", "kind", "outcome"),
+    [
+        ("--max-norm 0.05", "clipping-changed", "failed-silent"),
+        ("--no-clip", "clipping-changed", "failed-silent"),
+        ("--no-scheduler", "lr-schedule-changed", "failed-silent"),
+        ("--lr 1e6", "non-finite", "failed-silent"),
+        ("--weight-decay 0.05", "goal-regression", "failed-silent"),
+        ("--exit-before-training", "no-metrics", "failed-silent"),
+        ("--raise-at 5", "crashed", "failed-error"),
+        ("--sleep-at 5 --sleep 120", "stalled", "failed-timeout"),
+    ],
+)
+def test_each_failure_raises_its_alarm(harness: _Harness, flags: str, kind: str,
+                                       outcome: str) -> None:
+    report = harness.candidate(flags)
+    assert kind in _kinds(report), report.alarms
+    assert report.outcome == outcome
+    if kind == "crashed":
+        alarm = next(a for a in report.alarms if a.kind == "crashed")
+        assert "boom at step 5" in json.dumps(alarm.evidence) + alarm.title
+    if kind == "non-finite":
+        assert _kinds(report)["non-finite"] == "critical"
+
+
+def test_verify_cli_json_and_exit_codes(tmp_path: Path) -> None:
+    db = tmp_path / "v.db"
+    cmd = [PY, "-m", "portside.tui.cli", "verify", "--reference", BASE, "--candidate",
+           f"{BASE} --max-norm 0.05", "--target", "cpu", "--criteria", str(CRITERIA),
+           "--reference-runs", "1", "--json", "--db", str(db), "--cwd", str(tmp_path)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1, res.stderr[-2000:]
+    data = json.loads(res.stdout)  # exactly one JSON object on stdout
+    assert data["verdict"] == "fail" and data["outcome"] == "failed-silent"
+    assert "clipping-changed" in {a["kind"] for a in data["alarms"]}
+    for key in ("run", "exit_code", "wall_s", "compile_s", "steady_step_s", "steps", "metrics",
+                "device"):
+        assert key in data["candidate"]
+    assert len(data["reference"]) == 1 and data["reference"][0]["steps"] == 120
+    # The session is in the DB like any other.
+    from portside.store import Store
+
+    with Store(db) as store:
+        info = store.session(data["session"])
+        assert info["verdict"] == "fail" and info["attempts"] == 1
+        assert {a["check"] for a in store.alarms(data["session"])} >= {"clipping-changed"}
+
+
+def test_bad_criteria_exit_2_with_file_and_key(tmp_path: Path) -> None:
+    bad = tmp_path / "c.toml"
+    bad.write_text("[drift]\nwindow = -3\n")
+    res = subprocess.run([PY, "-m", "portside.tui.cli", "verify", "--reference", "true",
+                          "--candidate", "true", "--target", "cpu", "--criteria", str(bad),
+                          "--db", str(tmp_path / "x.db")], capture_output=True, text=True)
+    assert res.returncode == 2
+    assert str(bad) in res.stderr and "drift.window" in res.stderr
+
+
+def test_unknown_target_is_usage_error(tmp_path: Path) -> None:
+    res = subprocess.run([PY, "-m", "portside.tui.cli", "verify", "--reference", "true",
+                          "--candidate", "true", "--target", "gpu9000",
+                          "--db", str(tmp_path / "x.db")], capture_output=True, text=True)
+    assert res.returncode == 2 and "gpu9000" in res.stderr

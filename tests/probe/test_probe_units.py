@@ -1,0 +1,51 @@
+"""Pure helpers of the probe module, loaded by path the way sitecustomize loads it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from types import ModuleType
+
+from portside.core.probe import probe_dir
+
+
+def load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "_probe_under_test", probe_dir().parent / "_probe.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_non_finite_numbers_survive_json() -> None:
+    p = load()
+    line = json.dumps(
+        [p._num(float("nan")), p._num(float("inf")), p._num(float("-inf")), p._num(1.5)],
+        allow_nan=False,
+    )
+    assert json.loads(line) == ["nan", "inf", "-inf", 1.5]
+
+
+def test_file_names_beside_the_main_file() -> None:
+    p = load()
+    assert p._suffixed("/r/probe.jsonl", ".rank3") == "/r/probe.rank3.jsonl"
+    assert p._suffixed("/r/probe", ".pid7") == "/r/probe.pid7"
+
+
+def test_seed_shift() -> None:
+    p = load()
+    assert p._shift_seed(41, 1, None) == 42
+    assert p._shift_seed(2**32 - 1, 1, 2**32) == 0  # numpy's range
+    assert p._shift_seed(None, 1, None) is None  # OS entropy stays OS entropy
+    assert p._shift_seed("abc", 2, None) == "abc+2"
+    assert p._shift_seed(b"abc", 2, None) == b"abc+2"
+    assert p._shift_seed([1, 2], 2, None) == [1, 2]
+    seen: list[object] = []
+    wrapped = p._seed_wrapper(lambda a=None, version=2: seen.append((a, version)), 5, None)
+    wrapped(1)
+    wrapped(a=1, version=1)  # random.seed's keyword
+    wrapped()
+    assert seen == [(6, 2), (6, 1), (None, 2)]
+    assert p._seed_wrapper(wrapped, 5, None) is wrapped  # never shifted twice
