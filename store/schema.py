@@ -12,7 +12,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-SCHEMA_USER_VERSION = 1
+SCHEMA_USER_VERSION = 2
 
 
 class StoreError(RuntimeError):
@@ -173,7 +173,25 @@ def _v1(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+def _v2(db: sqlite_utils.Database) -> None:
+    # A cache, not truth: the replay index of a session (seq, ts, kind code per event as
+    # packed little-endian arrays), so reopening a 1M-event session does not fetch a
+    # million rows into Python. Rebuilt or extended from `events` whenever it falls behind
+    # (store/replay_source.py); dropping the table loses nothing.
+    db["replay_index"].create(
+        {
+            "session_id": str,
+            "upto_seq": int,
+            "seqs": bytes,  # int64; NULL when seq == position + 1 (every store session)
+            "ts": bytes,  # float64
+            "codes": bytes,  # uint8, per portside.core.replay.KINDS order when built
+            "kinds": str,  # JSON list: the kind order the codes refer to
+        },
+        pk="session_id",
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
 
 
 def migrate(conn: sqlite3.Connection, path: str | Path = "") -> int:

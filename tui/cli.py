@@ -164,53 +164,82 @@ def import_cmd(ctx: click.Context, file: Path, db: Path | None, rename_to: str |
         sid = import_file(store, file, rename_to)
     except (RecordingError, StoreError) as exc:
         raise click.ClickException(str(exc)) from None
+    _warm(store, sid)
     click.echo(f"imported {sid} ({store.event_count(sid)} events) into {store.path}")
 
 
 @main.command("export")
-@click.argument("session")
+@click.argument("session", required=False)
 @_db_option
 @click.option(
     "--what",
     type=click.Choice(["events", "interventions", "alarms", "runs", "report"]),
     default="events",
+    show_default=True,
 )
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "json", "csv", "md"]), default=None)
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "json", "csv", "md"]), default=None,
+              help="Default: jsonl for events, md for report, csv otherwise.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--all", "all_sessions", is_flag=True, help="Every session (not with events/report).")
 @click.pass_context
 def export_cmd(
     ctx: click.Context,
-    session: str,
+    session: str | None,
     db: Path | None,
     what: str,
     fmt: str | None,
     output: Path | None,
+    all_sessions: bool,
 ) -> None:
-    """Export a session: its events as a JSONL recording, or its interventions and more."""
-    from portside.store import StoreError
-    from portside.store.jsonl import export_session
+    """Export a session: its events as a JSONL recording, its interventions, alarms or runs
+    (csv, json, jsonl, md), or a Markdown report for a pull request."""
+    from .export_cmds import export
 
-    if what != "events" or (fmt or "jsonl") != "jsonl":
-        _not_built(f"export --what {what} --format {fmt}", "replay/export")
+    export(_open_store(ctx, db), session, what, fmt, output, all_sessions)
+
+@main.command("demo")
+@click.option("--headless", is_flag=True, help="No screen: run to the end and print the summary.")
+@click.option("--policy", type=click.Choice(["ask", "runs-only", "auto"]), default=None,
+              help="Default: ask on the screen, auto when headless.")
+@click.option("--speed", type=click.FloatRange(min=0), default=None,
+              help="Pace of the recorded agent (default 1 on screen, 0 headless = no waits).")
+@click.option("--json", "as_json", is_flag=True, help="With --headless: one JSON object on stdout.")
+@_db_option
+@click.pass_context
+def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: float | None,
+             as_json: bool, db: Path | None) -> None:
+    """Run the embedded demo: a GPU project ported to torch_xla by a recorded agent."""
+    from .demo import demo_config, find_xla_python
+
+    policy = policy or ("auto" if headless else "ask")
+    if headless and policy == "ask":
+        raise click.UsageError("--headless has no reviewer to ask: use --policy auto or runs-only")
     store = _open_store(ctx, db)
     try:
-        sid = store.resolve_session(session)
-    except StoreError as exc:
+        config, banner = demo_config(
+            policy=policy, speed=speed if speed is not None else (0.0 if headless else 1.0),
+            xla_python=find_xla_python(), headless=headless,
+            workdir=None,
+        )
+    except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
-    if output is None:
-        export_session(store, sid, sys.stdout.buffer)
-    else:
-        with open(output, "wb") as fh:
-            n = export_session(store, sid, fh)
-        click.echo(f"wrote {n} events of {sid} to {output}", err=True)
+    click.echo(f"portside demo · {banner}", err=True)
+    try:
+        code = run_session(config, store, headless=headless, as_json=as_json)
+    finally:
+        store.close()
+    sys.exit(code)
 
 
-@main.command("demo", context_settings={"ignore_unknown_options": True})
-@_db_option
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def demo_cmd(db: Path | None, args: tuple[str, ...]) -> None:
-    """Run the embedded demo migration session."""
-    _not_built("demo", "embedded demo")
+def _warm(store: Any, session_id: str) -> None:
+    """Index a finished session for replay now, so its first replay opens fast."""
+    from portside.store.replay_source import warm_index
+
+    try:
+        store.recorder.flush()
+        warm_index(store, session_id)
+    except Exception as exc:  # an index is a cache: never fail the command over it
+        click.echo(f"portside: replay index not built: {exc}", err=True)
 
 
 def _agent_from_spec(spec: str, model: str | None) -> Any:
@@ -250,6 +279,7 @@ def run_session(config: Any, store: Any, *, headless: bool, session_id: str | No
         except KeyboardInterrupt:
             err.print("interrupted: runs killed; the session is recorded as failed")
             return 130
+        _warm(store, engine.session_id)
         data = result.to_json()
         if as_json:
             sys.stdout.write(json.dumps(data, sort_keys=True, default=str) + "\n")
@@ -261,6 +291,7 @@ def run_session(config: Any, store: Any, *, headless: bool, session_id: str | No
     app = make_app(bus=engine.bus, gate=engine.gate, info=engine.info, engine_run=engine.run)
     app.run()
     engine.stop("the reviewer closed portside")
+    _warm(store, engine.session_id)
     if engine.result is None:
         return 1
     return 0 if engine.result.verdict == "pass" else 1
@@ -383,6 +414,7 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
     engine.bus.subscribe(ConsoleLog(err, show_output=verbose))
     try:
         result = asyncio.run(engine.run())
+        _warm(store, engine.session_id)
     except KeyboardInterrupt:
         err.print("portside verify: interrupted; runs killed, session recorded as failed")
         store.close()
@@ -403,21 +435,40 @@ def Text_(message: str) -> Any:  # noqa: N802 - plain text for rich, never marku
     return Text(message)
 
 
-@main.command("replay", context_settings={"ignore_unknown_options": True})
+@main.command("replay")
+@click.argument("session")
 @_db_option
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def replay_cmd(db: Path | None, args: tuple[str, ...]) -> None:
-    """Replay a session with its original timing."""
-    _not_built("replay", "replay/export")
+@click.option("--speed", type=float, default=1.0, show_default=True,
+              help="Playback speed; 0 plays as fast as possible.")
+@click.option("--from", "from_", default=None, metavar="WHERE",
+              help="Start at alarm:N, intervention:N, seq:N (N from 1, or 'last') or time:SECONDS.")
+@click.option("--headless", is_flag=True, help="Print the events as text instead of the screen.")
+@click.option("--idle-limit", type=float, default=2.0, show_default=True,
+              help="Play idle gaps longer than this many seconds as this long (0: keep them).")
+@click.pass_context
+def replay_cmd(ctx: click.Context, session: str, db: Path | None, speed: float,
+               from_: str | None, headless: bool, idle_limit: float) -> None:
+    """Replay a session (id, prefix, 'last', or a FILE.jsonl recording) with its original timing."""
+    from .export_cmds import replay
+
+    replay(lambda: _open_store(ctx, db), session, speed, from_, headless, idle_limit)
 
 
-@main.command("stats", context_settings={"ignore_unknown_options": True})
+@main.command("stats")
 @_db_option
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def stats_cmd(db: Path | None, args: tuple[str, ...]) -> None:
-    """Effort and cost across sessions."""
-    _not_built("stats", "replay/export")
+@click.option("--project", default=None, help="Only sessions of this project (path or its name).")
+@click.option("--since", default=None, metavar="DATE", help="Only sessions started on or after "
+              "this date (YYYY-MM-DD or ISO 8601, UTC).")
+@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default="md",
+              show_default=True)
+@click.pass_context
+def stats_cmd(ctx: click.Context, db: Path | None, project: str | None, since: str | None,
+              fmt: str) -> None:
+    """The study's table: attempts, failures, silent failures, interventions, human minutes and
+    cost per session and in total."""
+    from .export_cmds import stats
 
+    stats(_open_store(ctx, db), project, since, fmt)
 
 if __name__ == "__main__":
     main()

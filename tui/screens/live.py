@@ -115,6 +115,10 @@ class LiveScreen(Screen[None]):
             yield Static(Text(f" SCRIPTED AGENT · replaying {clean_line(agent.partition(':')[2])}"
                               " · not a live model: its edits were recorded in advance ",
                               style="bold black on #e5c07b"), id="banner")
+        banner = str(self.model.info.get("banner") or "")
+        if banner and not agent.startswith("scripted"):
+            yield Static(Text(f" {clean_line(banner)} ", style="bold black on #e5c07b"),
+                         id="banner")
         with Horizontal(id="columns"):
             with Column(id="agent-col", classes="column") as col:
                 col.border_title = "Agent"
@@ -131,7 +135,14 @@ class LiveScreen(Screen[None]):
     def on_mount(self) -> None:
         self.set_interval(TICK_S, self.tick)
         self.tick()
-        self.query_one(Transcript).focus()
+        transcript = self.query_one(Transcript)
+        if str(self.model.info.get("agent") or "none") == "none":
+            # Verification only: say so instead of leaving the column blank.
+            transcript.mount(Static(Text(
+                "No agent in this session: portside is verifying the candidate command "
+                "against the reference runs.\n\nR re-runs the candidate · x aborts a run · "
+                "v gives the verdict", style="dim"), classes="agent-text"))
+        transcript.focus()
 
     # --- events in ---------------------------------------------------------------------------
 

@@ -1,0 +1,533 @@
+"""Exports and the study's table, read from the store (no Textual; used by the CLI and tests).
+
+Everything here reads the derived tables, which are written in the same transaction as their
+events, so an export cannot disagree with the log. Secrets never reach the store (the runner
+scrubs them), so nothing here needs to filter them.
+
+Formats: CSV through the stdlib ``csv`` module; JSON as an array of rows (the interventions'
+shape is documented by ``store/schemas/interventions.schema.json``); JSONL one row a line;
+Markdown tables.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from portside.core import costs
+
+from .queries import Store
+
+SCHEMA_DIR = Path(__file__).with_name("schemas")
+INTERVENTION_COLUMNS = (
+    "session",
+    "seq",
+    "kind",
+    "steering",
+    "answers",
+    "attention_started_at",
+    "decided_at",
+    "attention_seconds",
+    "reviewer",
+    "note",
+)
+ALARM_COLUMNS = (
+    "session",
+    "seq",
+    "alarm_id",
+    "check",
+    "severity",
+    "title",
+    "run_id",
+    "raised_at",
+    "acknowledged_at",
+    "acknowledged_by",
+    "cleared_at",
+    "evidence",
+)
+RUN_COLUMNS = (
+    "session",
+    "seq",
+    "run_id",
+    "role",
+    "attempt",
+    "target",
+    "outcome",
+    "exit_code",
+    "reason",
+    "started_at",
+    "finished_at",
+    "wall_s",
+    "compile_s",
+    "steady_step_s",
+    "steps",
+    "compute_usd",
+    "error_type",
+    "error_message",
+)
+
+
+def iso(ts: float | None) -> str | None:
+    """ISO 8601 UTC with milliseconds and a Z, or None."""
+    if ts is None or not math.isfinite(ts):
+        return None
+    return (
+        dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
+
+
+# --- rows -----------------------------------------------------------------------------------
+
+
+def intervention_rows(store: Store, session_ids: Sequence[str]) -> list[dict[str, Any]]:
+    out = []
+    for sid in session_ids:
+        for r in store.interventions(sid):
+            start, end = r["attention_started_at"], r["decided_at"]
+            out.append(
+                {
+                    "session": sid,
+                    "seq": r["seq"],
+                    "kind": r["action"],
+                    "steering": bool(r["steering"]),
+                    "answers": r["answers"],
+                    "attention_started_at": iso(start),
+                    "decided_at": iso(end),
+                    "attention_seconds": round(max(0.0, end - start), 3),
+                    "reviewer": r["reviewer"] or "",
+                    "note": r["note"] or "",
+                }
+            )
+    return out
+
+
+def alarm_rows(store: Store, session_ids: Sequence[str]) -> list[dict[str, Any]]:
+    out = []
+    for sid in session_ids:
+        for r in store.alarms(sid):
+            out.append(
+                {
+                    "session": sid,
+                    "seq": r["seq"],
+                    "alarm_id": r["alarm_id"],
+                    "check": r["check"],
+                    "severity": r["severity"],
+                    "title": r["title"],
+                    "run_id": r["run_id"] or "",
+                    "raised_at": iso(r["raised_at"]),
+                    "acknowledged_at": iso(r["acknowledged_at"]),
+                    "acknowledged_by": r["acknowledged_by"] or "",
+                    "cleared_at": iso(r["cleared_at"]),
+                    "evidence": r["evidence"] or {},
+                }
+            )
+    return out
+
+
+def run_rows(
+    store: Store, session_ids: Sequence[str], prices: costs.PriceTable | None = None
+) -> list[dict[str, Any]]:
+    table = prices or costs.default_prices()
+    out = []
+    for sid in session_ids:
+        for r in store.runs(sid):
+            out.append(
+                {
+                    "session": sid,
+                    "seq": r["seq"],
+                    "run_id": r["run_id"],
+                    "role": r["role"],
+                    "attempt": r["attempt"],
+                    "target": r["target"],
+                    "outcome": r["outcome"],
+                    "exit_code": r["exit_code"],
+                    "reason": r["reason"] or "",
+                    "started_at": iso(r["started_at"]),
+                    "finished_at": iso(r["finished_at"]),
+                    "wall_s": r["wall_s"],
+                    "compile_s": r["compile_s"],
+                    "steady_step_s": r["steady_step_s"],
+                    "steps": r["steps"],
+                    "compute_usd": _run_usd(r, table),
+                    "error_type": r["error_type"] or "",
+                    "error_message": r["error_message"] or "",
+                }
+            )
+    return out
+
+
+def _run_usd(run: dict[str, Any], table: costs.PriceTable) -> float | None:
+    """A finished run priced from its device facts; None when unfinished or unpriced."""
+    if run.get("finished_at") is None:
+        return None
+    facts = run.get("device") or None
+    return costs.run_cost_from_facts(float(run.get("wall_s") or 0.0), facts, table)
+
+
+# --- formats --------------------------------------------------------------------------------
+
+
+def to_csv(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(row.get(k)) for k in columns})
+    return buf.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def to_json(rows: list[dict[str, Any]]) -> str:
+    return json.dumps(rows, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
+def to_jsonl(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+
+def _md_cell(value: Any) -> str:
+    text = "" if value is None else str(_cell(value))
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(_md_cell(row.get(c)) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render(rows: list[dict[str, Any]], columns: Sequence[str], fmt: str) -> str:
+    if fmt == "csv":
+        return to_csv(rows, columns)
+    if fmt == "json":
+        return to_json(rows)
+    if fmt == "jsonl":
+        return to_jsonl(rows)
+    if fmt == "md":
+        return md_table(rows, columns)
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+# --- effort and cost ------------------------------------------------------------------------
+
+
+def session_costs(
+    store: Store, session_id: str, prices: costs.PriceTable | None = None
+) -> dict[str, Any]:
+    """Compute, tokens and the reviewer's time, as the study counts them: every attempt counts
+    (failed ones included) and the figure that matters is cost per *successful* candidate run.
+    Tokens are what the agent recorded (``agent.usage.cost_usd``); runs on devices with no
+    price row count 0 and are listed in ``unpriced_runs``."""
+    table = prices or costs.default_prices()
+    summary = store.session(session_id)
+    runs = store.runs(session_id)
+    compute = 0.0
+    unpriced = []
+    for r in runs:
+        usd = _run_usd(r, table)
+        if usd is None and r.get("finished_at") is not None:
+            unpriced.append(r["run_id"])
+        compute += usd or 0.0
+    tokens = float(summary["token_usd"] or 0.0)
+    human_min = float(summary["human_s"] or 0.0) / 60.0
+    rate = table.usd(costs.HUMAN_RATE) if table.find(costs.HUMAN_RATE) else 0.0
+    human = human_min / 60.0 * rate
+    total = compute + tokens + human
+    passed = sum(1 for r in runs if r["role"] == "candidate" and r["outcome"] == "passed")
+    return {
+        "compute_usd": compute,
+        "tokens_usd": tokens,
+        "human_minutes": human_min,
+        "human_usd": human,
+        "human_usd_per_hour": rate,
+        "total_usd": total,
+        "successful_runs": passed,
+        "cost_per_successful_run_usd": costs.cost_per_successful_run(total, passed),
+        "unpriced_runs": unpriced,
+    }
+
+
+def goal_met(store: Store, session_id: str, verdict: str | None) -> bool | None:
+    """The session passed and no goal-regression alarm was raised; None while it is open."""
+    if not verdict or verdict == "undecided":
+        return None
+    regressed = store.conn.execute(
+        "SELECT 1 FROM alarms WHERE session_id = ? AND \"check\" = 'goal-regression' LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    return verdict == "pass" and regressed is None
+
+
+# --- the pull-request report ----------------------------------------------------------------
+
+
+def _usd(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:,.2f}"
+
+
+def _num(value: Any, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _evidence(evidence: dict[str, Any], limit: int = 240) -> str:
+    text = json.dumps(evidence, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def report_md(store: Store, session_id: str, prices: costs.PriceTable | None = None) -> str:
+    """A Markdown summary of one session, for a pull request."""
+    s = store.session(session_id)
+    runs = run_rows(store, [session_id], prices)
+    alarms = store.alarms(session_id)
+    acts = intervention_rows(store, [session_id])
+    cost = session_costs(store, session_id, prices)
+    met = goal_met(store, session_id, s["verdict"])
+    out = [f"# portside report · {session_id}", ""]
+    duration = (s["ended_at"] - s["started_at"]) if s["ended_at"] and s["started_at"] else None
+    out += [
+        f"- **Project:** `{s['project']}`",
+        f"- **Target:** {s['target']}",
+        f"- **Agent:** {s['agent']}",
+        f"- **Started:** {_when(s['started_at'])} · **ended:** {_when(s['ended_at'])}"
+        + (f" · **duration:** {duration / 60:.1f} min" if duration is not None else ""),
+        f"- **Verdict:** {s['verdict'] or 'open'}"
+        + (f" ({s['outcome']})" if s["outcome"] else "")
+        + f" · **goal met:** {'yes' if met else 'no' if met is False else 'open'}",
+        "",
+        "## Runs",
+        "",
+        "Compile time is reported apart from the steady state (per-step time after warm-up).",
+        "",
+    ]
+    if runs:
+        out.append(
+            "| run | role | attempt | target | outcome | exit | wall s | compile s "
+            "| steady ms/step | steps | compute |"
+        )
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in runs:
+            steady = r["steady_step_s"] * 1000 if r["steady_step_s"] is not None else None
+            out.append(
+                f"| {r['run_id']} | {r['role']} | {r['attempt']} | {r['target']} | {r['outcome']} "
+                f"| {_num(r['exit_code'], 'd')} | {_num(r['wall_s'], '.1f')} "
+                f"| {_num(r['compile_s'], '.1f')} | {_num(steady, '.1f')} | {_num(r['steps'], 'd')} "
+                f"| {_usd(r['compute_usd'])} |"
+            )
+    else:
+        out.append("No runs.")
+    out += ["", "## Alarms", ""]
+    if alarms:
+        for a in alarms:
+            state = "cleared" if a["cleared_at"] else "acknowledged" if a["acknowledged_at"] else "open"
+            run = f" · run {a['run_id']}" if a["run_id"] else ""
+            out.append(
+                f"- **{a['severity']}** `{a['check']}`: {_md_cell(a['title'])} "
+                f"(seq {a['seq']}{run}, {state})"
+            )
+            if a["evidence"]:
+                out.append(f"  - evidence: `{_evidence(a['evidence'])}`")
+    else:
+        out.append("No alarms.")
+    out += ["", "## Interventions", ""]
+    if acts:
+        out.append("| seq | kind | steering | answers | attention s | reviewer | note |")
+        out.append("|---|---|---|---|---|---|---|")
+        for i in acts:
+            out.append(
+                f"| {i['seq']} | {i['kind']} | {'yes' if i['steering'] else 'no'} "
+                f"| {_num(i['answers'], 'd')} | {i['attention_seconds']:.1f} "
+                f"| {_md_cell(i['reviewer'])} | {_md_cell(i['note'])} |"
+            )
+    else:
+        out.append("No interventions.")
+    steering = sum(1 for i in acts if i["steering"] and i["kind"] != "review-note")
+    counted = [i for i in acts if i["kind"] != "review-note"]
+    out += [
+        "",
+        "## Effort and cost",
+        "",
+        f"- Candidate attempts: {s['attempts']} · failures: {s['failures']} "
+        f"(silent: {s['silent_failures']})",
+        f"- Interventions: {len(counted)} (steering: {steering}) · human time: "
+        f"{cost['human_minutes']:.1f} min",
+        f"- Compute: {_usd(cost['compute_usd'])} · tokens: {_usd(cost['tokens_usd'])} · "
+        f"human: {_usd(cost['human_usd'])} (at ${cost['human_usd_per_hour']:.0f}/h) · "
+        f"total: {_usd(cost['total_usd'])}",
+        f"- Cost per successful run: {_usd(cost['cost_per_successful_run_usd'])} "
+        f"({cost['successful_runs']} successful candidate run"
+        f"{'s' if cost['successful_runs'] != 1 else ''}; failed attempts included)",
+    ]
+    if cost["unpriced_runs"]:
+        out.append(f"- Runs on devices without a price (counted $0): {', '.join(cost['unpriced_runs'])}")
+    out += ["", "## Verdict", ""]
+    if s["verdict"]:
+        reason = store.conn.execute("SELECT reason FROM sessions WHERE session_id = ?",
+                                    (session_id,)).fetchone()[0]
+        out.append(f"**{s['verdict'].upper()}**" + (f": {_md_cell(reason)}" if reason else ""))
+    else:
+        out.append("The session has not ended.")
+    return "\n".join(out) + "\n"
+
+
+# --- the study's table ----------------------------------------------------------------------
+
+STATS_COLUMNS = (
+    "session",
+    "project",
+    "target",
+    "started",
+    "attempts",
+    "failures",
+    "failure_share",
+    "silent",
+    "silent_share",
+    "interventions",
+    "steering",
+    "human_minutes",
+    "compute_usd",
+    "tokens_usd",
+    "cost_per_successful_run_usd",
+    "goal_met",
+)
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def stats(
+    store: Store,
+    project: str | None = None,
+    since: float | None = None,
+    prices: costs.PriceTable | None = None,
+) -> dict[str, Any]:
+    """Per session and in total: the figures the study counted by hand.
+
+    ``failure_share`` is failures / attempts; ``silent_share`` is silent failures / failures
+    (the study's "half of those failures raised no error"). Interventions exclude review notes
+    made during replay. A migration is a session.
+    """
+    rows = []
+    for s in sorted(store.sessions(), key=lambda r: (r["started_at"] or 0, r["session_id"])):
+        if project and project not in (s["project"], Path(s["project"] or "").name):
+            continue
+        if since is not None and (s["started_at"] or 0) < since:
+            continue
+        c = session_costs(store, s["session_id"], prices)
+        rows.append(
+            {
+                "session": s["session_id"],
+                "project": s["project"],
+                "target": s["target"],
+                "started": iso(s["started_at"]),
+                "attempts": s["attempts"],
+                "failures": s["failures"],
+                "failure_share": _share(s["failures"], s["attempts"]),
+                "silent": s["silent_failures"],
+                "silent_share": _share(s["silent_failures"], s["failures"]),
+                "interventions": s["interventions"],
+                "steering": s["steering"],
+                "human_minutes": c["human_minutes"],
+                "compute_usd": c["compute_usd"],
+                "tokens_usd": c["tokens_usd"],
+                "total_usd": c["total_usd"],
+                "successful_runs": c["successful_runs"],
+                "cost_per_successful_run_usd": c["cost_per_successful_run_usd"],
+                "goal_met": goal_met(store, s["session_id"], s["verdict"]),
+            }
+        )
+    n = len(rows)
+    attempts = sum(r["attempts"] for r in rows)
+    failures = sum(r["failures"] for r in rows)
+    silent = sum(r["silent"] for r in rows)
+    total_usd = sum(r["total_usd"] for r in rows)
+    successes = sum(r["successful_runs"] for r in rows)
+    steering = sum(r["steering"] for r in rows)
+    interventions = sum(r["interventions"] for r in rows)
+    total = {
+        "sessions": n,
+        "attempts": attempts,
+        "failures": failures,
+        "failure_share": _share(failures, attempts),
+        "silent": silent,
+        "silent_share": _share(silent, failures),
+        "interventions": interventions,
+        "steering": steering,
+        "steering_per_migration": steering / n if n else None,
+        "interventions_per_migration": interventions / n if n else None,
+        "human_minutes": sum(r["human_minutes"] for r in rows),
+        "compute_usd": sum(r["compute_usd"] for r in rows),
+        "tokens_usd": sum(r["tokens_usd"] for r in rows),
+        "total_usd": total_usd,
+        "successful_runs": successes,
+        "cost_per_successful_run_usd": costs.cost_per_successful_run(total_usd, successes),
+        "goal_met": sum(1 for r in rows if r["goal_met"]),
+        "goal_decided": sum(1 for r in rows if r["goal_met"] is not None),
+    }
+    return {"sessions": rows, "total": total}
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.0f}%"
+
+
+def stats_md(data: dict[str, Any]) -> str:
+    t = data["total"]
+    cols = ("session", "attempts", "failures", "silent", "interventions", "human min",
+            "compute", "tokens", "$/successful run", "goal met")
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in data["sessions"]:
+        met = "yes" if r["goal_met"] else "no" if r["goal_met"] is False else "open"
+        lines.append(
+            f"| {r['session']} | {r['attempts']} | {r['failures']} ({_pct(r['failure_share'])}) "
+            f"| {r['silent']} ({_pct(r['silent_share'])}) "
+            f"| {r['steering']} / {r['interventions']} | {r['human_minutes']:.1f} "
+            f"| {_usd(r['compute_usd'])} | {_usd(r['tokens_usd'])} "
+            f"| {_usd(r['cost_per_successful_run_usd'])} | {met} |"
+        )
+    per = t["steering_per_migration"]
+    lines.append(
+        f"| **total ({t['sessions']} migrations)** | {t['attempts']} "
+        f"| {t['failures']} ({_pct(t['failure_share'])}) | {t['silent']} ({_pct(t['silent_share'])}) "
+        f"| {t['steering']} / {t['interventions']} | {t['human_minutes']:.1f} "
+        f"| {_usd(t['compute_usd'])} | {_usd(t['tokens_usd'])} "
+        f"| {_usd(t['cost_per_successful_run_usd'])} | {t['goal_met']} of {t['goal_decided']} |"
+    )
+    summary = (
+        f"\n{_pct(t['failure_share'])} of execution attempts failed; "
+        f"{_pct(t['silent_share'])} of the failures raised no error (failed-silent); "
+        f"{'-' if per is None else f'{per:.1f}'} steering interventions per migration "
+        f"(interventions: steering / all).\n"
+    )
+    return "\n".join(lines) + "\n" + summary
+
+
+def stats_csv(data: dict[str, Any]) -> str:
+    total = dict(data["total"], session="total")
+    return to_csv([*data["sessions"], total], [*STATS_COLUMNS, "successful_runs", "total_usd"])
+
+
+def stats_json(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,166 @@
+"""The bodies of `portside replay`, `export` and `stats` (kept out of cli.py). No Textual here:
+headless replay, export and stats never import it; only the replay screen does."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def _fail(message: str) -> None:
+    raise click.ClickException(message)
+
+
+def _write(text: str, output: Path | None, what: str) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        _fail(f"{output}: cannot write: {exc.strerror}")
+    click.echo(f"wrote {what} to {output}", err=True)
+
+
+# --- replay ---------------------------------------------------------------------------------
+
+
+def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str | None,
+           headless: bool, idle_limit: float) -> None:
+    from portside.core.render import event_line
+    from portside.core.replay import Replayer, ReplayError, SequenceSource
+
+    if speed < 0:
+        _fail(f"--speed {speed}: must be >= 0 (0 plays as fast as possible)")
+    store = None
+    source: Any
+    path = Path(target)
+    if target.endswith(".jsonl") or path.is_file():
+        # A recording is replayed as it is, validated whole, never imported.
+        from portside.store.jsonl import RecordingError, read_recording
+
+        try:
+            events = read_recording(path)
+        except RecordingError as exc:
+            _fail(str(exc))
+        session_id = events[0].session_id
+        source = SequenceSource(events)
+        subject: Any = events
+    else:
+        from portside.store import StoreError
+        from portside.store.replay_source import StoreSource
+
+        store = open_store()
+        try:
+            session_id = store.resolve_session(target)
+        except StoreError as exc:
+            _fail(str(exc))
+        source = StoreSource(store, session_id)
+        subject = store
+    try:
+        replayer = Replayer(source, speed=speed, idle_limit=idle_limit)
+        if from_:
+            replayer.seek(replayer.resolve_from(from_) - 1)  # the named event plays first
+    except ReplayError as exc:
+        _fail(str(exc))
+    if not headless:
+        if importlib.util.find_spec("portside.tui.replay") is not None:
+            from portside.tui.replay import run_replay  # type: ignore[import-not-found]
+
+            run_replay(subject, session_id, replayer)
+            return
+        click.echo("portside replay: the replay screen is not built yet; replaying headless.",
+                   err=True)
+    start = float(replayer.index.ts[0]) if len(replayer.index) else None
+    out = sys.stdout
+
+    def emit(event: Any) -> None:
+        out.write(event_line(event, start) + "\n")
+        if replayer.speed != float("inf"):
+            out.flush()  # paced output shows as it plays, also through a pipe
+
+    try:
+        replayer.play_all(emit)
+        out.flush()
+    except BrokenPipeError:
+        sys.stderr.close()  # `| head`: stop quietly
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+# --- export ---------------------------------------------------------------------------------
+
+
+def export(store: Any, session: str | None, what: str, fmt: str | None, output: Path | None,
+           all_sessions: bool) -> None:
+    from portside.store import StoreError
+    from portside.store import exports as ex
+    from portside.store.jsonl import export_session
+
+    fmt = fmt or {"events": "jsonl", "report": "md"}.get(what, "csv")
+    if all_sessions and session:
+        _fail("give a SESSION or --all, not both")
+    if not all_sessions and not session:
+        _fail("missing SESSION (an id, a unique prefix or 'last'), or --all")
+    if what == "events" and fmt != "jsonl":
+        _fail("events export as a JSONL recording only (--format jsonl)")
+    if what == "report" and fmt != "md":
+        _fail("the report is Markdown only (--format md)")
+    if all_sessions and what in ("events", "report"):
+        _fail(f"--all exports interventions, alarms or runs; export {what} one session at a time")
+    try:
+        sids = (
+            [r["session_id"] for r in sorted(store.sessions(), key=lambda r: r["started_at"] or 0)]
+            if all_sessions
+            else [store.resolve_session(session)]
+        )
+    except StoreError as exc:
+        _fail(str(exc))
+    if what == "events":
+        if output is None:
+            export_session(store, sids[0], sys.stdout.buffer)
+        else:
+            with open(output, "wb") as fh:
+                n = export_session(store, sids[0], fh)
+            click.echo(f"wrote {n} events of {sids[0]} to {output}", err=True)
+        return
+    if what == "report":
+        _write(ex.report_md(store, sids[0]), output, f"the report of {sids[0]}")
+        return
+    rows, columns = {
+        "interventions": (ex.intervention_rows, ex.INTERVENTION_COLUMNS),
+        "alarms": (ex.alarm_rows, ex.ALARM_COLUMNS),
+        "runs": (ex.run_rows, ex.RUN_COLUMNS),
+    }[what]
+    data = rows(store, sids)
+    _write(ex.render(data, columns, fmt), output, f"{len(data)} {what}")
+
+
+# --- stats ----------------------------------------------------------------------------------
+
+
+def parse_since(text: str) -> float:
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        _fail(f"--since {text!r}: expected a date like 2026-03-01 or an ISO 8601 time")
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return when.timestamp()
+
+
+def stats(store: Any, project: str | None, since: str | None, fmt: str) -> None:
+    from portside.store import exports as ex
+
+    data = ex.stats(store, project=project, since=parse_since(since) if since else None)
+    if not data["sessions"]:
+        click.echo("no sessions match", err=True)
+    render = {"md": ex.stats_md, "csv": ex.stats_csv, "json": ex.stats_json}[fmt]
+    sys.stdout.write(render(data))
