@@ -230,7 +230,7 @@ class Probe:
         self.exited = False
         self.started = False  # first step seen: atexit and signal handlers installed
         self.xla_last = (0, 0.0, 0.0)  # CompileTime count, compile s, ExecuteTime s at last step
-        self.probe_s = 0.0  # time spent in the probe's step hooks (its own overhead)
+        self.probe_s = 0.0  # wall time in the probe's step hooks after step 0 (its overhead)
         self.tpu_stats: Any = None  # torch.tpu._get_cache_stats, False when absent
         self.xla_latest: dict[str, Any] | None = None  # the step whose closure ran last
 
@@ -475,7 +475,8 @@ class Probe:
                 )
         except Exception as e:
             _warn(f"pre-step hook: {type(e).__name__}: {e}")
-        self.probe_s += time.perf_counter() - t0
+        if self.steps > 1:  # steady state: the first step's one-time work (facts) left out
+            self.probe_s += time.perf_counter() - t0
 
     def _post_step(self, opt: Any, args: Any, kwargs: Any) -> None:
         t0 = time.perf_counter()
@@ -483,7 +484,8 @@ class Probe:
             self._record_step(opt)
         except Exception as e:
             _warn(f"post-step hook: {type(e).__name__}: {e}")
-        self.probe_s += time.perf_counter() - t0
+        if self.steps > 1:  # steady state: the first step's one-time work (facts) left out
+            self.probe_s += time.perf_counter() - t0
 
     def _record_step(self, opt: Any) -> None:
         now = time.perf_counter()
@@ -583,7 +585,8 @@ class Probe:
             self._maybe_flush()
         except Exception as e:
             _warn(f"xla closure: {type(e).__name__}: {e}")
-        self.probe_s += time.perf_counter() - t0
+        if self.steps > 1:  # steady state: the first step's one-time work (facts) left out
+            self.probe_s += time.perf_counter() - t0
 
     def _xla_totals(self) -> tuple[int, float, float]:
         met = self.xla["met"]

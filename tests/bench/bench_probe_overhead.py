@@ -142,7 +142,7 @@ def bench(python: str, backend: str, args: argparse.Namespace) -> None:
     print(f"  probe step records {[b['probe_steps'] for _, b in pairs]}")
     # The probe's own time in its hooks, per step: immune to the load of other processes (it
     # leaves out the grad-norm ops that XLA runs inside the step graph).
-    own = statistics.median(b["probe_s"] / b["probe_steps"] for _, b in pairs)
+    own = statistics.median(b["probe_s"] / (b["probe_steps"] - 1) for _, b in pairs)
     step = statistics.median(t for a, _ in pairs for t in a["times"][WARMUP:])
     print(
         f"  probe self-time {own * 1e3:.3f} ms/step = {own / step * 100:.2f}% of the median step without probe"
