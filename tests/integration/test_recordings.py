@@ -1,0 +1,38 @@
+"""The shipped recordings import and replay headless to the end, and show what they are for."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portside.store import Store
+from portside.store.jsonl import import_file, read_recording
+
+REPO = Path(__file__).resolve().parents[2]
+RECORDINGS = REPO / "sessions" / "recordings"
+EXPECTED = {
+    "demo": {"clipping-changed", "agent-claim-contradicted"},
+    "recompilation-storm": {"recompilation"},
+    "silent-cpu-default": {"wrong-hardware"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_recording_imports_and_replays(tmp_path: Path, name: str) -> None:
+    path = RECORDINGS / f"{name}.jsonl"
+    events = read_recording(path)
+    with Store(tmp_path / "r.db") as store:
+        sid = import_file(store, path)
+        checks = {a["check"] for a in store.alarms(sid)}
+        assert EXPECTED[name] <= checks
+        assert store.session(sid)["verdict"] == "fail"
+    res = subprocess.run(
+        [sys.executable, "-m", "portside.tui.cli", "replay", str(path), "--headless",
+         "--speed", "0"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = res.stdout.strip().splitlines()
+    assert "session ended" in lines[-1]
+    assert len(lines) >= len(events) * 0.9  # every event printed (a few may span no line)
