@@ -11,11 +11,14 @@ export PORTSIDE_XLA_PYTHON ?= $(XLA_VENV)/bin/python
 venv: $(VENV)/.installed
 
 # torch 2.13.0 (CPU) lies on these machines' disk; elsewhere any torch >= 2.4 from the index.
+# pip's build chatter goes to a log that is shown only when an install fails.
 $(VENV)/.installed: pyproject.toml
+	@echo "portside: installing into $(VENV) (log: $(VENV)/install.log)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0 || $(PY) -m pip install -q "torch>=2.4"
-	$(PY) -m pip install -q -e '.[dev]'
+	@( $(PY) -m pip install -q --upgrade pip && \
+	   ( $(PY) -m pip install -q torch==2.13.0 || $(PY) -m pip install -q "torch>=2.4" ) && \
+	   $(PY) -m pip install -q -e '.[dev]' ) > $(VENV)/install.log 2>&1 \
+	   || { tail -50 $(VENV)/install.log; echo "portside: install failed, see $(VENV)/install.log"; exit 1; }
 	touch $@
 
 # torch_xla 2.9.0 needs torch 2.9.0: its own venv, outside the checkout (about 7 GB, 2 min).
