@@ -42,7 +42,10 @@ class Batch:
         """``event`` only when it has derived rows (see :func:`has_projection`)."""
         self.events.append(row)
         if event is not None:
-            _HANDLERS[type(event)](self, event)
+            self.project(event)
+
+    def project(self, event: ev.Event) -> None:
+        _HANDLERS[type(event)](self, event)
 
     def write(self, conn: sqlite3.Connection) -> None:
         conn.executemany(

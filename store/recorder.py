@@ -139,15 +139,19 @@ class Recorder:
 
     def _commit(self, items: list[object]) -> None:
         batch = Batch()
+        rows = batch.events
         waiters: list[Future[None]] = []
+        # The hot loop of ingest: plain tuple work, one call per event at most.
         for item in items:
-            if isinstance(item, Future):
-                waiters.append(item)
-                continue
-            row, event, done = item  # type: ignore[misc]
-            batch.add_row(row, event)
-            if done is not None:
-                waiters.append(done)
+            if type(item) is tuple:
+                row, event, done = item
+                rows.append(row)
+                if event is not None:
+                    batch.project(event)
+                if done is not None:
+                    waiters.append(done)
+            else:
+                waiters.append(item)  # type: ignore[arg-type]
         try:
             if batch.events:
                 self._conn.execute("BEGIN IMMEDIATE")
