@@ -9,9 +9,14 @@ asks for candidate runs; the stopping criteria apply; its claim is checked again
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import getpass
+import hashlib
 import os
 import re
+import shutil
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,11 +26,18 @@ from .agent.base import Agent, AgentAPIError, AgentStopped, EditOutcome
 from .bus import EventBus, Sink
 from .checks import agent_claim_contradicted, check_budget
 from .costs import load_prices, session_cost
-from .criteria import Criteria
-from .review import Policy, ReviewGate
+from .criteria import Criteria, CriteriaError, parse_criteria
+from .review import Decision, Policy, ReviewGate
 from .textsafe import clean_line
 from .verify import RunReport, Verifier
 from .workspace import Edit, Workspace, WorkspaceError
+
+RESUME_VERSION = 1
+ENGINE_KILLED = "engine-killed"
+
+
+class ResumeError(RuntimeError):
+    """A session that cannot be resumed (ended, recorded without resume data, still running)."""
 
 
 @dataclass
@@ -44,6 +56,9 @@ class SessionConfig:
     policy: Policy = "auto"
     mode: str = "verify"  # verify | live | headless | demo
     workdir: Path | None = None  # probe files, workspace, pristine copy
+    # Where per-session workdirs go (workdir = work_root/<session id>) when workdir is unset:
+    # the CLI passes <db dir>/work, so a killed session's workspace outlives reboots.
+    work_root: Path | None = None
     isolate: bool = False  # runs in copies of the project (agent sessions), not in it
     reviewer: str = ""
     title: str = ""
@@ -89,9 +104,7 @@ class SessionEngine:
         self.session_id = session_id or ev.new_session_id()
         self.bus = EventBus(sink)
         self.gate = ReviewGate(self.bus, self.session_id, config.reviewer or None, config.policy)
-        self.workdir = config.workdir or Path(os.environ.get("TMPDIR", "/tmp")) / (
-            f"portside-{self.session_id}"
-        )
+        self.workdir = config.workdir or _default_workdir(config, self.session_id)
         self.verifier = Verifier(
             self.bus,
             self.session_id,
@@ -123,6 +136,11 @@ class SessionEngine:
         self._stop_reason = ""
         self._decided: asyncio.Event | None = None
         self.result: SessionResult | None = None
+        self._log: list[ev.Event] | None = None  # set by from_log: run() resumes from it
+        self._lock_fd: int | None = None
+        self._pending_claim: ev.AgentClaimed | None = None  # a claim the kill left unanswered
+        self._interrupted_edit: tuple[ev.EditProposed, ev.EditDecided | None, bool] | None = None
+        self._agent_done = False  # the log shows the agent's claim was answered
         self.gate.hooks.abort = self.verifier.abort
         self.gate.hooks.rerun = self._request_rerun
         self.gate.hooks.verdict = self._reviewer_verdict
@@ -168,32 +186,242 @@ class SessionEngine:
                 reviewer=self.gate.reviewer or getpass.getuser(),
                 mode=c.mode,
                 meta={"policy": c.policy, "reference_runs": c.reference_runs,
-                      "criteria_file": c.criteria_path, **c.meta},
+                      "criteria_file": c.criteria_path, **c.meta,
+                      "resume": self._resume_meta()},
             )
         )
+
+    def _resume_meta(self) -> dict[str, Any]:
+        """What `portside run --resume` needs and cannot derive from the other events. No
+        secrets: environments are scrubbed like a run's, the API key is read again at resume."""
+        from .runner import scrub_env
+
+        c = self.config
+        toml = None
+        if c.criteria_path:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                toml = Path(c.criteria_path).read_text(encoding="utf-8")
+        return {
+            "version": RESUME_VERSION,
+            "agent": agent_spec(c.agent),
+            "policy": c.policy,
+            "reference_runs": c.reference_runs,
+            "reference_target": c.reference_target,
+            "timeout_s": c.timeout_s,
+            "stall_s": c.stall_s,
+            "isolate": c.isolate,
+            "workdir": str(Path(os.path.abspath(self.workdir))),
+            "criteria_path": c.criteria_path,
+            "criteria_toml": toml,
+            "reference_env": scrub_env(c.reference_env) if c.reference_env is not None else None,
+            "candidate_env": scrub_env(c.candidate_env) if c.candidate_env is not None else None,
+            "reviewer": c.reviewer,
+            "meta": dict(c.meta),
+        }
+
+    # --- resuming a killed session -------------------------------------------------------------
+
+    @classmethod
+    def from_log(cls, events: list[ev.Event], sink: Sink | None, *, policy: Policy | None = None,
+                 mode: str | None = None) -> SessionEngine:
+        """An engine that continues the session whose log is ``events`` (``run()`` resumes)."""
+        if not events or not isinstance(events[0], ev.SessionStarted):
+            raise ResumeError("the log does not start with session.started")
+        started = events[0]
+        sid = started.session_id
+        if any(isinstance(e, ev.SessionEnded) for e in events):
+            raise ResumeError(f"session {sid} has already ended; there is nothing to resume")
+        r = started.meta.get("resume")
+        if not isinstance(r, dict) or r.get("version") != RESUME_VERSION:
+            raise ResumeError(f"session {sid} was recorded without the data resuming needs "
+                              "(an older portside); it cannot be resumed")
+        criteria = None
+        if r.get("criteria_toml"):
+            try:
+                criteria = parse_criteria(r["criteria_toml"], r.get("criteria_path") or "<log>")
+            except CriteriaError as exc:
+                raise ResumeError(f"criteria recorded in the log: {exc}") from None
+        elif started.criteria:
+            criteria = criteria_from_dict(started.criteria)
+        config = SessionConfig(
+            project=Path(started.project),
+            target=started.target,
+            reference_command=started.reference_command,
+            candidate_command=started.candidate_command or None,
+            criteria=criteria,
+            criteria_path=r.get("criteria_path") or "",
+            reference_runs=int(r.get("reference_runs") or 0),
+            reference_target=r.get("reference_target") or "cpu",
+            timeout_s=r.get("timeout_s"),
+            stall_s=r.get("stall_s"),
+            agent=agent_from_spec(r.get("agent")),
+            policy=policy or r.get("policy") or "auto",
+            mode=mode or started.mode,
+            workdir=Path(r["workdir"]),
+            isolate=bool(r.get("isolate")),
+            reviewer=r.get("reviewer") or "",
+            title=started.title,
+            reference_env=r.get("reference_env"),
+            candidate_env=r.get("candidate_env"),
+            meta=dict(r.get("meta") or {}),
+        )
+        engine = cls(config, sink, session_id=sid)
+        engine._log = list(events)
+        engine.info["resumed"] = True
+        return engine
+
+    def lock(self) -> None:
+        """One engine per session: a second one (a resume while the first still runs) would
+        append with clashing seq. The lock dies with the process, kill -9 included."""
+        if self._lock_fd is not None:
+            return
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no guard
+            return
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        path = self.workdir / f"engine-{self.session_id}.lock"  # a given workdir may be shared
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise ResumeError(f"session {self.session_id} is still running in another portside "
+                              f"process (lock {path})") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _restore(self, log: list[ev.Event]) -> None:
+        """Bring the engine to where the killed one stopped, from the log alone."""
+        # Everyone who learns from the bus (gate: alarms; accounting: tokens, human time; the
+        # screen) sees the past once, without appending it again.
+        for event in log:
+            self.bus.deliver_only(event)
+        started: dict[str, ev.RunStarted] = {}
+        finished: dict[str, ev.RunFinished] = {}
+        records: dict[str, list[dict[str, Any]]] = {}
+        tails: dict[str, list[str]] = {}
+        alarms: dict[str, list[Any]] = {}
+        from .checks import Alarm
+
+        for e in log:
+            if isinstance(e, ev.RunStarted):
+                started[e.run_id] = e
+            elif isinstance(e, ev.RunFinished):
+                finished[e.run_id] = e
+            elif isinstance(e, ev.RunRecord):
+                records.setdefault(e.run_id, []).extend(e.records)
+            elif isinstance(e, ev.RunOutput):
+                tail = tails.setdefault(e.run_id, [])
+                tail.extend(e.lines)
+                del tail[:-200]
+            elif isinstance(e, ev.AlarmRaised) and e.run_id:
+                with contextlib.suppress(ValueError):
+                    alarms.setdefault(e.run_id, []).append(
+                        Alarm(e.check, e.severity, e.title, e.evidence))
+            elif isinstance(e, ev.Intervention) and e.action == "verdict":
+                verdict, _, note = e.note.partition(":")
+                if verdict in ("pass", "fail"):
+                    self._verdict = (verdict, note.strip())
+        interrupted = []
+        for run_id, st in started.items():
+            fin = finished.get(run_id)
+            if fin is None:
+                interrupted.append(run_id)
+                killed = _kill_run_processes(self.workdir / "probe" / run_id)
+                recs = records.get(run_id, [])
+                fin = self.bus.publish(ev.RunFinished(  # type: ignore[assignment]
+                    session_id=self.session_id, run_id=run_id, exit_code=None,
+                    outcome="aborted", reason=ENGINE_KILLED,
+                    wall_s=max(0.0, log[-1].ts - st.ts),
+                    steps=sum(1 for r in recs if r.get("type") == "step"
+                              and r.get("rank", 0) == 0),
+                    error_message="portside was killed while this run was live"
+                    + (f"; {killed} leftover process(es) killed on resume" if killed else ""),
+                ))
+                if st.role == "reference":
+                    continue  # an unfinished reference is run again, not counted
+            assert fin is not None
+            self.verifier.restore_run(st, fin, records.get(run_id, []), tails.get(run_id, []),
+                                      alarms.get(run_id, []))
+        self._restore_agent_state(log)
+        if self.config.policy == "ask":
+            # A pause the reviewer left on stays on; headless nobody could lift it.
+            for e in log:
+                if isinstance(e, ev.Intervention) and e.action in ("pause", "resume"):
+                    self.gate.paused = e.action == "pause"
+        refs_left = max(0, self.config.reference_runs - len(self.verifier.references))
+        self.bus.publish(ev.SessionState(
+            session_id=self.session_id, state="resumed",
+            detail=f"resumed from the log after the engine stopped at seq {log[-1].seq}: "
+            f"{len(self.verifier.references)} reference and {len(self.verifier.candidates)} "
+            f"candidate runs restored"
+            + (f", {len(interrupted)} interrupted run(s) marked aborted" if interrupted else "")
+            + (f", {refs_left} reference run(s) still to do" if refs_left else ""),
+        ))
+
+    def _restore_agent_state(self, log: list[ev.Event]) -> None:
+        """An edit or a claim the kill left half-way, so the reviewer's answer is not lost."""
+        results = {e.call_id for e in log if isinstance(e, ev.AgentToolResult)}
+        last_call = next((e for e in reversed(log) if isinstance(e, ev.AgentToolCall)), None)
+        if last_call is None or last_call.call_id in results:
+            if any(isinstance(e, ev.AgentClaimed) for e in log) and last_call is not None \
+                    and last_call.name == "finish":
+                self._agent_done = True  # the claim was answered; only the end is missing
+            return
+        after = [e for e in log if e.seq > last_call.seq]
+        if last_call.name == "finish":
+            self._pending_claim = next(
+                (e for e in after if isinstance(e, ev.AgentClaimed)), None)
+        elif last_call.name in ("propose_edit", "write_file"):
+            proposed = next((e for e in after if isinstance(e, ev.EditProposed)), None)
+            if proposed is not None:
+                decided = next((e for e in after if isinstance(e, ev.EditDecided)
+                                and e.edit_id == proposed.edit_id), None)
+                applied = any(isinstance(e, ev.EditApplied) and e.edit_id == proposed.edit_id
+                              for e in after)
+                self._interrupted_edit = (proposed, decided, applied)
 
     async def run(self) -> SessionResult:
         self._rerun = asyncio.Queue()
         self._decided = asyncio.Event()
-        self._started()
+        self.lock()
+        if self._log is None:
+            self._started()
+        else:
+            self._restore(self._log)
         try:
             ref_cwd, cand_cwd = self._prepare_dirs()
-            for _ in range(self.config.reference_runs):
-                if self._stop_reason:
+            # Resumed: the references already in the log are not run again.
+            for _ in range(max(0, self.config.reference_runs - len(self.verifier.references))):
+                if self._stop_reason or self._verdict:
                     break
                 await self.verifier.run_reference(
                     self.config.reference_command, ref_cwd,
                     target=self.config.reference_target, env=self.config.reference_env,
                 )
-            if self.config.agent is not None and not self._stop_reason:
-                await self._agent_session()
-            elif not self._stop_reason:
+            if self._stop_reason or self._verdict:
+                pass
+            elif self.config.agent is not None:
+                if not self._agent_done:
+                    await self._agent_session()
+            else:
                 await self._verification(cand_cwd)
         except asyncio.CancelledError:
             self._stop_reason = self._stop_reason or "cancelled"
             self._end()
+            self._unlock()
             raise
-        return self._end()
+        result = self._end()
+        self._unlock()
+        return result
 
     def _prepare_dirs(self) -> tuple[Path, Path]:
         project = Path(self.config.project)
@@ -201,9 +429,24 @@ class SessionEngine:
             return project, project
         self.workdir.mkdir(parents=True, exist_ok=True)
         pristine = self.workdir / "reference"
+        done = self.workdir / "reference.copied"  # a copy cut short by a kill is made again
+        if pristine.exists() and not done.exists():
+            shutil.rmtree(pristine)
         if not pristine.exists():
             Workspace.pristine_copy(project, pristine)
-        self.workspace = Workspace.create(project, self.workdir / "workspaces", name=self.session_id)
+            done.touch()
+        home = self.workdir / "workspaces" / self.session_id
+        self.workspace = None
+        if self._log is not None and home.exists():
+            try:
+                self.workspace = Workspace.open(home)  # the agent's edits so far are in it
+            except WorkspaceError:
+                if any(isinstance(e, ev.EditApplied) for e in self._log):
+                    raise
+                shutil.rmtree(home)  # created half-way before the kill; nothing of value in it
+        if self.workspace is None:
+            self.workspace = Workspace.create(project, self.workdir / "workspaces",
+                                              name=self.session_id)
         return pristine, self.workspace.root
 
     async def _candidate(self, cwd: Path) -> RunReport:
@@ -214,7 +457,10 @@ class SessionEngine:
         )
 
     async def _verification(self, cwd: Path) -> None:
-        report = await self._candidate(cwd)
+        done = [c for c in self.verifier.candidates if c.outcome != "aborted"
+                or c.result.reason != ENGINE_KILLED]
+        if not done:
+            await self._candidate(cwd)
         if self.config.policy == "ask":
             # Live without an agent: the reviewer may re-run, abort, and gives the verdict.
             while not self._stop_reason:
@@ -226,8 +472,7 @@ class SessionEngine:
                     task.cancel()
                 if waiter in done:
                     break
-                report = await self._candidate(cwd)
-        del report
+                await self._candidate(cwd)
 
     def _end(self) -> SessionResult:
         cands = self.verifier.candidates
@@ -276,6 +521,9 @@ class SessionEngine:
     async def _agent_session(self) -> None:
         assert self.config.agent is not None
         host = EngineHost(self)
+        restore = getattr(self.config.agent, "restore", None)
+        if self._log is not None and restore is not None:
+            restore(self._log, host)
         while not self._stop_reason:
             try:
                 await self.config.agent.run(host)
@@ -320,13 +568,44 @@ class EngineHost:
     def publish(self, event: ev.Event) -> ev.Event:
         return self.engine.bus.publish(event)
 
-    async def _review(self, edit: Edit, rationale: str) -> EditOutcome:
+    def _interrupted(self, path: str) -> tuple[ev.EditProposed, ev.EditDecided | None, bool] | None:
+        """The edit a kill cut off, if this call is making it again (taken once)."""
+        found, self.engine._interrupted_edit = self.engine._interrupted_edit, None
+        try:
+            same = found is not None and self.workspace.relpath(path) == found[0].path
+        except WorkspaceError:
+            same = False
+        return found if same else None
+
+    def _already_applied(self, found: tuple[ev.EditProposed, ev.EditDecided | None, bool]
+                         ) -> EditOutcome | None:
+        proposed, decided, applied = found
+        text = decided.after if decided is not None and decided.decision == "edited" else None
+        try:
+            if not applied or self.workspace.read_file(proposed.path) != (text or proposed.after):
+                return None
+        except WorkspaceError:
+            return None
+        msg = "applied as proposed" if text is None else "applied with the reviewer's changes"
+        return EditOutcome("applied", proposed.edit_id, msg, applied_text=text)
+
+    async def _review(self, edit: Edit, rationale: str,
+                      found: tuple[ev.EditProposed, ev.EditDecided | None, bool] | None = None
+                      ) -> EditOutcome:
         e = self.engine
-        proposed = e.bus.publish(
-            ev.EditProposed(session_id=e.session_id, edit_id=edit.edit_id, path=edit.path,
-                            before=edit.before, after=edit.after, rationale=rationale)
-        )
-        decision = await e.gate.review_edit(proposed)  # type: ignore[arg-type]
+        prior = found[1] if found and (found[0].before, found[0].after) == (edit.before,
+                                                                              edit.after) else None
+        if prior is not None:
+            # Decided before the kill: the reviewer's answer stands, they are not asked again.
+            edit = dataclasses.replace(edit, edit_id=prior.edit_id)
+            action = {"approved": "approve", "rejected": "reject", "edited": "edit"}[prior.decision]
+            decision = Decision(action, note=prior.reason, after=prior.after, by=prior.by)  # type: ignore[arg-type]
+        else:
+            proposed = e.bus.publish(
+                ev.EditProposed(session_id=e.session_id, edit_id=edit.edit_id, path=edit.path,
+                                before=edit.before, after=edit.after, rationale=rationale)
+            )
+            decision = await e.gate.review_edit(proposed)  # type: ignore[arg-type]
         if decision.action == "reject":
             return EditOutcome("rejected", edit.edit_id, decision.note)
         try:
@@ -340,18 +619,24 @@ class EngineHost:
         return EditOutcome("applied", edit.edit_id, msg, applied_text=text)
 
     async def propose_replace(self, path: str, old: str, new: str, rationale: str) -> EditOutcome:
+        found = self._interrupted(path)
+        if found and (done := self._already_applied(found)):
+            return done
         try:
             edit = self.workspace.propose_replace(path, old, new)
         except WorkspaceError as exc:
             return EditOutcome("failed", "", str(exc))
-        return await self._review(edit, rationale)
+        return await self._review(edit, rationale, found)
 
     async def propose_write(self, path: str, content: str, rationale: str) -> EditOutcome:
+        found = self._interrupted(path)
+        if found and (done := self._already_applied(found)):
+            return done
         try:
             edit = self.workspace.propose_write(path, content)
         except WorkspaceError as exc:
             return EditOutcome("failed", "", str(exc))
-        return await self._review(edit, rationale)
+        return await self._review(edit, rationale, found)
 
     async def run_reference(self) -> str:
         e = self.engine
@@ -411,13 +696,19 @@ class EngineHost:
 
     async def claim(self, summary: str) -> str:
         e = self.engine
-        claim = e.bus.publish(ev.AgentClaimed(session_id=e.session_id, summary=summary))
+        pending, e._pending_claim = e._pending_claim, None
+        if pending is not None and pending.summary == summary:
+            claim = pending  # made before the kill and still unanswered: answered now, once
+        else:
+            claim = e.bus.publish(ev.AgentClaimed(session_id=e.session_id, summary=summary))
+        raised = any(a.check == "agent-claim-contradicted" and a.seq > claim.seq
+                     for a in e.gate.alarms.values())
         errors = e.gate.open_errors()
         if not e.verifier.candidates:
             errors_text = "no candidate run was made"
         else:
             errors_text = ""
-        if errors or errors_text:
+        if (errors or errors_text) and not raised:
             contradicted = agent_claim_contradicted(summary, [], errors_text or
                                                     ", ".join(a.check for a in errors))
             # Critical: the failure the study found hardest to see (success claimed, accuracy lost).
@@ -441,3 +732,106 @@ class EngineHost:
         if e._stop_reason:
             raise AgentStopped(e._stop_reason)
 
+
+
+# --- what resuming needs ---------------------------------------------------------------------
+
+
+def _default_workdir(config: SessionConfig, session_id: str) -> Path:
+    """Durable beside the database when the CLI says where; else a temp dir. Never inside the
+    project: its tree is never written."""
+    tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"portside-{session_id}"
+    if config.work_root is None:
+        return tmp
+    wd = Path(os.path.abspath(config.work_root)) / session_id
+    project = os.path.realpath(config.project)
+    real = os.path.realpath(wd)
+    if os.path.commonpath([real, project]) == project:
+        return tmp
+    return wd
+
+
+def agent_spec(agent: Agent | None) -> dict[str, Any] | None:
+    """How to build the agent again: scripted (path, speed, content hash) or claude (model)."""
+    if agent is None:
+        return None
+    path = getattr(agent, "path", None)
+    if agent.label.startswith("scripted:") and path is not None:
+        p = Path(os.path.abspath(path))
+        digest = ""
+        with contextlib.suppress(OSError):
+            digest = hashlib.sha256(p.read_bytes()).hexdigest()
+        return {"kind": "scripted", "path": str(p), "speed": getattr(agent, "speed", 1.0),
+                "sha256": digest}
+    if agent.label.startswith("claude:"):
+        return {"kind": "claude", "model": getattr(agent, "model", agent.label[7:]),
+                "max_turns": getattr(agent, "max_turns", None)}
+    return {"kind": "other", "label": agent.label}
+
+
+def agent_from_spec(spec: dict[str, Any] | None) -> Agent | None:
+    if spec is None:
+        return None
+    kind = spec.get("kind")
+    if kind == "scripted":
+        from .agent.scripted import ScriptedAgent
+
+        path = Path(spec["path"])
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ResumeError(f"the recorded agent {path} is gone: {exc}") from None
+        if spec.get("sha256") and hashlib.sha256(data).hexdigest() != spec["sha256"]:
+            raise ResumeError(f"the recorded agent {path} changed since the session started; "
+                              "its steps no longer line up with the log")
+        return ScriptedAgent(path, speed=float(spec.get("speed", 1.0)))
+    if kind == "claude":
+        from .agent.claude import ClaudeAgent
+
+        kwargs = {"max_turns": spec["max_turns"]} if spec.get("max_turns") else {}
+        return ClaudeAgent(model=spec["model"], **kwargs)
+    raise ResumeError(f"agent {spec.get('label') or kind!r} cannot be rebuilt from the log")
+
+
+def criteria_from_dict(data: dict[str, Any]) -> Criteria:
+    """Criteria.to_dict() back to Criteria (sessions started without a criteria file)."""
+    from . import criteria as cr
+
+    def build(cls: type, values: dict[str, Any]) -> Any:
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            if f.name in values:
+                v = values[f.name]
+                kwargs[f.name] = tuple(v) if isinstance(v, list) else v
+        return cls(**kwargs)
+
+    return Criteria(
+        goal=build(cr.GoalCriteria, data.get("goal", {})),
+        drift=build(cr.DriftCriteria, data.get("drift", {})),
+        compile=build(cr.CompileCriteria, data.get("compile", {})),
+        performance=build(cr.PerformanceCriteria, data.get("performance", {})),
+        hardware=build(cr.HardwareCriteria, data.get("hardware", {})),
+        budget=build(cr.BudgetCriteria, data.get("budget", {})),
+        prices=tuple(sorted((data.get("prices") or {}).items())),
+        output=tuple(cr.OutputPattern(o["name"], o["pattern"]) for o in data.get("output", [])),
+        source=data.get("source", "<log>"),
+    )
+
+
+def _kill_run_processes(probe_out: Path) -> int:
+    """SIGKILL what a killed engine's run left behind: every process whose environment carries
+    this run's probe file (its shell, the trainer, children that left the process group)."""
+    import psutil
+
+    prefix = str(Path(os.path.abspath(probe_out)))
+    killed = 0
+    for proc in psutil.process_iter():
+        try:
+            out = proc.environ().get("PORTSIDE_PROBE_OUT", "")
+        except (psutil.Error, OSError):
+            continue
+        if out.startswith(prefix):
+            with contextlib.suppress(psutil.Error, OSError):
+                proc.send_signal(signal.SIGKILL)
+                killed += 1
+    return killed

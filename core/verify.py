@@ -19,7 +19,7 @@ from .checks import Alarm, RunEnd, RunRecords, run_checks, sort_alarms
 from .costs import PriceTable, load_prices, run_cost_from_facts
 from .criteria import Criteria
 from .outcome import classify_outcome, summarize_run
-from .runner import OutputPattern, Runner, RunResult, RunSpec
+from .runner import TAIL_LINES, OutputPattern, Runner, RunResult, RunSpec
 
 LIVE_CHECK_S = 1.0
 
@@ -250,6 +250,35 @@ class Verifier:
             judge(final, final=True)
         report = self._finish(spec, result, sort_alarms(list(raised.values())))
         self.candidates.append(report)
+        return report
+
+    def restore_run(
+        self,
+        started: ev.RunStarted,
+        finished: ev.RunFinished,
+        records: list[dict[str, Any]],
+        tail: list[str],
+        alarms: list[Alarm],
+    ) -> RunReport:
+        """Rebuild a finished run's report from its events (a resumed session): the same
+        RunResult -> RunRecords -> summary path as a live run, the outcome as the log says."""
+        result = RunResult(
+            run_id=started.run_id,
+            exit_code=finished.exit_code,
+            signal=finished.signal,
+            reason=finished.reason,
+            wall_s=finished.wall_s,
+            records=records,
+            tail=tail[-TAIL_LINES:],
+            error_type=finished.error_type,
+            error_message=finished.error_message,
+        )
+        recs = RunRecords.from_records(records, _end(result, self.stall_s), started.run_id)
+        summary = summarize_run(recs, result.exit_code, result.wall_s,
+                                self.criteria.compile.warmup_steps)
+        report = RunReport(started.run_id, started.role, started.attempt, finished.outcome,
+                           result, recs, summary, sort_alarms(alarms), self._cost(result, recs))
+        (self.references if started.role == "reference" else self.candidates).append(report)
         return report
 
     def summary_text(self, report: RunReport) -> str:

@@ -270,6 +270,8 @@ def run_session(config: Any, store: Any, *, headless: bool, session_id: str | No
 
     from .headless import ConsoleLog, print_summary
 
+    if config.workdir is None and config.work_root is None:
+        config.work_root = Path(store.path).resolve().parent / "work"  # durable: --resume
     engine = SessionEngine(config, store.recorder, session_id=session_id)
     if headless:
         err = Console(stderr=True, highlight=False)
@@ -330,7 +332,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
     if resume:
         from .resume import resume_session
 
-        sys.exit(resume_session(ctx, resume, db, headless=headless))
+        sys.exit(resume_session(ctx, resume, db, headless=headless, as_json=as_json))
     if target is None:
         raise click.UsageError("--target is required (e.g. --target tpu)")
     policy = policy or ("auto" if headless else "ask")

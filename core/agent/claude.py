@@ -137,6 +137,62 @@ class ClaudeAgent:
         self._notes: list[str] = []  # portside's own notes for the next user turn
         self._idle_turns = 0
 
+    # ---- resuming a killed session ----------------------------------------------------------
+
+    def restore(self, events: list[ev.Event], host: AgentHost) -> None:
+        """Rebuild the conversation from a killed session's log (best effort).
+
+        The log holds what the model said (``agent.text``, in streamed chunks), its tool calls
+        and their results, one ``agent.usage`` per completed reply, and the reviewer's messages
+        (``intervention`` "message"). From them: the opening user turn (written again from the
+        task and the workspace as it is now), then per reply an assistant message (its text
+        joined, its tool_use blocks) and a user message with the tool results and the reviewer
+        messages sent with it. Not recoverable: thinking blocks and exact text chunking (the
+        log does not keep them), a reply cut off before its usage (asked again), portside's own
+        nudges. Tool calls without a result are answered "interrupted" at the next turn, and
+        reviewer messages after the last reply are delivered with it."""
+        files = host.workspace.list_files(limit=300)
+        opening = first_message(getattr(host, "task", "") or "", list(files), files.truncated)
+        messages: list[dict[str, Any]] = [{"role": "user",
+                                           "content": [{"type": "text", "text": opening}]}]
+        text: list[str] = []  # chunks of the reply being streamed
+        reply: dict[str, Any] | None = None  # the last completed assistant message
+        user: list[dict[str, Any]] = []  # blocks for the next user turn
+        turns = 0
+        for e in events:
+            if isinstance(e, ev.AgentText):
+                text.append(e.text)
+            elif isinstance(e, ev.AgentUsage):
+                if reply is not None:
+                    messages.append({"role": "user", "content": user
+                                     or [{"type": "text", "text": NUDGE}]})
+                    user = []
+                elif user:  # reviewer messages sent with the opening turn
+                    messages[0]["content"].extend(user)
+                    user = []
+                reply = {"role": "assistant",
+                         "content": [{"type": "text", "text": "".join(text)}] if text else []}
+                messages.append(reply)
+                text, turns = [], turns + 1
+            elif isinstance(e, ev.AgentToolCall) and reply is not None:
+                reply["content"].append({"type": "tool_use", "id": e.call_id, "name": e.name,
+                                         "input": e.input})
+            elif isinstance(e, ev.AgentToolResult) and reply is not None:
+                user.append({"type": "tool_result", "tool_use_id": e.call_id,
+                             "content": e.content, "is_error": e.is_error})
+            elif isinstance(e, ev.Intervention) and e.action == "message" and e.note:
+                user.append({"type": "text", "text": f"Message from the reviewer: {e.note}"})
+        for m in messages:
+            if m["role"] == "assistant" and not m["content"]:
+                m["content"] = [{"type": "text", "text": "(empty reply)"}]
+        self.messages = messages if reply is not None else []
+        self.turns = turns
+        # What was not sent yet goes with the next user turn (_prepare_user_turn).
+        self._results = [b for b in user if b["type"] == "tool_result"]
+        # Without any reply yet, run() writes the opening turn itself, with these notes.
+        self._notes = [b["text"] for b in user if b["type"] == "text"]
+        self.last_stop = ""
+
     # ---- the loop ---------------------------------------------------------------------------
 
     async def run(self, host: AgentHost) -> None:

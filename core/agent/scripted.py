@@ -6,6 +6,10 @@ decisions; but every agent word comes from the recording, no model is called, it
 ``scripted:<file name>``, its tool call ids start with ``scripted-``, and it announces itself
 with ``session.state`` "agent-scripted" when it starts.
 
+Tool call ids read ``scripted-<n>-l<line>`` (n counts calls, line is the recording's line), so a
+resumed session can tell from the log which steps were completed: :meth:`ScriptedAgent.restore`
+continues at the first step without a tool result (a call that was cut off is made again).
+
 Format: one JSON object per line, exactly one action key each (blank lines and lines starting
 with ``#`` are skipped)::
 
@@ -33,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +50,10 @@ from .base import AgentHost
 __all__ = ["ScriptError", "ScriptedAgent", "Step", "load_script"]
 
 ACTIONS = ("say", "read", "list", "grep", "edit", "write", "run", "log", "claim", "wait")
+
+
+_CALL_ID = re.compile(r"^scripted-(\d+)(?:-l(\d+))?$")
+_REJECTED = "The reviewer rejected this edit"  # tools.edit_result's wording
 
 
 class ScriptError(ValueError):
@@ -242,6 +251,69 @@ class ScriptedAgent:
         self.last_stop = ""  # "claimed" | "end"
         self._calls = 0
         self._announced = False
+        self._resume_alt: Step | None = None  # the if_rejected alternative to continue with
+        self._resume_say: str | None = None  # an if_rejected "say" cut off by a kill
+
+    def restore(self, events: list[ev.Event], host: AgentHost | None = None) -> None:
+        """Continue after the last completed step of a killed session's log.
+
+        Walks the recording alongside the agent's events: a ``say`` is done when its text was
+        published, a tool step when its call got a result (following ``if_rejected`` chains
+        through rejections). A call without a result is made again, so an edit proposed but
+        not decided when the engine died is proposed again."""
+        del host
+        agent = [e for e in events if isinstance(e, ev.AgentText)
+                 or (isinstance(e, ev.AgentToolCall | ev.AgentToolResult)
+                     and e.call_id.startswith("scripted-"))]
+        for e in agent:
+            if isinstance(e, ev.AgentToolCall) and (m := _CALL_ID.match(e.call_id)):
+                self._calls = max(self._calls, int(m.group(1)))
+        results = {e.call_id: e for e in agent if isinstance(e, ev.AgentToolResult)}
+        i = 0
+        self.position, self._resume_alt, self._resume_say = len(self.steps), None, None
+        for idx, step in enumerate(self.steps):
+            if step.action == "wait":
+                if i < len(agent):
+                    continue  # something after it happened, so the wait was over
+                self.position = idx
+                return
+            if step.action == "say":
+                if i < len(agent) and isinstance(agent[i], ev.AgentText) and \
+                        agent[i].text == step.args["text"]:  # type: ignore[union-attr]
+                    i += 1
+                    continue
+                self.position = idx
+                return
+            current = step
+            while True:
+                call = agent[i] if i < len(agent) else None
+                if not (isinstance(call, ev.AgentToolCall) and call.name == current.tool):
+                    self.position, self._resume_alt = idx, current
+                    return
+                i += 1
+                result = results.get(call.call_id)
+                if result is None:
+                    self.position, self._resume_alt = idx, current
+                    return
+                i = max(i, agent.index(result) + 1)
+                if current.tool == "finish":
+                    self.position, self.last_stop = idx + 1, "claimed"
+                    return
+                rejected = result.is_error and result.content.startswith(_REJECTED)
+                if not rejected or current.tool not in ("propose_edit", "write_file"):
+                    break
+                if current.say_if_rejected:
+                    nxt = agent[i] if i < len(agent) else None
+                    if isinstance(nxt, ev.AgentText) and nxt.text == current.say_if_rejected:
+                        i += 1
+                    elif current.if_rejected is not None:
+                        self.position, self._resume_alt = idx, current.if_rejected
+                        self._resume_say = current.say_if_rejected
+                        return
+                if current.if_rejected is None:
+                    break
+                current = current.if_rejected
+        self.last_stop = self.last_stop or "end"
 
     async def run(self, host: AgentHost) -> None:
         if not self._announced:
@@ -257,7 +329,11 @@ class ScriptedAgent:
         while self.position < len(self.steps):
             step = self.steps[self.position]
             await host.checkpoint()
-            claimed = await self._do(host, step)
+            alt, self._resume_alt = self._resume_alt, None
+            if alt is not None:
+                claimed = await self._continue(host, alt)
+            else:
+                claimed = await self._do(host, step)
             self.position += 1
             if claimed:
                 self.last_stop = "claimed"
@@ -272,6 +348,13 @@ class ScriptedAgent:
             if 0 < self.speed < math.inf and step.args["seconds"] > 0:
                 await self._sleep(step.args["seconds"] / self.speed)
             return False
+        return await self._continue(host, step)
+
+    async def _continue(self, host: AgentHost, step: Step) -> bool:
+        """Make the step's call (or the if_rejected alternative a resume continues with)."""
+        if self._resume_say:
+            say, self._resume_say = self._resume_say, None
+            host.publish(ev.AgentText(session_id=host.session_id, text=say))
         result = await self._call(host, step)
         current = step
         while result.rejected and current.tool in ("propose_edit", "write_file"):
@@ -287,7 +370,7 @@ class ScriptedAgent:
     async def _call(self, host: AgentHost, step: Step) -> tools.ToolResult:
         assert step.tool is not None
         self._calls += 1
-        call_id = f"scripted-{self._calls}"
+        call_id = f"scripted-{self._calls}-l{step.line}"
         host.publish(
             ev.AgentToolCall(
                 session_id=host.session_id, call_id=call_id, name=step.tool, input=dict(step.args)

@@ -1,0 +1,304 @@
+"""Kill -9 the engine mid-session, `portside run --resume SESSION`, the session finishes.
+
+The first engine runs both references, has its edit approved by the reviewer, and is killed
+while the candidate run is live (its command sleeps the first time). The resumed engine (the
+real CLI, headless) must: keep every intervention, mark the cut-off run aborted and kill what it
+left running, not redo the references, not ask about the approved edit again, run the candidate
+again, and end the session after exactly one claim, with a gap-free log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from portside.core import events as ev
+from portside.store import Store
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
+DRIVER = Path(__file__).with_name("resume_driver.py")
+PY = sys.executable
+ENV = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "ANTHROPIC_API_KEY": "sk-ant-never-stored"}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead
+    except FileNotFoundError:
+        return False
+
+
+def _wait_for(db: Path, sid: str, pidfile: Path, proc: subprocess.Popen[str]) -> None:
+    """Until the candidate sleeps and the three interventions are committed."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the first engine ended before it could be killed"
+        if pidfile.exists() and pidfile.read_text().strip():
+            with Store(db) as store:
+                if len(store.interventions(sid)) >= 3:
+                    return
+        time.sleep(0.2)
+    raise AssertionError("the session never reached its candidate run")
+
+
+def test_killed_session_resumes_and_loses_nothing(tmp_path: Path) -> None:
+    project = tmp_path / "tiny-project"
+    project.mkdir()
+    shutil.copy(TINY, project / "train.py")
+    script = tmp_path / "agent.jsonl"
+    script.write_text("\n".join(json.dumps(x) for x in [
+        {"say": "Porting train.py."},
+        {"read": "train.py"},
+        {"edit": {"path": "train.py", "old": "A tiny, parametrisable training script",
+                  "new": "A tiny, parametrisable (ported) training script"}},
+        {"run": "candidate"},
+        {"claim": "Ported; the candidate passed with no alarm."},
+    ]) + "\n")
+    db = tmp_path / "s.db"
+    marker, pidfile = tmp_path / "slept", tmp_path / "sleeper.pid"
+    train = f"{shlex.quote(PY)} train.py"
+    # The first candidate run sleeps (the engine is killed meanwhile); the next one trains.
+    candidate = (f"if [ ! -e {marker} ]; then touch {marker}; echo $$ > {pidfile}; sleep 300; "
+                 f"fi; {train}")
+    proc = subprocess.Popen([PY, str(DRIVER), str(db), str(project), str(script), train,
+                             candidate], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV)
+    try:
+        assert proc.stdout is not None
+        sid = proc.stdout.readline().strip()
+        _wait_for(db, sid, pidfile, proc)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    sleeper = int(pidfile.read_text())
+    assert _alive(sleeper)  # kill -9 left the run behind: resume must deal with it
+    with Store(db) as store:
+        before = store.interventions(sid)
+        seq_before = store.event_count(sid)
+        assert not any(isinstance(e, ev.SessionEnded) for e in store.events(sid))
+    assert sorted(i["action"] for i in before) == ["approve", "message", "note"]
+
+    res = subprocess.run([PY, "-m", "portside.tui.cli", "run", "--resume", sid, "--headless",
+                          "--json", "--db", str(db)],
+                         capture_output=True, text=True, timeout=300, env=ENV)
+    assert res.returncode == 0, res.stderr[-3000:]
+    data = json.loads(res.stdout)
+    assert data["session"] == sid and data["verdict"] == "pass"
+    assert not _alive(sleeper)
+
+    with Store(db) as store:
+        events = list(store.events(sid))
+        kinds = [e.__struct_config__.tag for e in events]
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))  # gap-free
+        assert len(events) > seq_before
+        assert kinds.count("session.ended") == 1 and store.session(sid)["verdict"] == "pass"
+        # Every intervention made before the kill is still there, unchanged.
+        after = {i["intervention_id"]: i for i in store.interventions(sid)}
+        for i in before:
+            assert after[i["intervention_id"]] == i
+        runs = store.runs(sid)
+        refs = [r for r in runs if r["role"] == "reference"]
+        cands = [r for r in runs if r["role"] == "candidate"]
+        assert [r["outcome"] for r in refs] == ["passed", "passed"]  # not run again
+        assert [r["outcome"] for r in cands] == ["aborted", "passed"]
+        finished = {e.run_id: e for e in events if isinstance(e, ev.RunFinished)}
+        assert finished[cands[0]["run_id"]].reason == "engine-killed"
+        # The approved edit was applied once and not proposed again; the agent went on.
+        assert kinds.count("edit.proposed") == 1 and kinds.count("edit.applied") == 1
+        assert kinds.count("agent.claimed") == 1
+        states = [e.state for e in events if isinstance(e, ev.SessionState)]
+        assert "resumed" in states
+        calls = [e.name for e in events if isinstance(e, ev.AgentToolCall)]
+        assert calls == ["read_file", "propose_edit", "run_candidate", "run_candidate", "finish"]
+        started = next(e for e in events if isinstance(e, ev.SessionStarted))
+        workdir = Path(started.meta["resume"]["workdir"])
+        assert workdir == (tmp_path / "work" / sid).resolve()
+        assert "ported" in (workdir / "workspaces" / sid / "tree" / "train.py").read_text()
+        assert "sk-ant-never-stored" not in "\n".join(store.event_bodies(sid))
+    assert "ported" not in (project / "train.py").read_text()  # the user's tree untouched
+    assert os.path.exists(db)
+
+
+# --- the pieces, without runs -----------------------------------------------------------------
+
+
+def _intervention(action: str, note: str) -> ev.Intervention:
+    return ev.Intervention(session_id="s", intervention_id=ev.new_id("i-"), action=action,  # type: ignore[arg-type]
+                           steering=False, attention_started_at=1.0, decided_at=2.0, note=note)
+
+
+def test_resume_refuses_ended_unknown_and_old_sessions(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from portside.tui.cli import main
+
+    db = tmp_path / "r.db"
+    with Store(db) as store:
+        rec = store.recorder
+        rec.append(ev.SessionStarted(session_id="ended-1", project="/p", target="cpu",
+                                     meta={"resume": {"version": 1}}))
+        rec.append(ev.SessionEnded(session_id="ended-1", verdict="fail", reason="no candidate"))
+        rec.append(ev.SessionStarted(session_id="old-1", project="/p", target="cpu"))
+        rec.flush()
+    runner = CliRunner()
+    cases = {"ended-1": "already ended (verdict fail: no candidate)", "nope": "no session matches",
+             "old-1": "recorded without the data resuming needs"}
+    for ref, says in cases.items():
+        res = runner.invoke(main, ["run", "--resume", ref, "--headless", "--db", str(db)])
+        assert res.exit_code == 1 and says in res.output, (ref, res.output)
+
+
+def test_started_meta_rebuilds_the_engine_without_secrets(tmp_path: Path) -> None:
+    from portside.core.agent.scripted import ScriptedAgent
+    from portside.core.bus import MemorySink
+    from portside.core.criteria import Criteria, load_criteria
+    from portside.core.session import SessionConfig, SessionEngine, criteria_from_dict
+
+    (tmp_path / "p").mkdir()
+    crit = tmp_path / "c.toml"
+    crit.write_text('[budget]\nmax_attempts = 3\n[prices]\n"human-hour" = 80.0\n')
+    script = tmp_path / "a.jsonl"
+    script.write_text('{"claim": "done"}\n')
+    config = SessionConfig(
+        project=tmp_path / "p", target="cpu", reference_command="python train.py",
+        criteria=load_criteria(crit), criteria_path=str(crit), reference_runs=3,
+        timeout_s=60, stall_s=9, agent=ScriptedAgent(script, speed=2), policy="runs-only",
+        isolate=True, work_root=tmp_path / "work",
+        candidate_env={"PJRT_DEVICE": "CPU", "ANTHROPIC_API_KEY": "sk-secret", "X_TOKEN": "t"},
+    )
+    sink = MemorySink()
+    engine = SessionEngine(config, sink)
+    assert engine.workdir == tmp_path / "work" / engine.session_id
+    engine._started()
+    started = sink.events[0]
+    assert isinstance(started, ev.SessionStarted)
+    meta = started.meta["resume"]
+    assert meta["candidate_env"] == {"PJRT_DEVICE": "CPU"} and "sk-secret" not in str(meta)
+    assert meta["agent"]["kind"] == "scripted" and meta["agent"]["path"] == str(script)
+    back = SessionEngine.from_log([ev.decode(ev.encode(started))], MemorySink())
+    c = back.config
+    assert back.session_id == engine.session_id and back.workdir == engine.workdir
+    assert (c.policy, c.reference_runs, c.timeout_s, c.stall_s) == ("runs-only", 3, 60, 9)
+    assert back.criteria == engine.criteria and c.agent is not None
+    assert c.agent.label == "scripted:a.jsonl" and c.agent.speed == 2  # type: ignore[attr-defined]
+    assert criteria_from_dict(engine.criteria.to_dict()) == engine.criteria
+    assert criteria_from_dict(Criteria().to_dict()) == Criteria()
+    script.write_text('{"claim": "changed"}\n')  # the recording no longer matches the log
+    try:
+        SessionEngine.from_log([started], MemorySink())
+    except RuntimeError as exc:
+        assert "changed since the session started" in str(exc)
+    else:
+        raise AssertionError("a changed recording must be refused")
+
+
+def test_scripted_agent_continues_inside_a_rejection_chain(tmp_path: Path) -> None:
+    from portside.core.agent.scripted import ScriptedAgent
+
+    script = tmp_path / "a.jsonl"
+    alt = {"path": "t.py", "old": "b", "new": "c"}
+    script.write_text("\n".join(json.dumps(x) for x in [
+        {"say": "hi"},
+        {"edit": {"path": "t.py", "old": "a", "new": "b"},
+         "if_rejected": {"say": "ok, another way", "edit": alt}},
+        {"claim": "done"},
+    ]) + "\n")
+
+    def call(n: int, line: int, name: str) -> ev.AgentToolCall:
+        return ev.AgentToolCall(session_id="s", call_id=f"scripted-{n}-l{line}", name=name)
+
+    def result(n: int, line: int, text: str, err: bool = False) -> ev.AgentToolResult:
+        return ev.AgentToolResult(session_id="s", call_id=f"scripted-{n}-l{line}", content=text,
+                                  is_error=err)
+
+    log: list[ev.Event] = [
+        ev.AgentText(session_id="s", text="hi"), call(1, 2, "propose_edit"),
+        result(1, 2, "The reviewer rejected this edit: no", err=True),
+        ev.AgentText(session_id="s", text="ok, another way"), call(2, 2, "propose_edit"),
+        result(2, 2, "Edit x to t.py was approved and applied."), call(3, 3, "finish"),
+        result(3, 3, "Claim recorded."),
+    ]
+    # (position, the step or if_rejected alternative it continues with, a say still owed)
+    expect = {0: (0, None, None), 1: (1, "a", None), 2: (1, "a", None),
+              3: (1, "b", "ok, another way"), 4: (1, "b", None), 5: (1, "b", None),
+              6: (2, "finish", None), 7: (2, "finish", None), 8: (3, None, None)}
+    for cut, (position, alt_from, say) in expect.items():
+        agent = ScriptedAgent(script, speed=0)
+        agent.restore(log[:cut])
+        got_alt = agent._resume_alt
+        alt_key = None if got_alt is None else (got_alt.args.get("old") or got_alt.tool)
+        assert (agent.position, alt_key, agent._resume_say) == (position, alt_from, say), cut
+    assert agent._calls == 3 and agent.last_stop == "claimed"
+
+
+def test_claude_agent_conversation_is_rebuilt_from_the_log(tmp_path: Path) -> None:
+    from portside.core.agent.claude import ClaudeAgent
+    from portside.core.workspace import Workspace
+
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "train.py").write_text("print(1)\n")
+
+    class Host:
+        session_id = "s"
+        task = "Port it."
+        workspace = Workspace.create(tmp_path / "p", tmp_path / "ws")
+
+        def take_messages(self) -> list[str]:
+            return []
+
+    log: list[ev.Event] = [
+        ev.AgentText(session_id="s", text="Let me "), ev.AgentText(session_id="s", text="look."),
+        ev.AgentUsage(session_id="s", model="m", input_tokens=10, output_tokens=5),
+        ev.AgentToolCall(session_id="s", call_id="t1", name="read_file", input={"path": "a"}),
+        ev.AgentToolResult(session_id="s", call_id="t1", content="1\tx"),
+        _intervention("message", "keep clipping"),
+        ev.AgentText(session_id="s", text="Now the edit."),
+        ev.AgentUsage(session_id="s", model="m"),
+        ev.AgentToolCall(session_id="s", call_id="t2", name="propose_edit", input={"path": "a"}),
+        _intervention("message", "hurry"),
+        ev.AgentText(session_id="s", text="cut off mid-strea"),  # no usage: asked again
+    ]
+    agent = ClaudeAgent(model="claude-test")
+    agent.restore(log, Host())  # type: ignore[arg-type]
+    m = agent.messages
+    assert agent.turns == 2 and [x["role"] for x in m] == ["user", "assistant", "user", "assistant"]
+    assert "Port it." in m[0]["content"][0]["text"]
+    assert m[1]["content"] == [{"type": "text", "text": "Let me look."},
+                               {"type": "tool_use", "id": "t1", "name": "read_file",
+                                "input": {"path": "a"}}]
+    assert m[2]["content"][0]["tool_use_id"] == "t1"
+    assert m[2]["content"][1]["text"] == "Message from the reviewer: keep clipping"
+    assert m[3]["content"][1]["id"] == "t2"
+    agent._prepare_user_turn(Host())  # type: ignore[arg-type]
+    last = agent.messages[-1]["content"]
+    assert last[0]["tool_use_id"] == "t2" and last[0]["is_error"]  # answered "interrupted"
+    assert last[1]["text"] == "Message from the reviewer: hurry"
+
+
+def test_a_live_session_cannot_be_resumed_twice(tmp_path: Path) -> None:
+    from portside.core.bus import MemorySink
+    from portside.core.session import ResumeError, SessionConfig, SessionEngine
+
+    config = SessionConfig(project=tmp_path, target="cpu", reference_command="true",
+                           workdir=tmp_path / "w")
+    first = SessionEngine(config, MemorySink())
+    first.lock()
+    second = SessionEngine(config, MemorySink(), session_id=first.session_id)
+    try:
+        second.lock()
+    except ResumeError as exc:
+        assert "still running" in str(exc)
+    else:
+        raise AssertionError("two engines on one session")
+    first._unlock()
+    second.lock()  # the first one is gone (as after kill -9): allowed
+    second._unlock()
