@@ -3,6 +3,7 @@ appears on screen, the reviewer acknowledges it with a key, quits, and the DB ha
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import sqlite3
@@ -22,8 +23,12 @@ pytestmark = [
 ]
 
 
+# A socket of our own: another test run on the machine must not kill our server.
+SOCKET = f"portside-test-{os.getpid()}"
+
+
 def _tmux(*args: str) -> str:
-    return subprocess.run(["tmux", "-L", "portside-test", *args], capture_output=True, text=True,
+    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True,
                           check=False).stdout
 
 
