@@ -93,6 +93,11 @@ class PortsideApp(App[None]):
             self._posted = True
         self.post_message(EventsArrived())
 
+    def discard_inbox(self) -> None:
+        """Drop events queued but not yet shown (a replay seek rebuilds the screen instead)."""
+        with self._inbox_lock:
+            self._inbox = []
+
     @on(EventsArrived)
     def _drain(self) -> None:
         with self._inbox_lock:

@@ -33,6 +33,7 @@ class RunView:
     last_step_t: float | None = None
     steps_seen: int = 0
     facts: dict[str, Any] | None = None
+    lines_elided: bool = False  # a replay seek loaded only the log's tail: the count is a floor
     # Step series for the envelope chart: compact arrays, one entry per step record.
     step_ids: array = field(default_factory=lambda: array("d"))
     losses: array = field(default_factory=lambda: array("d"))
@@ -74,7 +75,7 @@ class RunView:
             parts.append(f"compiles {s['compiles']}")
         end = self.started_at + self.finished.wall_s if self.finished else now
         parts.append(f"{_clock(max(0.0, end - self.started_at))}")
-        parts.append(f"{len(self.lines):,} lines")
+        parts.append(f"{len(self.lines):,}{'+' if self.lines_elided else ''} lines")
         return " · ".join(parts)
 
 

@@ -13,7 +13,8 @@ from textual.widgets import Static
 
 def key_label(key: str) -> str:
     names = {"question_mark": "?", "space": "space", "slash": "/", "left_square_bracket": "[",
-             "right_square_bracket": "]", "less_than_sign": "<", "greater_than_sign": ">"}
+             "right_square_bracket": "]", "less_than_sign": "<", "greater_than_sign": ">",
+             "plus": "+", "minus": "-", "full_stop": ".", "dollar_sign": "$"}
     return ", ".join(names.get(k.strip(), k.strip()) for k in key.split(","))
 
 
@@ -31,13 +32,15 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close", id="help.close",
                         tooltip="Close the help")]
 
-    def __init__(self, bindings: list[Binding]) -> None:
+    def __init__(self, bindings: list[Binding],
+                 title: str = "portside · keys of the live review") -> None:
         super().__init__(classes="dialog")
         self.bindings_shown = bindings
+        self.title_text = title
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog-box help-box"):
-            yield Static(Text("portside · keys of the live review", style="bold"))
+            yield Static(Text(self.title_text, style="bold"))
             with VerticalScroll():
                 yield Static(bindings_table(self.bindings_shown))
             yield Static(Text("Every action is written to the session's database before it is "

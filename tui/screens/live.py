@@ -89,6 +89,7 @@ class LiveScreen(Screen[None]):
     BINDINGS = REVIEW_BINDINGS + VIEW_BINDINGS
     ALLOW_IN_MAXIMIZED_VIEW = "#header, #banner, Footer"
     PALETTE = REVIEW_BINDINGS + VIEW_BINDINGS
+    HELP_TITLE = "portside · keys of the live review"
 
     def __init__(self, model: SessionModel, gate: ReviewGate, *, mode: str = "live",
                  clock: Callable[[], float] = time.time) -> None:
@@ -248,7 +249,7 @@ class LiveScreen(Screen[None]):
                  "awaiting verdict": "bold #61afef", "running": "bold green",
                  "engine failed": "bold white on red"}.get(status, "bold")
         t.append("  ")
-        t.append(f" {self.mode} · {status} ", style=style)
+        t.append(self.mode_text(status), style=style)
         t.append(f" {clock(m.elapsed(now))}")
         cap = m.max_attempts()
         t.append(f"  attempt {m.attempts()}{f'/{cap}' if cap else ''}\n")
@@ -260,6 +261,10 @@ class LiveScreen(Screen[None]):
         t.append(f"{len(open_alarms)} open alarms", style="bold red" if open_alarms else "")
         t.append(f" · {len(m.interventions)} interventions")
         return t
+
+    def mode_text(self, status: str) -> str:
+        """The header's mode field (replay adds its speed and position here)."""
+        return f" {self.mode} · {status} "
 
     # --- selection helpers -------------------------------------------------------------------
 
@@ -506,7 +511,8 @@ class LiveScreen(Screen[None]):
         runs.panes[run_id].action_search()
 
     def action_help(self) -> None:
-        self.app.push_screen(HelpScreen(self.PALETTE + list(self.app.BINDINGS)))  # type: ignore[arg-type]
+        self.app.push_screen(HelpScreen(self.PALETTE + list(self.app.BINDINGS),  # type: ignore[arg-type]
+                                        title=self.HELP_TITLE))
 
     def on_alarm_selected(self, message: AlarmSelected) -> None:
         self._shown_at.setdefault(message.alarm_id, time.time())

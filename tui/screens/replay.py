@@ -1,0 +1,154 @@
+"""The replay screen: the live screen over a recorded session, a timeline under the header, and
+play / speed / seek keys in place of the review actions (only `n`, a review note, still records).
+
+The screen folds events exactly as the live one does; the playing, the seeking and the rebuild
+after a seek belong to :class:`portside.tui.replay.ReplayApp`, which the actions here call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Protocol
+
+from textual.app import ComposeResult
+from textual.widget import Widget
+
+from portside.core.review import ReviewGate
+
+from ..model import SessionModel
+from ..widgets.timeline import Timeline
+from .live import VIEW_BINDINGS, LiveScreen, _b
+
+
+class ReplayControl(Protocol):
+    """What the replay keys ask of the app that owns the replayer."""
+
+    def replay_toggle(self) -> None: ...
+    def replay_speed(self, factor: float) -> None: ...
+    def replay_step(self) -> None: ...
+    async def replay_marker(self, kinds: list[str] | None, forward: bool) -> None: ...
+    async def replay_goto(self, spec: str) -> None: ...
+    async def replay_edge(self, end: bool) -> None: ...
+    def replay_header(self) -> str: ...
+
+
+REPLAY_BINDINGS = [
+    _b("space", "play", "Play/Pause", "replay.play", "Play or pause the replay"),
+    _b("plus", "speed(2.0)", "Faster", "replay.faster",
+       "Double the replay speed (also while playing)", key_display="+"),
+    _b("minus", "speed(0.5)", "Slower", "replay.slower",
+       "Halve the replay speed (also while playing)", key_display="-"),
+    _b("full_stop", "step", "Step", "replay.step", "Show exactly the next event, then pause",
+       key_display="."),
+    _b("right_square_bracket", "next_marker", "Next mark", "replay.next-marker",
+       "Jump to the next marker: alarm, intervention, run start or end, claim", key_display="]"),
+    _b("left_square_bracket", "prev_marker", "Prev mark", "replay.prev-marker",
+       "Jump back to the previous marker", key_display="["),
+    _b("A", "next_alarm", "Next alarm", "replay.next-alarm", "Jump to the next alarm raised",
+       show=False),
+    _b("I", "next_intervention", "Next intervention", "replay.next-intervention",
+       "Jump to the next human intervention", show=False),
+    _b("g", "goto", "Go to", "replay.goto", "Jump to an event: 123 (seq) or t 45.5 (seconds in)"),
+    _b("0", "edge(False)", "Start", "replay.start", "Jump to the start of the session",
+       show=False),
+    _b("dollar_sign", "edge(True)", "End", "replay.end", "Jump to the end of the session",
+       show=False, key_display="$"),
+    _b("n", "note", "Review note", "replay.note",
+       "Write a review note: stored in the session, marked as made during replay"),
+]
+# The review actions of the live screen: bound here only to say they are off in replay.
+DISABLED = [("a", "approve"), ("r", "reject"), ("e", "edit"), ("m", "message"),
+            ("k", "acknowledge"), ("o", "override"), ("R", "rerun"), ("x", "abort"),
+            ("v", "verdict")]
+DISABLED_BINDINGS = [
+    _b(key, f"disabled('{name}')", f"{name.capitalize()} (off)", f"replay.off-{name}",
+       f"Off in replay: the session is over ({name} acts only on a live session)", show=False)
+    for key, name in DISABLED
+]
+# ]/[ step between markers here, not between edits.
+REPLAY_VIEW_BINDINGS = [b for b in VIEW_BINDINGS if b.id not in ("view.next-edit", "view.prev-edit")]
+
+
+class ReplayScreen(LiveScreen, inherit_bindings=False):
+    BINDINGS = REPLAY_BINDINGS + DISABLED_BINDINGS + REPLAY_VIEW_BINDINGS
+    PALETTE = REPLAY_BINDINGS + REPLAY_VIEW_BINDINGS
+    HELP_TITLE = "portside · keys of the replay"
+
+    def __init__(self, model: SessionModel, gate: ReviewGate, *, control: ReplayControl,
+                 markers: list[tuple[int, float, str]], duration: float,
+                 position: Callable[[], float], clock: Callable[[], float]) -> None:
+        super().__init__(model, gate, mode="replay", clock=clock)
+        self.control = control
+        self.timeline = Timeline(markers, duration, position, id="timeline")
+
+    def compose(self) -> ComposeResult:
+        for widget in super().compose():
+            yield widget
+            if isinstance(widget, Widget) and widget.id == "header":
+                yield self.timeline
+
+    def tick(self) -> None:
+        super().tick()
+        self.timeline.sync()
+
+    def mode_text(self, status: str) -> str:
+        return f" {self.control.replay_header()} · {status} "
+
+    def status(self) -> str:
+        # Nothing awaits the reviewer in a replay: the gate has no pending items to report.
+        return self.model.state
+
+    # --- replay keys --------------------------------------------------------------------------
+
+    def action_play(self) -> None:
+        self.control.replay_toggle()
+
+    def action_speed(self, factor: float) -> None:
+        self.control.replay_speed(factor)
+
+    def action_step(self) -> None:
+        self.control.replay_step()
+
+    async def action_next_marker(self) -> None:
+        await self.control.replay_marker(None, True)
+
+    async def action_prev_marker(self) -> None:
+        await self.control.replay_marker(None, False)
+
+    async def action_next_alarm(self) -> None:
+        await self.control.replay_marker(["alarm.raised"], True)
+
+    async def action_next_intervention(self) -> None:
+        await self.control.replay_marker(["intervention"], True)
+
+    async def action_edge(self, end: bool) -> None:
+        await self.control.replay_edge(end)
+
+    def action_goto(self) -> None:
+        from .dialogs import DialogResult, TextDialog
+
+        async def done(result: DialogResult | None) -> None:
+            if result is not None:
+                await self.control.replay_goto(result.text)
+
+        self.app.push_screen(TextDialog("Go to", "seq (e.g. 123) or time since the start "
+                                        "(e.g. t 45.5)", confirm="Go"), done)
+
+    def action_help(self) -> None:
+        from .help import HelpScreen
+
+        # The switched-off review keys are listed too, so nobody hunts for them.
+        self.app.push_screen(HelpScreen(self.PALETTE + DISABLED_BINDINGS
+                                        + list(self.app.BINDINGS),  # type: ignore[arg-type]
+                                        title=self.HELP_TITLE))
+
+    def action_disabled(self, name: str) -> None:
+        self.notify(f"{name} is off in replay: the session is over. n writes a review note.",
+                    title="replay", severity="warning", timeout=4)
+
+
+def speed_label(speed: float) -> str:
+    if math.isinf(speed):
+        return "×max"
+    return f"×{speed:g}"
