@@ -43,6 +43,7 @@ class DiffCard(Vertical, can_focus=True):
         self.index = 1
         self.total = 1
         self._rendered: tuple[bool, bool] | None = None
+        self._filled: set[tuple[bool, bool]] = set()  # bodies already rendered into the panes
         self._ready = False
 
     @property
@@ -66,6 +67,15 @@ class DiffCard(Vertical, can_focus=True):
         left.partner, right.partner = right, left
         self._ready = True
         self._render_body()
+        # Render the other view now, off the key path: `s` then only switches panes.
+        self.call_after_refresh(self._prefill)
+
+    def _prefill(self) -> None:
+        if (True, False) not in self._filled and not self.full:
+            left, right = self.diff.side_by_side(3)
+            self.query_one("#left-text", Static).update(left)
+            self.query_one("#right-text", Static).update(right)
+            self._filled.add((True, False))
 
     def _title(self) -> Text:
         e, st = self.view.event, self.diff.stats
@@ -112,13 +122,20 @@ class DiffCard(Vertical, can_focus=True):
         self._rendered = (self.split, self.full)
         context = None if self.full else 3
         switcher = self.query_one(ContentSwitcher)
+        key = (self.split, self.full)
         if self.split:
-            left, right = self.diff.side_by_side(context)
-            self.query_one("#left-text", Static).update(left)
-            self.query_one("#right-text", Static).update(right)
+            if key not in self._filled:
+                left, right = self.diff.side_by_side(context)
+                self.query_one("#left-text", Static).update(left)
+                self.query_one("#right-text", Static).update(right)
+                self._filled.discard((True, not self.full))
+                self._filled.add(key)
             switcher.current = "split"
         else:
-            self.query_one("#unified-text", Static).update(self.diff.unified(context))
+            if key not in self._filled:
+                self.query_one("#unified-text", Static).update(self.diff.unified(context))
+                self._filled.discard((False, not self.full))
+                self._filled.add(key)
             switcher.current = "unified"
         if self.full:
             # Whole file: start where the change is, not at line 1.
