@@ -195,7 +195,13 @@ def run_cost_from_facts(wall_s: float, facts: Mapping[str, Any] | None, table: P
     return run_cost(wall_s, row.usd, n)
 
 
-def token_cost(model: str, tokens_in: int, tokens_out: int, table: PriceTable) -> float | None:
+# Prompt caching: writes bill at 1.25x the input price, reads at 0.1x (Anthropic's terms).
+CACHE_WRITE_FACTOR = 1.25
+CACHE_READ_FACTOR = 0.1
+
+
+def token_cost(model: str, tokens_in: int, tokens_out: int, table: PriceTable,
+               cache_read: int = 0, cache_write: int = 0) -> float | None:
     """USD for an agent's tokens; None when the model has no price rows."""
     name = model_price_name(model, table)
     if name is None:
@@ -203,7 +209,8 @@ def token_cost(model: str, tokens_in: int, tokens_out: int, table: PriceTable) -
     pin, pout = table.find(name, "mtok-in"), table.find(name, "mtok-out")
     if pin is None or pout is None:
         return None
-    return tokens_in / 1e6 * pin.usd + tokens_out / 1e6 * pout.usd
+    billed_in = tokens_in + CACHE_WRITE_FACTOR * cache_write + CACHE_READ_FACTOR * cache_read
+    return (billed_in * pin.usd + tokens_out * pout.usd) / 1e6
 
 
 @dataclass(frozen=True)

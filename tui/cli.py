@@ -262,13 +262,12 @@ def run_session(config: Any, store: Any, *, headless: bool, session_id: str | No
                 show_output: bool = False, as_json: bool = False) -> int:
     """Run one session live (Textual) or headless; returns the exit status (0 pass, 1 fail)."""
     import asyncio
-    import json
 
     from rich.console import Console
 
     from portside.core.session import SessionEngine
 
-    from .headless import ConsoleLog, print_summary
+    from .headless import ConsoleLog, emit_result
 
     if config.workdir is None and config.work_root is None:
         config.work_root = Path(store.path).resolve().parent / "work"  # durable: --resume
@@ -283,11 +282,7 @@ def run_session(config: Any, store: Any, *, headless: bool, session_id: str | No
             return 130
         _warm(store, engine.session_id)
         data = result.to_json()
-        if as_json:
-            sys.stdout.write(json.dumps(data, sort_keys=True, default=str) + "\n")
-        else:
-            print_summary(Console(highlight=False, width=None if sys.stdout.isatty() else 160), data)
-        return 0 if result.verdict == "pass" else 1
+        return emit_result(data, as_json)
     from .app import make_app
 
     app = make_app(bus=engine.bus, gate=engine.gate, info=engine.info, engine_run=engine.run)
@@ -386,7 +381,6 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
                db: Path | None) -> None:
     """Verify a candidate run against reference runs, headless (exit 0 pass, 1 fail, 2 usage)."""
     import asyncio
-    import json
 
     from rich.console import Console
 
@@ -394,7 +388,7 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
     from portside.core.criteria import CriteriaError, load_criteria
     from portside.core.session import SessionConfig, SessionEngine
 
-    from .headless import ConsoleLog, print_summary
+    from .headless import ConsoleLog, emit_result
 
     err = Console(stderr=True, highlight=False)
     try:
@@ -423,12 +417,7 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
         sys.exit(130)
     finally:
         store.close()
-    data = result.to_json()
-    if as_json:
-        sys.stdout.write(json.dumps(data, sort_keys=True, default=str) + "\n")
-    else:
-        print_summary(Console(highlight=False, width=None if sys.stdout.isatty() else 160), data)
-    sys.exit(0 if result.verdict == "pass" else 1)
+    sys.exit(emit_result(result.to_json(), as_json))
 
 
 def Text_(message: str) -> Any:  # noqa: N802 - plain text for rich, never markup

@@ -54,6 +54,18 @@ def _fmt(v: Any, digits: int = 3) -> str:
     return str(v)
 
 
+def emit_result(data: dict[str, Any], as_json: bool) -> int:
+    """The end of a headless session: exactly one JSON object, or the rich summary; returns
+    the exit status (0 pass, 1 fail)."""
+    import sys
+
+    if as_json:
+        sys.stdout.write(json.dumps(data, sort_keys=True, default=str) + "\n")
+    else:
+        print_summary(Console(highlight=False, width=None if sys.stdout.isatty() else 160), data)
+    return 0 if data.get("verdict") == "pass" else 1
+
+
 def print_summary(console: Console, result: dict[str, Any]) -> None:
     runs = Table(title=f"session {result['session']}", title_justify="left")
     for col in ("run", "role", "outcome", "exit", "wall s", "compile s", "steady step s",

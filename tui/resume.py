@@ -8,8 +8,6 @@ Headless, a session recorded with policy ``ask`` continues with ``auto`` (nobody
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +66,8 @@ def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: b
 
 
 def _headless(engine: Any, err: Any, last_seq: int, as_json: bool) -> int:
-    from rich.console import Console
 
-    from .headless import ConsoleLog, print_summary
+    from .headless import ConsoleLog, emit_result
 
     log = ConsoleLog(err)
 
@@ -85,8 +82,4 @@ def _headless(engine: Any, err: Any, last_seq: int, as_json: bool) -> int:
         err.print("interrupted: runs killed; the session is recorded as failed")
         return 130
     data = result.to_json()
-    if as_json:
-        sys.stdout.write(json.dumps(data, sort_keys=True, default=str) + "\n")
-    else:
-        print_summary(Console(highlight=False, width=None if sys.stdout.isatty() else 160), data)
-    return 0 if result.verdict == "pass" else 1
+    return emit_result(data, as_json)

@@ -34,7 +34,7 @@ from typing import Any
 import anthropic
 
 from .. import events as ev
-from ..costs import PriceTable, default_prices, model_price_name
+from ..costs import PriceTable, default_prices, token_cost
 from . import tools
 from .base import AgentAPIError, AgentHost, AgentStopped
 from .prompt import NUDGE, SYSTEM_PROMPT, first_message
@@ -42,8 +42,6 @@ from .prompt import NUDGE, SYSTEM_PROMPT, first_message
 __all__ = ["AgentAPIError", "ClaudeAgent", "usage_cost"]
 
 #: Prompt-cache multipliers on the input price (Anthropic: 5-minute cache write 1.25×, read 0.1×).
-CACHE_WRITE_FACTOR = 1.25
-CACHE_READ_FACTOR = 0.1
 #: Longest wait the agent accepts from a retry-after header.
 MAX_RETRY_AFTER_S = 600.0
 #: Flush streamed text at a line break once this much has accumulated.
@@ -61,15 +59,8 @@ def usage_cost(
     table: PriceTable | None = None,
 ) -> float | None:
     """USD for one turn from core/prices.toml (per MTok); None when the model has no price."""
-    table = table or default_prices()
-    name = model_price_name(model, table)
-    if name is None:
-        return None
-    pin, pout = table.find(name, "mtok-in"), table.find(name, "mtok-out")
-    if pin is None or pout is None:
-        return None
-    billed_in = input_tokens + CACHE_WRITE_FACTOR * cache_write + CACHE_READ_FACTOR * cache_read
-    return (billed_in * pin.usd + output_tokens * pout.usd) / 1e6
+    return token_cost(model, input_tokens, output_tokens, table or default_prices(),
+                      cache_read=cache_read, cache_write=cache_write)
 
 
 class _Chunker:
