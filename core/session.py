@@ -509,12 +509,28 @@ class SessionEngine:
                 for r in [*self.verifier.references, *self.verifier.candidates]
             ]
             tokens = [TokenUse(model=m, tokens_in=i, tokens_out=o) for m, i, o in self._usage]
-            return session_cost(attempts, tokens, self._human_minutes(), table)
+            cost = session_cost(attempts, tokens, self._human_minutes(), table)
+            cost["candidate_vs_reference"] = self._compare()
+            return cost
         except Exception as exc:  # cost accounting never breaks a verdict
             return {"error": f"cost accounting failed: {exc}"}
 
     def _human_minutes(self) -> float:
         return self._human_s / 60.0
+
+    def _compare(self) -> dict[str, Any] | None:
+        """The study's "N× faster, M% cheaper": last candidate vs the mean passed reference,
+        whole runs (wall time and device cost)."""
+        from .costs import compare
+
+        refs = [r for r in self.verifier.references if r.outcome == "passed"]
+        cands = self.verifier.candidates
+        if not refs or not cands or cands[-1].outcome != "passed":
+            return None
+        ref_s = sum(r.result.wall_s for r in refs) / len(refs)
+        ref_usd = sum(r.cost_usd or 0.0 for r in refs) / len(refs)
+        cand = cands[-1]
+        return compare(ref_s, ref_usd, cand.result.wall_s, cand.cost_usd or 0.0)
 
     # --- agent sessions ----------------------------------------------------------------------
 

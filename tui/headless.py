@@ -99,6 +99,9 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
             f"human ${cost['human_usd']:.2f}  total ${cost['total_usd']:.4f}  "
             f"per successful run {'-' if per is None else f'${per:.4f}'}"
         )
+        vs = cost.get("candidate_vs_reference") or {}
+        if vs.get("line"):
+            console.print(f"candidate vs reference: {vs['line']}")
     verdict = result["verdict"]
     console.print(Text(f"verdict: {verdict.upper()} ({result['outcome']}; {result.get('reason', '')})",
                        style="bold green" if verdict == "pass" else "bold red"))
