@@ -66,6 +66,11 @@ def has_projection(event: ev.Event) -> bool:
     return type(event) in _HANDLERS
 
 
+def projection_for(cls: type) -> Any:
+    """The derived-rows writer of an event class, or None (resolved at call time)."""
+    return _HANDLERS.get(cls)
+
+
 def _session_started(b: Batch, e: ev.SessionStarted) -> None:
     b.inserts[
         "INSERT OR REPLACE INTO sessions (session_id, project, target, agent, title, mode, reviewer,"

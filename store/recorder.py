@@ -11,6 +11,7 @@ from __future__ import annotations
 import queue
 import sqlite3
 import threading
+import time
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -18,10 +19,13 @@ import msgspec
 
 from portside.core import events as ev
 
-from .projections import Batch, event_row, has_projection
+from .projections import Batch, projection_for
 from .schema import StoreError, connect, migrate
 
 _STOP = object()
+_TAGS = {cls: tag for tag, cls in ev.EVENT_TYPES.items()}
+_PROJECTED = frozenset(cls for cls in ev.EVENT_TYPES.values() if projection_for(cls))
+_encode = ev.encode
 _MAX_BATCH = 20_000
 
 
@@ -36,6 +40,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._next_seq: dict[str, int] = {}
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._put_item = self._queue.put
         self._error: BaseException | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="portside-store-writer", daemon=True)
@@ -108,17 +113,23 @@ class Recorder:
         return nxt
 
     def _put(self, event: ev.Event, done: Future[None] | None) -> None:
+        # The ingest hot path (every run.output batch passes here): kept to plain local work.
+        sid = event.session_id
         with self._lock:
-            self._check()
-            seq = self._seq_base(event.session_id)
-            self._next_seq[event.session_id] = seq + 1
+            if self._closed or self._error is not None:
+                self._check()
+            seq = self._next_seq.get(sid)
+            if seq is None:
+                seq = self._seq_base(sid)
+            self._next_seq[sid] = seq + 1
             event.seq = seq
             if not event.ts:
-                event.ts = ev.now()
-            row = event_row(event, ev.encode(event))
+                event.ts = time.time()
+            cls = type(event)
+            row = (sid, seq, event.ts, _TAGS[cls], _encode(event).decode())
             # The writer thread does as little as possible: a ready row, and the event only when
             # it has derived rows to write.
-            self._queue.put((row, event if has_projection(event) else None, done))
+            self._put_item((row, event if cls in _PROJECTED else None, done))
 
     # --- writer thread -----------------------------------------------------------------------
 
