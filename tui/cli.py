@@ -67,9 +67,13 @@ def main(ctx: click.Context, db: Path | None) -> None:
 
 @main.command("sessions")
 @_db_option
+@click.option("--plain", is_flag=True, help="Print a table instead of opening the screen.")
 @click.pass_context
-def sessions_cmd(ctx: click.Context, db: Path | None = None) -> None:
-    """List the sessions in the database."""
+def sessions_cmd(ctx: click.Context, db: Path | None = None, plain: bool = False) -> None:
+    """The sessions in the database: a screen on a terminal (enter replays), else a table."""
+    if not plain and sys.stdin.isatty() and sys.stdout.isatty():
+        _sessions_screen(ctx, db)
+        return
     from rich.console import Console
     from rich.table import Table
 
@@ -110,6 +114,30 @@ def sessions_cmd(ctx: click.Context, db: Path | None = None) -> None:
             r["verdict"] or "open",
         )
     console.print(table)
+
+
+def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
+    from portside.store.exports import session_costs
+
+    from .sessions import SessionsApp
+
+    store = _open_store(ctx, db)
+    rows = store.sessions()
+    for r in rows:
+        try:
+            r["compute_usd"] = session_costs(store, r["session_id"])["compute_usd"]
+        except Exception:  # a cost is a nicety here, never a reason not to list
+            r["compute_usd"] = None
+    chosen = SessionsApp(rows, str(store.path)).run()
+    if chosen:
+        from portside.core.replay import Replayer
+        from portside.store.replay_source import StoreSource
+
+        from .replay import run_replay
+
+        run_replay(store, chosen, Replayer(StoreSource(store, chosen)))
+    else:
+        store.close()
 
 
 @main.command("show")

@@ -1,0 +1,45 @@
+"""The sessions screen: the store's sessions, filter, sort, enter chooses one for replay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import DataTable
+
+from portside.core import events as ev
+from portside.store import Store
+from portside.tui.sessions import SessionsApp
+
+
+def _rows(tmp: Path) -> list[dict]:
+    with Store(tmp / "s.db") as store:
+        rec = store.recorder
+        for sid, project, verdict, t in (("s-a", "/p/mnist", "fail", 100.0),
+                                         ("s-b", "/p/resnet", "pass", 200.0),
+                                         ("s-c", "/p/mnist", "pass", 300.0)):
+            rec.append(ev.SessionStarted(session_id=sid, ts=t, project=project, target="tpu"))
+            rec.append(ev.SessionEnded(session_id=sid, ts=t + 60, verdict=verdict))
+        rec.append(ev.Intervention(session_id="s-a", intervention_id="i1", action="reject",
+                                   steering=True, attention_started_at=110, decided_at=150))
+        rec.flush()
+        return store.sessions()
+
+
+async def test_filter_sort_and_choose(tmp_path: Path) -> None:
+    app = SessionsApp(_rows(tmp_path), "s.db")
+    async with app.run_test(size=(140, 30)) as pilot:
+        table = app.query_one(DataTable)
+        assert table.row_count == 3
+        # newest first by default
+        assert str(table.coordinate_to_cell_key((0, 0)).row_key.value) == "s-c"
+        await pilot.press("slash")
+        await pilot.press(*"mnist")
+        await pilot.pause()
+        assert table.row_count == 2
+        await pilot.press("enter")  # leave the filter box
+        table.move_cursor(row=0, column=9)  # interventions column
+        await pilot.press("s")
+        await pilot.pause()
+        assert str(table.coordinate_to_cell_key((0, 0)).row_key.value) == "s-a"
+        await pilot.press("enter")
+    assert app.return_value == "s-a"

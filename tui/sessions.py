@@ -1,0 +1,158 @@
+"""The sessions screen (`portside`, `portside sessions`): every session with the study's counts,
+filterable and sortable; enter opens its replay."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Footer, Input, Static
+
+from portside.core.textsafe import clean_line
+
+# (key in session_summary, column title, sort key)
+COLUMNS: list[tuple[str, str]] = [
+    ("session_id", "session"),
+    ("project", "project"),
+    ("target", "target"),
+    ("agent", "agent"),
+    ("started_at", "started (UTC)"),
+    ("duration", "duration"),
+    ("attempts", "attempts"),
+    ("failures", "failures"),
+    ("silent_failures", "silent"),
+    ("interventions", "interventions"),
+    ("human_s", "human min"),
+    ("cost", "cost $"),
+    ("verdict", "verdict"),
+]
+
+
+def _row_values(r: dict[str, Any]) -> dict[str, Any]:
+    started, ended = r.get("started_at"), r.get("ended_at")
+    return {
+        **r,
+        "project": Path(r.get("project") or "").name or "-",
+        "duration": (ended - started) if started and ended else None,
+        "cost": float(r.get("token_usd") or 0.0) + float(r.get("compute_usd") or 0.0),
+        "verdict": r.get("verdict") or "open",
+    }
+
+
+def _cell(key: str, v: Any) -> Text:
+    if v is None:
+        return Text("-", style="dim")
+    if key == "started_at":
+        return Text(dt.datetime.fromtimestamp(v, dt.UTC).strftime("%Y-%m-%d %H:%M"))
+    if key == "duration":
+        return Text(f"{v / 60:.1f} min")
+    if key == "human_s":
+        return Text(f"{v / 60:.1f}")
+    if key == "cost":
+        return Text(f"{v:.2f}")
+    if key == "verdict":
+        return Text(str(v), style="green" if v == "pass" else "red" if v == "fail" else "yellow")
+    return Text(clean_line(str(v)))
+
+
+class SessionsApp(App[str | None]):
+    """Returns the chosen session id (enter) or None (q)."""
+
+    TITLE = "portside · sessions"
+    CSS = """
+    #filter { dock: top; height: 3; }
+    #summary { dock: top; height: 1; padding: 0 1; color: $text-muted; }
+    DataTable { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("enter", "open", "Replay", id="sessions.open", tooltip="Replay the session"),
+        Binding("slash", "filter", "Filter", id="sessions.filter",
+                tooltip="Filter by any text in the row"),
+        Binding("s", "sort", "Sort", id="sessions.sort",
+                tooltip="Sort by the column under the cursor (again: reverse)"),
+        Binding("q", "quit", "Quit", id="sessions.quit", tooltip="Leave portside"),
+    ]
+
+    def __init__(self, rows: list[dict[str, Any]], db: str) -> None:
+        super().__init__()
+        self.all_rows = [_row_values(r) for r in rows]
+        self.db = db
+        self.sort_key = "started_at"
+        self.reverse = True
+        self.text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="filter: project, target, agent, verdict…", id="filter")
+        yield Static(id="summary")
+        yield DataTable(id="table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for key, title in COLUMNS:
+            table.add_column(title, key=key)
+        self.refill()
+        table.focus()
+
+    def visible(self) -> list[dict[str, Any]]:
+        needle = self.text.lower()
+        rows = [r for r in self.all_rows
+                if not needle or needle in " ".join(str(r.get(k) or "") for k, _ in COLUMNS).lower()]
+
+        def key(r: dict[str, Any]) -> tuple[int, Any]:
+            v = r.get(self.sort_key)
+            return (v is None, v if v is not None else 0)
+
+        return sorted(rows, key=key, reverse=self.reverse)
+
+    def refill(self) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        rows = self.visible()
+        for r in rows:
+            table.add_row(*(_cell(k, r.get(k)) for k, _ in COLUMNS), key=r["session_id"])
+        title = dict(COLUMNS)[self.sort_key]
+        self.query_one("#summary", Static).update(
+            f"{len(rows)} of {len(self.all_rows)} sessions in {self.db} · sorted by {title}"
+            f" {'↓' if self.reverse else '↑'} · enter replays")
+
+    @on(Input.Changed, "#filter")
+    def _filter(self, event: Input.Changed) -> None:
+        self.text = event.value
+        self.refill()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self) -> None:
+        self.query_one(DataTable).focus()
+
+    def action_filter(self) -> None:
+        self.query_one("#filter", Input).focus()
+
+    def action_sort(self) -> None:
+        table = self.query_one(DataTable)
+        key = COLUMNS[table.cursor_column][0] if table.cursor_column < len(COLUMNS) else "started_at"
+        self.reverse = not self.reverse if key == self.sort_key else True
+        self.sort_key = key
+        self.refill()
+
+    @on(DataTable.HeaderSelected)
+    def _header(self, event: DataTable.HeaderSelected) -> None:
+        key = str(event.column_key.value)
+        self.reverse = not self.reverse if key == self.sort_key else True
+        self.sort_key = key
+        self.refill()
+
+    @on(DataTable.RowSelected)
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        self.exit(str(event.row_key.value))
+
+    def action_open(self) -> None:
+        table = self.query_one(DataTable)
+        if table.row_count:
+            row_key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+            self.exit(str(row_key.value))
