@@ -419,6 +419,12 @@ class _Watch:
                 err_type = err_type or f"signal {signal.Signals(sig).name}"
             elif code:
                 reason = "crashed"
+                if code in (126, 127):  # the shell could not run the command at all
+                    err_type = err_type or ("CommandNotFound" if code == 127 else "NotExecutable")
+                if not err_msg:
+                    # No traceback: the last thing the run said is the best explanation.
+                    said = [line.strip() for line in self.tail if line.strip()]
+                    err_msg = said[-1][:500] if said else f"exit status {code}, no output"
         elif reason == "stalled":
             err_msg = err_msg or f"no step record and no output for {self.spec.stall_s:g} s"
         elif reason == "timeout":

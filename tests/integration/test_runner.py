@@ -171,3 +171,22 @@ def test_abort_kills_the_process_group(tmp_path: Path) -> None:
 )
 def test_parse_traceback(lines: list[str], expected: tuple[str, str]) -> None:
     assert parse_traceback(lines) == expected
+
+
+def test_command_not_found_says_so(tmp_path: Path) -> None:
+    result, _ = _run(tmp_path, "no-such-trainer --epochs 1")
+    assert (result.reason, result.exit_code) == ("crashed", 127)
+    assert result.error_type == "CommandNotFound"
+    assert "no-such-trainer" in result.error_message and "not found" in result.error_message
+
+
+def test_nonzero_exit_without_traceback_reports_last_line(tmp_path: Path) -> None:
+    script = _script(tmp_path, "die.py", """
+        import sys
+        print("loading shards", flush=True)
+        print("fatal: checkpoint step_400.pt is truncated", file=sys.stderr, flush=True)
+        sys.exit(3)
+    """)
+    result, _ = _run(tmp_path, f"{PY} {script}")
+    assert (result.reason, result.exit_code) == ("crashed", 3)
+    assert result.error_message == "fatal: checkpoint step_400.pt is truncated"
