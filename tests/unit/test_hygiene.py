@@ -20,6 +20,19 @@ def test_core_and_store_do_not_import_textual() -> None:
     assert out == "[]"
 
 
+def test_no_core_or_store_module_imports_textual() -> None:
+    out = _run(
+        "import sys, pkgutil, importlib, portside.core, portside.store\n"
+        "for pkg in (portside.core, portside.store):\n"
+        "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
+        "        if '._probe' in m.name or m.name.endswith('.__main__'):\n"
+        "            continue\n"
+        "        importlib.import_module(m.name)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))"
+    )
+    assert out == "[]"
+
+
 def test_cli_help_does_not_import_textual() -> None:
     out = _run(
         "import sys; from click.testing import CliRunner; from portside.tui.cli import main; "
