@@ -233,6 +233,7 @@ class Probe:
         self.probe_s = 0.0  # wall time in the probe's step hooks after step 0 (its overhead)
         self.tpu_stats: Any = None  # torch.tpu._get_cache_stats, False when absent
         self.xla_latest: dict[str, Any] | None = None  # the step whose closure ran last
+        self.xla_previous: dict[str, Any] | None = None  # and the one before it
 
     # ------------------------------------------------------------ install
 
@@ -581,7 +582,7 @@ class Probe:
             self._xla_metrics(rec)
             with self.lock:
                 rec["_wait"] = "ran"
-                self.xla_latest = rec
+                self.xla_previous, self.xla_latest = self.xla_latest, rec
             self._maybe_flush()
         except Exception as e:
             _warn(f"xla closure: {type(e).__name__}: {e}")
@@ -808,8 +809,13 @@ class Probe:
             n = 0
             for rec in self.queue:
                 wait = rec.get("_wait")
-                if not final and (wait is True or (wait and rec is self.xla_latest)):
-                    break  # its XLA step has not run yet, or may still be executing
+                if not final and (
+                    wait is True
+                    or (wait and (rec is self.xla_latest or rec is self.xla_previous))
+                ):
+                    # Its XLA step has not run yet, or may still be executing: copying its
+                    # values now would make the host wait for the device (a pipeline stall).
+                    break
                 n += 1
             out = self.queue[:n]
             del self.queue[:n]
