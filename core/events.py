@@ -319,6 +319,18 @@ def _explain(msg: str) -> str:
     return msg
 
 
+def record_number(value: Any) -> float | None:
+    """A number from a probe record or event payload: floats and ints as float, the strings
+    "nan"/"inf"/"-inf" (how non-finite values travel in JSON) as float, anything else None."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and value in ("nan", "inf", "-inf"):
+        return float(value)
+    return None
+
+
 def now() -> float:
     return time.time()
 

@@ -13,14 +13,7 @@ from portside.core import events as ev
 _METRIC_KEYS = ("loss", "grad_norm", "max_norm", "step_s", "compiles", "compile_s")
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str) and value in ("nan", "inf", "-inf"):
-        return float(value)
-    return None
+_num = ev.record_number
 
 
 def _json(value: Any) -> str:
@@ -59,16 +52,11 @@ class Batch:
 
 
 def event_row(event: ev.Event, body: bytes) -> tuple[str, int, float, str, str]:
-    return (event.session_id, event.seq, event.ts, event.__struct_config__.tag, body.decode())
+    return (event.session_id, event.seq, event.ts, _TAGS[type(event)], body.decode())
 
 
 def has_projection(event: ev.Event) -> bool:
     return type(event) in _HANDLERS
-
-
-def projection_for(cls: type) -> Any:
-    """The derived-rows writer of an event class, or None (resolved at call time)."""
-    return _HANDLERS.get(cls)
 
 
 def _session_started(b: Batch, e: ev.SessionStarted) -> None:
@@ -234,3 +222,5 @@ _HANDLERS: dict[type, Any] = {
     ev.Intervention: _intervention,
     ev.AgentUsage: _usage,
 }
+
+_TAGS: dict[type, str] = {cls: tag for tag, cls in ev.EVENT_TYPES.items()}

@@ -19,13 +19,10 @@ import msgspec
 
 from portside.core import events as ev
 
-from .projections import Batch, projection_for
+from .projections import Batch, event_row, has_projection
 from .schema import StoreError, connect, migrate
 
 _STOP = object()
-_TAGS = {cls: tag for tag, cls in ev.EVENT_TYPES.items()}
-_PROJECTED = frozenset(cls for cls in ev.EVENT_TYPES.values() if projection_for(cls))
-_encode = ev.encode
 _MAX_BATCH = 20_000
 
 
@@ -125,11 +122,10 @@ class Recorder:
             event.seq = seq
             if not event.ts:
                 event.ts = time.time()
-            cls = type(event)
-            row = (sid, seq, event.ts, _TAGS[cls], _encode(event).decode())
+            row = event_row(event, ev.encode(event))
             # The writer thread does as little as possible: a ready row, and the event only when
             # it has derived rows to write.
-            self._put_item((row, event if cls in _PROJECTED else None, done))
+            self._put_item((row, event if has_projection(event) else None, done))
 
     # --- writer thread -----------------------------------------------------------------------
 

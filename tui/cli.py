@@ -11,8 +11,6 @@ import click
 
 from portside.core import __version__
 
-NOT_BUILT = 3  # exit status of a command whose feature has not landed yet
-
 
 def _db_option(f: Any) -> Any:
     return click.option(
@@ -40,11 +38,6 @@ def _open_store(ctx: click.Context, db: Path | None) -> Any:
         raise click.ClickException(str(exc)) from None
     except Exception as exc:  # sqlite3.DatabaseError on a file that is not a database
         raise click.ClickException(f"{path}: cannot open as a portside database: {exc}") from None
-
-
-def _not_built(what: str, issue: str) -> None:
-    click.echo(f"portside {what}: not yet built (tracked in the {issue} issue).", err=True)
-    sys.exit(NOT_BUILT)
 
 
 def _when(ts: float | None) -> str:
@@ -424,7 +417,7 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
         validate_target(target)
         validate_target(reference_target)
     except (CriteriaError, ValueError, OSError) as exc:
-        err.print(Text_(f"portside verify: {exc}"))
+        click.echo(f"portside verify: {exc}", err=True)
         sys.exit(2)
     store = _open_store(ctx, db)
     config = SessionConfig(
@@ -446,12 +439,6 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
     finally:
         store.close()
     sys.exit(emit_result(result.to_json(), as_json))
-
-
-def Text_(message: str) -> Any:  # noqa: N802 - plain text for rich, never markup
-    from rich.text import Text
-
-    return Text(message)
 
 
 @main.command("replay")

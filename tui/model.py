@@ -236,13 +236,8 @@ class SessionModel:
 
 
 def _num(value: Any, default: float | None = None) -> float | None:
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str) and value in ("nan", "inf", "-inf"):
-        return float(value)
-    return default
+    number = ev.record_number(value)
+    return default if number is None else number
 
 
 def _clock(seconds: float) -> str:
