@@ -24,6 +24,10 @@ FLUSH_EVERY_S = 1.0
 MAX_COMPILE_CAUSES = 50
 NORM_BUDGET = 0.005  # share of the step time the probe's own grad norm may take on CPU
 NORM_MAX_STRIDE = 50
+# At exit, how long to wait for the background writer; on a signal less (the runner kills 1 s
+# after SIGTERM).
+DRAIN_WAIT_S = 5.0
+DRAIN_WAIT_SIGNAL_S = 0.5
 _MARK = "__portside_probe__"  # set on every function object the probe wraps
 
 _probe: Probe | None = None
@@ -234,6 +238,13 @@ class Probe:
         self.tpu_stats: Any = None  # torch.tpu._get_cache_stats, False when absent
         self.xla_latest: dict[str, Any] | None = None  # the step whose closure ran last
         self.xla_previous: dict[str, Any] | None = None  # and the one before it
+        # Batches whose XLA values are copied out and written by a background thread: the copy
+        # queues behind the step the device is executing, and the training loop must not wait.
+        self.drain: list[list[dict[str, Any]]] = []
+        self.drain_cv = threading.Condition(threading.RLock())  # signal handlers re-enter
+        self.drain_busy = False
+        self.drain_thread: threading.Thread | None = None
+        self.io_lock = threading.RLock()  # a signal handler may write mid-write
 
     # ------------------------------------------------------------ install
 
@@ -461,7 +472,9 @@ class Probe:
                 return
             with torch.no_grad():
                 fn = self._orig.get("get_total_norm")
-                if fn is not None:
+                # On XLA torch has no foreach kernels and runs these same per-tensor ops, after
+                # ~0.15 ms of Python grouping per step that this skips.
+                if fn is not None and grads[0].device.type != "xla":
                     norm = fn(grads, 2.0)
                 else:
                     norm = torch.linalg.vector_norm(
@@ -821,12 +834,60 @@ class Probe:
             del self.queue[:n]
             if not out:
                 return
-            # XLA values whose step ran: one batched device-to-host copy, no compile, no sync.
-            self._fetch_xla([r for r in out if r.get("_wait") == "ran" or (force and "_wait" in r)])
-            for rec in out:
-                if rec["type"] == "step":
-                    self._resolve(rec, force)  # CUDA & co: one sync per flush, not per step
-            self._write(out)
+            if not final and (
+                any(r.get("_wait") == "ran" for r in out) or self.drain or self.drain_busy
+            ):
+                self._drain_later(out)  # behind what the writer holds: the file stays in order
+                return
+            if final:
+                self._drain_wait(DRAIN_WAIT_S if force else DRAIN_WAIT_SIGNAL_S)
+            self._complete(out, force)
+
+    def _complete(self, out: list[dict[str, Any]], force: bool) -> None:
+        # XLA values whose step ran: one batched device-to-host copy, no compile, no sync.
+        self._fetch_xla([r for r in out if r.get("_wait") == "ran" or (force and "_wait" in r)])
+        for rec in out:
+            if rec["type"] == "step":
+                self._resolve(rec, force)  # CUDA & co: one sync per flush, not per step
+        self._write(out)
+
+    def _drain_later(self, out: list[dict[str, Any]]) -> None:
+        with self.drain_cv:
+            self.drain.append(out)
+            self.drain_cv.notify()
+        if self.drain_thread is None:
+            self.drain_thread = threading.Thread(
+                target=self._drain_loop, name="portside-probe", daemon=True
+            )
+            self.drain_thread.start()
+
+    def _drain_loop(self) -> None:
+        while True:
+            with self.drain_cv:
+                while not self.drain:
+                    self.drain_cv.wait()
+                out = self.drain.pop(0)
+                self.drain_busy = True
+            try:
+                self._complete(out, True)  # the values were computed: reading them cannot compile
+            except Exception as e:
+                _warn(f"writer: {type(e).__name__}: {e}")
+            with self.drain_cv:
+                self.drain_busy = False
+                self.drain_cv.notify_all()
+
+    def _drain_wait(self, timeout: float) -> None:
+        """Let the background writer finish what it holds, so the file stays in step order."""
+        if self.drain_thread is None or threading.current_thread() is self.drain_thread:
+            return
+        deadline = time.monotonic() + timeout
+        with self.drain_cv:
+            while self.drain or self.drain_busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    _warn("writer still busy at exit; its records may be missing")
+                    return
+                self.drain_cv.wait(left)
 
     def _fetch_xla(self, recs: list[dict[str, Any]]) -> None:
         if not recs or self.xla is None:
@@ -851,6 +912,10 @@ class Probe:
             cont[k] = t
 
     def _write(self, recs: list[dict[str, Any]]) -> None:
+        with self.io_lock:
+            self._write_locked(recs)
+
+    def _write_locked(self, recs: list[dict[str, Any]]) -> None:
         import json
 
         if self.fd is None:

@@ -30,10 +30,12 @@ pytestmark = [
     ),
 ]
 
+FIXED_STEPS = 50
 SHAPES = [4, 4, 8, 8, 4, 2, 2, 8]  # new shapes at steps 0, 2 and 5
 RUNS = {
     # name: (script args, PJRT_DEVICE or None for unset, probe on)
-    "fixed": (["--clip", "--opt", "adam"], "CPU", True),
+    # 50 steps: past two periodic flushes, which the probe's background writer completes
+    "fixed": (["--clip", "--opt", "adam", "--batches", ",".join(["8"] * FIXED_STEPS)], "CPU", True),
     "shapes": (["--batches", ",".join(map(str, SHAPES))], None, True),
     "shapes_bare": (["--batches", ",".join(map(str, SHAPES))], None, False),
     "mask": (["--mask", "--batches", "8,8,8"], "CPU", True),
@@ -117,9 +119,9 @@ def test_values_match_ground_truth_through_xla_clip(runs: dict[str, Run]) -> Non
     # clip_grad_norm_ here is torch_xla's replacement, installed after the probe wrapped torch's
     steps = runs["fixed"].of("step")
     gt = runs["fixed"].gt
-    assert len(steps) == len(gt) == 6
-    for rec, (step, loss, norm) in zip(steps, gt, strict=True):
-        assert rec["step"] == int(step)
+    assert len(steps) == len(gt) == FIXED_STEPS
+    for i, (rec, (step, loss, norm)) in enumerate(zip(steps, gt, strict=True)):
+        assert rec["step"] == int(step) == i  # in order, none lost or doubled
         assert rec["loss"] == float(loss) and rec["grad_norm"] == float(norm)
         assert rec["grad_norm_source"] == "clip" and rec["max_norm"] == 0.5
 
