@@ -41,16 +41,48 @@ class Batch:
         _HANDLERS[type(event)](self, event)
 
     def write(self, conn: sqlite3.Connection) -> None:
-        conn.executemany(
+        insert_rows(
+            conn,
             "INSERT INTO events (session_id, seq, ts, kind, body) VALUES (?, ?, ?, ?, ?)",
             self.events,
         )
         for sql, rows in self.inserts.items():
-            conn.executemany(sql, rows)
+            insert_rows(conn, sql, rows)
         for sql, params in self.updates:
             conn.execute(sql, params)
 
 
+# Rows per INSERT statement, largest first: a batch is split into these sizes, so each table
+# needs at most seven prepared statements (the sqlite3 module caches them by SQL text).
+_CHUNKS = (4096, 1024, 256, 64, 16, 4, 1)
+
+
+def insert_rows(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:
+    """``executemany(sql, rows)`` with many rows per statement.
+
+    The sqlite3 module releases the GIL around every statement step. With one step per row, a
+    busy Python thread (a producer appending events) makes the writer wait for the GIL's switch
+    interval (5 ms) on every row; with thousands of rows per step the writer binds in bulk and
+    SQLite inserts them while Python runs elsewhere.
+    """
+    if len(rows) < 4:
+        conn.executemany(sql, rows)
+        return
+    head, _, group = sql.rpartition(" VALUES ")
+    ncols = len(rows[0])
+    limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    i, n = 0, len(rows)
+    for k in _CHUNKS:
+        if k * ncols > limit:
+            continue
+        count = (n - i) // k
+        if not count:
+            continue
+        stmt = f"{head} VALUES {','.join([group] * k)}" if k > 1 else sql
+        conn.executemany(
+            stmt, ([v for row in rows[j : j + k] for v in row] for j in range(i, i + count * k, k))
+        )
+        i += count * k
 def event_row(event: ev.Event, body: bytes) -> tuple[str, int, float, str, str]:
     return (event.session_id, event.seq, event.ts, _TAGS[type(event)], body.decode())
 

@@ -1,14 +1,14 @@
 """The single writer: one thread, one connection, batched commits.
 
 Producers call :meth:`Recorder.append` from any thread; ``seq`` is assigned there, under a lock,
-so it is gap-free and known at once. The writer thread drains the queue and commits whatever has
-accumulated in one transaction (run output arriving at 20k lines/s batches itself). A durable
+so it is gap-free and known at once. Producers append ready rows to a list; the writer thread
+swaps the list out and commits all of it in one transaction (run output arriving at 20k lines/s
+batches itself), so per event the writer runs no Python at all, only SQLite's binding. A durable
 append (every intervention) returns only after its transaction is committed.
 """
 
 from __future__ import annotations
 
-import queue
 import sqlite3
 import threading
 import time
@@ -22,9 +22,6 @@ from portside.core import events as ev
 from .projections import Batch, event_row, has_projection
 from .schema import StoreError, connect, migrate
 
-_STOP = object()
-_MAX_BATCH = 20_000
-
 
 class Recorder:
     def __init__(self, path: str | Path) -> None:
@@ -35,9 +32,13 @@ class Recorder:
         # connection belongs to the writer thread.
         self._seq_conn = connect(self.path)
         self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
         self._next_seq: dict[str, int] = {}
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self._put_item = self._queue.put
+        # What the writer commits next, in append order (swapped out whole by the writer).
+        self._rows: list[tuple[str, int, float, str, str]] = []
+        self._projected: list[ev.Event] = []  # events with derived rows
+        self._waiters: list[Future[None]] = []
+        self._writer_idle = False  # waiting on _wake: the next append must notify it
         self._error: BaseException | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="portside-store-writer", daemon=True)
@@ -67,7 +68,8 @@ class Recorder:
         done: Future[None] = Future()
         with self._lock:
             self._check()
-            self._queue.put(done)
+            self._waiters.append(done)
+            self._notify()
         done.result(timeout=timeout)
 
     def close(self) -> None:
@@ -75,7 +77,7 @@ class Recorder:
             if self._closed:
                 return
             self._closed = True
-            self._queue.put(_STOP)
+            self._notify()
         self._thread.join()
         self._conn.close()
         self._seq_conn.close()
@@ -109,6 +111,12 @@ class Recorder:
             self._next_seq[session_id] = nxt
         return nxt
 
+    def _notify(self) -> None:
+        # Called with the lock held; a busy writer swaps the lists again without being told.
+        if self._writer_idle:
+            self._writer_idle = False
+            self._wake.notify()
+
     def _put(self, event: ev.Event, done: Future[None] | None) -> None:
         # The ingest hot path (every run.output batch passes here): kept to plain local work.
         sid = event.session_id
@@ -122,45 +130,44 @@ class Recorder:
             event.seq = seq
             if not event.ts:
                 event.ts = time.time()
-            row = event_row(event, ev.encode(event))
-            # The writer thread does as little as possible: a ready row, and the event only when
-            # it has derived rows to write.
-            self._put_item((row, event if has_projection(event) else None, done))
+            self._rows.append(event_row(event, ev.encode(event)))
+            if has_projection(event):
+                self._projected.append(event)
+            if done is not None:
+                self._waiters.append(done)
+            if self._writer_idle:
+                self._writer_idle = False
+                self._wake.notify()
 
     # --- writer thread -----------------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
-            items = [item]
-            while len(items) < _MAX_BATCH:
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            stop = any(i is _STOP for i in items)
-            self._commit([i for i in items if i is not _STOP])
+            with self._lock:
+                while not (self._rows or self._waiters or self._closed):
+                    self._writer_idle = True
+                    self._wake.wait()
+                rows, self._rows = self._rows, []
+                projected, self._projected = self._projected, []
+                waiters, self._waiters = self._waiters, []
+                stop = self._closed
+            self._commit(rows, projected, waiters)
             if stop:
-                # Whatever raced in after close() was refused by _check; nothing is left.
+                # Appends after close() are refused by _check: nothing can be left.
                 return
 
-    def _commit(self, items: list[object]) -> None:
-        batch = Batch()
-        rows = batch.events
-        waiters: list[Future[None]] = []
-        # The hot loop of ingest: plain tuple work, one call per event at most.
-        for item in items:
-            if type(item) is tuple:
-                row, event, done = item
-                rows.append(row)
-                if event is not None:
-                    batch.project(event)
-                if done is not None:
-                    waiters.append(done)
-            else:
-                waiters.append(item)  # type: ignore[arg-type]
+    def _commit(
+        self,
+        rows: list[tuple[str, int, float, str, str]],
+        projected: list[ev.Event],
+        waiters: list[Future[None]],
+    ) -> None:
         try:
-            if batch.events:
+            if rows:
+                batch = Batch()
+                batch.events = rows
+                for event in projected:
+                    batch.project(event)
                 self._conn.execute("BEGIN IMMEDIATE")
                 try:
                     batch.write(self._conn)

@@ -152,3 +152,28 @@ def test_resolve_session(store: Store) -> None:
         store.resolve_session("20261129")
     with pytest.raises(StoreError, match="no session"):
         store.resolve_session("zzz")
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 4, 5, 17, 1023, 4096, 5461])
+@pytest.mark.parametrize("var_limit", [None, 999])
+def test_insert_rows_writes_every_row_in_order(n: int, var_limit: int | None) -> None:
+    # Many rows per statement, split into fixed sizes: nothing lost, doubled or reordered, values
+    # exact, and INSERT OR REPLACE still lets the later row win. An old SQLite's 999-variable
+    # limit only makes the statements smaller.
+    from portside.store.projections import insert_rows
+
+    conn = sqlite3.connect(":memory:")
+    if var_limit is not None:
+        conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, var_limit)
+    conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, x REAL, s TEXT, z)")
+    rows = [(i % max(1, n - 2), i / 7, f"row {i} \"q\"", None if i % 3 else b"\x00") for i in range(n)]
+    insert_rows(conn, "INSERT OR REPLACE INTO t (k, x, s, z) VALUES (?, ?, ?, ?)", rows)
+    want: dict[int, tuple] = {}
+    for r in rows:
+        want[r[0]] = r
+    got = conn.execute("SELECT k, x, s, z FROM t ORDER BY k").fetchall()
+    assert got == [want[k] for k in sorted(want)]
+    conn.execute("CREATE TABLE log (i INTEGER, v TEXT)")
+    seq = [(i, f"v{i}") for i in range(n)]
+    insert_rows(conn, "INSERT INTO log (i, v) VALUES (?, ?)", seq)
+    assert conn.execute("SELECT i, v FROM log ORDER BY rowid").fetchall() == seq
