@@ -6,6 +6,7 @@ import json
 import math
 import sqlite3
 from collections import defaultdict
+from itertools import chain
 from typing import Any
 
 from portside.core import events as ev
@@ -79,10 +80,12 @@ def insert_rows(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]])
         if not count:
             continue
         stmt = f"{head} VALUES {','.join([group] * k)}" if k > 1 else sql
-        conn.executemany(
-            stmt, ([v for row in rows[j : j + k] for v in row] for j in range(i, i + count * k, k))
-        )
-        i += count * k
+        end = i + count * k
+        # Parameters flattened by C iterators alone: no bytecode runs in the writer to be
+        # preempted by the producer mid-batch.
+        chunks = map(rows.__getitem__, map(slice, range(i, end, k), range(i + k, end + k, k)))
+        conn.executemany(stmt, map(tuple, map(chain.from_iterable, chunks)))
+        i = end
 def event_row(event: ev.Event, body: bytes) -> tuple[str, int, float, str, str]:
     return (event.session_id, event.seq, event.ts, _TAGS[type(event)], body.decode())
 
