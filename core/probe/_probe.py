@@ -228,6 +228,7 @@ class Probe:
         self.pre_norm: Any = None
         self.last_norm_step = -(10**9)
         self.norm_auto = 1
+        self.norm_off: str | None = None  # why the probe computes no norm of its own
         self.norm_cost: float | None = None  # seconds, CPU only
         self.step_ema: float | None = None
         self.facts: dict[str, Any] | None = None
@@ -462,7 +463,12 @@ class Probe:
         # Unclipped steps: compute the total grad norm ourselves (lazily on XLA: no sync). It
         # is one pass over the gradients; PORTSIDE_PROBE_NORM_EVERY=k thins it out (0: never).
         stride = self.norm_every if self.norm_every is not None else self.norm_auto
-        if self.clip_calls or not stride or self.steps - self.last_norm_step < stride:
+        if (
+            self.clip_calls
+            or self.norm_off
+            or not stride
+            or self.steps - self.last_norm_step < stride
+        ):
             return
         t0 = time.perf_counter()
         try:
@@ -470,6 +476,16 @@ class Probe:
             grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
             if not grads or any(g.is_sparse for g in grads):
                 return
+            if grads[0].device.type == "xla":
+                if self.norm_every is None:
+                    # Off by default on torch_xla: there the norm can only be part of the step
+                    # graph (on its own it would compile), and on XLA:CPU its reductions cost
+                    # ~10% of the step (tests/bench/bench_probe_overhead.py). Opt in with
+                    # PORTSIDE_PROBE_NORM_EVERY.
+                    self.norm_off = "torch_xla default"
+                    return
+                # Every step once asked: steps with and without it would be two graphs.
+                self.norm_every = 1
             with torch.no_grad():
                 fn = self._orig.get("get_total_norm")
                 # On XLA torch has no foreach kernels and runs these same per-tensor ops, after
@@ -660,6 +676,16 @@ class Probe:
         self.rank, self.rank_known = rank, True
         return rank
 
+    def _norm_mode(self) -> str:
+        """How the probe computes its own grad norm on unclipped steps (for the facts)."""
+        if self.norm_off:
+            return f"off ({self.norm_off}; PORTSIDE_PROBE_NORM_EVERY=1 turns it on)"
+        if self.norm_every == 0:
+            return "off (PORTSIDE_PROBE_NORM_EVERY=0)"
+        if self.norm_every is not None:
+            return "every step" if self.norm_every == 1 else f"every {self.norm_every} steps"
+        return "auto (every step; on CPU stretched to cost <= 0.5% of the step)"
+
     def _update_facts(self, opt: Any) -> None:
         torch = self.torch
         devices: list[str] = []
@@ -698,6 +724,7 @@ class Probe:
             "pjrt_device_runtime": os.environ.get("PJRT_DEVICE"),
             "world_size": None,
             "seed_offset": self.seed_offset,
+            "probe_norm": self._norm_mode(),
             "argv": list(sys.argv),
         }
         dev_type = torch.device(devices[0]).type if devices else "cpu"

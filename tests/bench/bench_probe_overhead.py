@@ -1,6 +1,7 @@
 """Probe overhead: the same training loop with and without the probe, interleaved (A B A B ...).
 
     .venv/bin/python tests/bench/bench_probe_overhead.py [--rounds 3] [--steps 60] [--clip]
+        [--only cpu|xla] [--norm-every K]
 
 Eager CPU with this interpreter; XLA:CPU with $PORTSIDE_XLA_PYTHON (default
 ~/.cache/portside/xla-venv/bin/python) when it exists. Step times come from the loop's own
@@ -88,6 +89,8 @@ def run_once(
             from probe import inject_env  # type: ignore[no-redef]
 
         env = inject_env(env, str(out))
+        if args.norm_every is not None:
+            env["PORTSIDE_PROBE_NORM_EVERY"] = str(args.norm_every)
     cmd = [
         python,
         __file__,
@@ -122,7 +125,7 @@ def bench(python: str, backend: str, args: argparse.Namespace) -> None:
             b = run_once(python, backend, True, args, Path(d), 2 * i + 1)
             pairs.append((a, b))
     print(
-        f"[{backend}] width {args.width} batch {args.batch} clip {args.clip}; {args.rounds} rounds x {args.steps} steps (first {WARMUP} left out)"
+        f"[{backend}] width {args.width} batch {args.batch} clip {args.clip} norm_every {args.norm_every}; {args.rounds} rounds x {args.steps} steps (first {WARMUP} left out)"
     )
     for key, label in (("times", "wall (perf_counter)"), ("cpu", "CPU (process_time)")):
         med_a = [statistics.median(a[key][WARMUP:]) for a, _ in pairs]
@@ -158,6 +161,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--clip", action="store_true", help="clip (else the probe computes the norm)")
     p.add_argument("--only", choices=["cpu", "xla"])
+    p.add_argument("--norm-every", type=int, help="PORTSIDE_PROBE_NORM_EVERY for the probed runs")
     args = p.parse_args()
     if args.child:
         child(args.child, args.steps, args.clip, args.width, args.batch)

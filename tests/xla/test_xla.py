@@ -33,7 +33,8 @@ pytestmark = [
 FIXED_STEPS = 50
 SHAPES = [4, 4, 8, 8, 4, 2, 2, 8]  # new shapes at steps 0, 2 and 5
 RUNS = {
-    # name: (script args, PJRT_DEVICE or None for unset, probe on)
+    # name: (script args, PJRT_DEVICE or None for unset, probe on); "shapes" opts in to the
+    # probe's own grad norm, the most intrusive mode (off by default on torch_xla)
     # 50 steps: past two periodic flushes, which the probe's background writer completes
     "fixed": (["--clip", "--opt", "adam", "--batches", ",".join(["8"] * FIXED_STEPS)], "CPU", True),
     "shapes": (["--batches", ",".join(map(str, SHAPES))], None, True),
@@ -88,6 +89,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
         env = inject_env(base, str(out)) if probe else dict(base)
         if pjrt:
             env["PJRT_DEVICE"] = pjrt
+        if name == "shapes":
+            env["PORTSIDE_PROBE_NORM_EVERY"] = "3"  # on XLA: every step, one graph
         proc = subprocess.Popen(
             [str(XLA_PYTHON), str(SCRIPT), *args],
             env=env,
@@ -146,6 +149,14 @@ def test_compile_count_rises_exactly_at_new_shapes(runs: dict[str, Run]) -> None
         assert (steps[i]["compile_s"] > 0) == new_shape
     assert all(r["grad_norm_source"] == "probe" and r["grad_norm"] > 0 for r in steps)
     assert [r["loss"] for r in steps] == [float(g[1]) for g in runs["shapes"].gt]
+
+
+def test_probe_norm_is_off_by_default_on_xla(runs: dict[str, Run]) -> None:
+    # unclipped and not opted in: no norm of the probe's own, and the facts say why
+    steps = runs["mask"].of("step")
+    assert steps and all(r["grad_norm"] is None and r["grad_norm_source"] is None for r in steps)
+    assert runs["mask"].of("facts")[0]["probe_norm"].startswith("off (torch_xla default")
+    assert runs["shapes"].of("facts")[0]["probe_norm"] == "every step"
 
 
 def test_probe_adds_zero_compilations(runs: dict[str, Run]) -> None:
