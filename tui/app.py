@@ -9,6 +9,7 @@ shown, never raised. Events already in the log (``history``) are rendered first.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -76,13 +77,12 @@ class PortsideApp(App[None]):
         if self.engine_run is not None:
             self.run_worker(self.engine_run(), name=ENGINE_WORKER, group=ENGINE_WORKER,
                             exit_on_error=False)
-        # The first diff would otherwise pay pygments' lexer imports on the UI thread.
-        self.run_worker(_warm_highlighter, name="warm-highlighter", thread=True,
-                        exit_on_error=False)
+        self.run_worker(_warm_up, name="warm-up", thread=True, exit_on_error=False)
 
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
+        gc.unfreeze()  # what _warm_up froze may be collected again once the app is gone
 
     def _on_bus_event(self, event: ev.Event) -> None:
         """Runs on the publisher's thread: queue and wake the app, nothing else."""
@@ -138,10 +138,16 @@ class PortsideApp(App[None]):
         self.exit()
 
 
-def _warm_highlighter() -> None:
+def _warm_up() -> None:
+    """Start-up work kept off the UI thread: pygments' lexer imports (else the first diff pays
+    them), then freezing the heap built so far. Every full collection would otherwise walk
+    Textual's, pygments' and the screen's ~100k long-lived objects, a pause of 50-150 ms that
+    a flood of log lines triggers every second or so; frozen, they are never scanned."""
     from .diffing import highlight_lines
 
     highlight_lines("import os\n", "warm.py")
+    gc.collect()
+    gc.freeze()
 
 
 def make_app(*, bus: EventBus, gate: ReviewGate, info: dict[str, Any],

@@ -64,7 +64,9 @@ class EditDiff:
         self._ha: list[Text] | None = None
         self._hb: list[Text] | None = None
         self._sm = SequenceMatcher(None, self.a, self.b, autojunk=False)
-        self.opcodes = self._sm.get_opcodes()
+        # A copy: difflib's get_grouped_opcodes trims the matcher's own cached list in place,
+        # which would cut the start and end off the whole-file view after the hunks were shown.
+        self.opcodes = list(self._sm.get_opcodes())
         added = sum(j2 - j1 for tag, _, _, j1, j2 in self.opcodes if tag in ("insert", "replace"))
         removed = sum(i2 - i1 for tag, i1, i2, _, _ in self.opcodes if tag in ("delete", "replace"))
         self.stats = DiffStats(added, removed)
@@ -80,88 +82,59 @@ class EditDiff:
             return [self.opcodes]
         return list(self._sm.get_grouped_opcodes(context))
 
-    def first_changed_line(self) -> int:
-        for tag, _i1, _i2, j1, _j2 in self.opcodes:
-            if tag != "equal":
-                return j1
-        return 0
+    # --- rows --------------------------------------------------------------------------------
+    # One Text per screen row, so a Line-API view renders only the rows it shows.
 
-    # --- unified -----------------------------------------------------------------------------
-
-    def unified(self, context: int | None = 3) -> Text:
+    def unified(self, context: int | None = 3) -> DiffRows:
         ha, hb = self._hl()
         width = len(str(max(len(self.a), len(self.b), 1)))
-        out = Text(no_wrap=True, overflow="crop")
+        rows: list[Text] = []
+        first_change: int | None = None
         groups = self._groups(context)
         if not groups or all(tag == "equal" for g in groups for tag, *_ in g):
-            out.append("(no changes)", style=GUTTER)
-            return out
-        for n, group in enumerate(groups):
+            return DiffRows([Text("(no changes)", style=GUTTER)], [], 0)
+        for group in groups:
             if context is not None:
                 _, i1, _, j1, _ = group[0]
                 _, _, i2, _, j2 = group[-1]
-                if n:
-                    out.append("\n")
-                out.append(f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@", style=HUNK)
+                rows.append(Text(f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@", style=HUNK))
             for tag, i1, i2, j1, j2 in group:
                 if tag == "equal":
-                    for k in range(j2 - j1):
-                        self._row(out, j1 + k + 1, " ", hb[j1 + k], "", width)
+                    rows += [_row(j1 + k + 1, " ", hb[j1 + k], "", width) for k in range(j2 - j1)]
                     continue
-                olds = list(range(i1, i2))
-                news = list(range(j1, j2))
+                if first_change is None:
+                    first_change = len(rows)
                 marks_a: dict[int, list[tuple[int, int]]] = {}
                 marks_b: dict[int, list[tuple[int, int]]] = {}
                 if tag == "replace":
-                    for ia, ib in zip(olds, news, strict=False):
-                        ma, mb = intra_line(self.a[ia], self.b[ib])
-                        marks_a[ia], marks_b[ib] = ma, mb
-                for ia in olds:
-                    self._row(out, ia + 1, "-", ha[ia], DEL_LINE, width, marks_a.get(ia), DEL_MARK)
-                for ib in news:
-                    self._row(out, ib + 1, "+", hb[ib], ADD_LINE, width, marks_b.get(ib), ADD_MARK)
-        return out
+                    for ia, ib in zip(range(i1, i2), range(j1, j2), strict=False):
+                        marks_a[ia], marks_b[ib] = intra_line(self.a[ia], self.b[ib])
+                rows += [_row(ia + 1, "-", ha[ia], DEL_LINE, width, marks_a.get(ia), DEL_MARK)
+                         for ia in range(i1, i2)]
+                rows += [_row(ib + 1, "+", hb[ib], ADD_LINE, width, marks_b.get(ib), ADD_MARK)
+                         for ib in range(j1, j2)]
+        return DiffRows(rows, [], first_change or 0)
 
-    @staticmethod
-    def _row(out: Text, num: int, sign: str, line: Text, bg: str, width: int,
-             marks: list[tuple[int, int]] | None = None, mark_style: str = "") -> None:
-        if len(out):
-            out.append("\n")
-        out.append(f"{num:>{width}} ", style=GUTTER)
-        out.append(f"{sign} ", style=("bold red" if sign == "-" else "bold green" if sign == "+"
-                                      else GUTTER) + (f" {bg}" if bg else ""))
-        body = line.copy()
-        if bg:
-            body.stylize(bg)
-        for start, end in marks or ():
-            body.stylize(mark_style, start, end)
-        if bg:
-            body.pad_right(1)
-        out.append_text(body)
-
-    # --- side by side ------------------------------------------------------------------------
-
-    def side_by_side(self, context: int | None = 3) -> tuple[Text, Text]:
-        """Two texts with the same number of rows, so two panes scrolled together line up."""
+    def side_by_side(self, context: int | None = 3) -> DiffRows:
+        """Old and new in two columns with the same number of rows, so they scroll as one."""
         ha, hb = self._hl()
         width = len(str(max(len(self.a), len(self.b), 1)))
         left: list[Text] = []
         right: list[Text] = []
+        first_change: int | None = None
+        groups = self._groups(context)
+        if not groups or all(tag == "equal" for g in groups for tag, *_ in g):
+            return DiffRows([Text("(no changes)", style=GUTTER)], [Text("")], 0)
 
         def cell(num: int | None, line: Text | None, bg: str,
                  marks: list[tuple[int, int]] | None = None, mark_style: str = "") -> Text:
             if line is None or num is None:
                 return Text(" " * (width + 1) + "╱" * 4, style=FILLER)
             out = Text(f"{num:>{width}} ", style=GUTTER)
-            body = line.copy()
-            if bg:
-                body.stylize(bg)
-            for start, end in marks or ():
-                body.stylize(mark_style, start, end)
-            out.append_text(body)
+            out.append_text(_marked(line, bg, marks, mark_style))
             return out
 
-        for group in self._groups(context):
+        for group in groups:
             if context is not None:
                 _, i1, _, j1, _ = group[0]
                 _, _, i2, _, j2 = group[-1]
@@ -173,6 +146,8 @@ class EditDiff:
                         left.append(cell(i1 + k + 1, ha[i1 + k], ""))
                         right.append(cell(j1 + k + 1, hb[j1 + k], ""))
                     continue
+                if first_change is None:
+                    first_change = len(left)
                 for ia, ib in zip_longest(range(i1, i2), range(j1, j2)):
                     ma = mb = None
                     if ia is not None and ib is not None:
@@ -181,10 +156,40 @@ class EditDiff:
                                      None if ia is None else ha[ia], DEL_LINE, ma, DEL_MARK))
                     right.append(cell(None if ib is None else ib + 1,
                                       None if ib is None else hb[ib], ADD_LINE, mb, ADD_MARK))
-        join = Text("\n", no_wrap=True, overflow="crop")
-        lt, rt = join.join(left), join.join(right)
-        lt.no_wrap = rt.no_wrap = True
-        return lt, rt
+        return DiffRows(left, right, first_change or 0)
+
+
+@dataclass
+class DiffRows:
+    """A diff laid out for the screen: ``left`` alone (unified) or ``left`` beside ``right``."""
+
+    left: list[Text]
+    right: list[Text]
+    first_change: int  # the row of the first change, where a whole-file view starts
+
+    def __len__(self) -> int:
+        return len(self.left)
+
+
+def _marked(line: Text, bg: str, marks: list[tuple[int, int]] | None, mark_style: str) -> Text:
+    body = line.copy()
+    if bg:
+        body.stylize(bg)
+    for start, end in marks or ():
+        body.stylize(mark_style, start, end)
+    return body
+
+
+def _row(num: int, sign: str, line: Text, bg: str, width: int,
+         marks: list[tuple[int, int]] | None = None, mark_style: str = "") -> Text:
+    out = Text(f"{num:>{width}} ", style=GUTTER, no_wrap=True, end="")
+    out.append(f"{sign} ", style=("bold red" if sign == "-" else "bold green" if sign == "+"
+                                  else GUTTER) + (f" {bg}" if bg else ""))
+    body = _marked(line, bg, marks, mark_style)
+    if bg:
+        body.pad_right(1)  # the change's background shows past the line's end
+    out.append_text(body)
+    return out
 
 
 def intra_line(old: str, new: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:

@@ -42,7 +42,7 @@ async def _with_pending_edit(h: Harness, pilot: Any) -> None:
     await until(pilot, lambda: h.gate.pending_edits()
                 and isinstance(pilot.app.screen, LiveScreen)
                 and "e1" in pilot.app.screen._shown_at)
-    await pilot.pause(0.1)  # one refresh tick tells the gate the card was shown
+    await pilot.pause(0.15)  # one refresh tick (TICK_S) tells the gate the card was shown
 
 
 class TestEditKeys:

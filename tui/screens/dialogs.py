@@ -5,6 +5,7 @@ reviewer's attention started."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import tempfile
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from rich.text import Text
 from textual import on
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
@@ -169,9 +170,28 @@ class EditDialog(ModalScreen[DialogResult | None]):
         with tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False) as fh:
             fh.write(area.text)
             tmp = fh.name
+        command = [*shlex.split(editor), tmp]
         try:
-            with self.app.suspend():
-                subprocess.run([*editor.split(), tmp], check=False)
-            area.load_text(Path(tmp).read_text())
+            try:
+                with self.app.suspend():
+                    error = _run_editor(command)
+            except SuspendNotSupported:
+                # No terminal to hand over (headless, web): an editor that opens its own
+                # window, or a script, still works.
+                error = _run_editor(command, stdin=subprocess.DEVNULL)
+            if error is None:
+                area.load_text(Path(tmp).read_text())
+            else:
+                self.notify(f"$EDITOR failed: {error}", severity="error")
         finally:
             Path(tmp).unlink(missing_ok=True)
+
+
+def _run_editor(command: list[str], stdin: int | None = None) -> OSError | None:
+    """Run the editor; an error is returned, not raised, so that a suspended app always
+    resumes (Textual resumes only when the suspended block exits normally)."""
+    try:
+        subprocess.run(command, check=False, stdin=stdin)
+    except OSError as exc:
+        return exc
+    return None

@@ -30,7 +30,9 @@ from ..widgets.transcript import Transcript
 from .dialogs import DialogResult, EditDialog, TextDialog, VerdictDialog
 from .help import HelpScreen
 
-TICK_S = 1 / 15  # log tails and status lines redraw at most this often
+# Log tails and status lines redraw at most this often: 10 frames a second keeps a flood
+# readable, and each frame skipped is one a key press need not wait behind.
+TICK_S = 0.1
 CHART_S = 0.5  # the envelope chart is the costly redraw: at most twice a second
 
 
@@ -87,7 +89,7 @@ class Column(Vertical):
 
 class LiveScreen(Screen[None]):
     BINDINGS = REVIEW_BINDINGS + VIEW_BINDINGS
-    ALLOW_IN_MAXIMIZED_VIEW = "#header, #banner, Footer"
+    ALLOW_IN_MAXIMIZED_VIEW = "#top-bar, Footer"
     PALETTE = REVIEW_BINDINGS + VIEW_BINDINGS
     HELP_TITLE = "portside · keys of the live review"
 
@@ -110,16 +112,19 @@ class LiveScreen(Screen[None]):
     # --- layout ------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield TextLine(id="header")
-        agent = str(self.model.info.get("agent") or "")
-        if agent.startswith("scripted"):
-            yield Static(Text(f" SCRIPTED AGENT · replaying {clean_line(agent.partition(':')[2])}"
-                              " · not a live model: its edits were recorded in advance ",
-                              style="bold black on #e5c07b"), id="banner")
-        banner = str(self.model.info.get("banner") or "")
-        if banner and not agent.startswith("scripted"):
-            yield Static(Text(f" {clean_line(banner)} ", style="bold black on #e5c07b"),
-                         id="banner")
+        # One docked bar: a zoomed column is laid out first, and only a docked bar stays on top.
+        with Vertical(id="top-bar"):
+            yield TextLine(id="header")
+            agent = str(self.model.info.get("agent") or "")
+            if agent.startswith("scripted"):
+                yield Static(Text(f" SCRIPTED AGENT · replaying "
+                                  f"{clean_line(agent.partition(':')[2])}"
+                                  " · not a live model: its edits were recorded in advance ",
+                                  style="bold black on #e5c07b"), id="banner")
+            banner = str(self.model.info.get("banner") or "")
+            if banner and not agent.startswith("scripted"):
+                yield Static(Text(f" {clean_line(banner)} ", style="bold black on #e5c07b"),
+                             id="banner")
         with Horizontal(id="columns"):
             with Column(id="agent-col", classes="column") as col:
                 col.border_title = "Agent"

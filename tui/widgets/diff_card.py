@@ -1,38 +1,150 @@
-"""A proposed edit as a card: unified or side-by-side diff, hunks or the whole file."""
+"""A proposed edit as a card: unified or side-by-side diff, hunks or the whole file.
+
+The diff body is one Line-API widget: it renders only the rows in view, from rows laid out once
+per view. Side by side is a two-column rendering of the same widget, so both sides scroll
+together by construction, and `s` only changes which rows are drawn: the card keeps its height
+(the taller of the two views), so toggling repaints the card without a layout of the screen.
+"""
 
 from __future__ import annotations
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical
+from textual.geometry import Region, Size
 from textual.reactive import reactive
-from textual.widgets import ContentSwitcher, Static
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Static
 
-from ..diffing import EditDiff
+from ..diffing import DiffRows, EditDiff
 from ..model import EditView
+from .lines import set_virtual_size, text_strip
+
+HUNK_CONTEXT = 3
+SEPARATOR = "▕"
 
 
-class SyncedScroll(VerticalScroll):
-    """One pane of a side-by-side diff: scrolling either pane scrolls its partner."""
+class DiffBody(ScrollView, can_focus=True):
+    """The rows of one diff view, unified or side by side."""
 
-    partner: SyncedScroll | None = None
+    COMPONENT_CLASSES = {"diff-body--separator"}
+    DEFAULT_CSS = """
+    DiffBody > .diff-body--separator { color: $panel-lighten-2; }
+    """
 
-    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_y(old_value, new_value)
-        if self.partner is not None and self.partner.scroll_y != new_value:
-            self.partner.scroll_to(y=new_value, animate=False)
+    def __init__(self, diff: EditDiff, *, id: str | None = None) -> None:
+        super().__init__(id=id, classes="diff-body")
+        self.diff = diff
+        self.split = False
+        self.full = False
+        self._rows: dict[tuple[bool, bool], DiffRows] = {}
+        self._strips: dict[tuple[bool, bool], dict[int, tuple[Strip, Strip | None]]] = {}
+        self._frame: tuple[Style, int, int, int] = (Style(), 0, 0, 0)
+        self._separator = Strip([Segment(SEPARATOR)], 1)
 
-    def watch_scroll_x(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_x(old_value, new_value)
-        if self.partner is not None and self.partner.scroll_x != new_value:
-            self.partner.scroll_to(x=new_value, animate=False)
+    def rows(self, split: bool | None = None, full: bool | None = None) -> DiffRows:
+        key = (self.split if split is None else split, self.full if full is None else full)
+        if key not in self._rows:
+            context = None if key[1] else HUNK_CONTEXT
+            self._rows[key] = (self.diff.side_by_side(context) if key[0]
+                               else self.diff.unified(context))
+        return self._rows[key]
+
+    def show(self, split: bool, full: bool) -> None:
+        """Switch the view. Only `f` (a different set of rows) changes the card's height."""
+        if (split, full) == (self.split, self.full):
+            return
+        relayout = full != self.full
+        self.split, self.full = split, full
+        self._sync_virtual_size()
+        if relayout:
+            self.refresh(layout=True)
+            if full:
+                # Whole file: start where the change is, not at line 1.
+                top = max(0, self.rows().first_change - 3)
+                self.call_after_refresh(self.scroll_to, y=top, animate=False)
+            else:
+                self.call_after_refresh(self.scroll_to, y=0, animate=False)
+        self.refresh()
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        # Both views' height, so that `s` never changes the card's size (this also lays out the
+        # other view's rows before its key is pressed).
+        return max(len(self.rows(False, self.full)), len(self.rows(True, self.full)))
+
+    def on_mount(self) -> None:
+        self._sync_virtual_size()
+
+    def on_resize(self) -> None:
+        self._sync_virtual_size()
+
+    def _sync_virtual_size(self) -> None:
+        rows = self.rows()
+        width = max((t.cell_len for t in rows.left), default=0)
+        if self.split:
+            # Each column scrolls sideways by the same amount: as far as the longest side needs.
+            longest = max(width, max((t.cell_len for t in rows.right), default=0))
+            view = self.scrollable_content_region.width or self.size.width
+            column = max(1, (view - 1) // 2)
+            width = view + max(0, longest - column)
+        set_virtual_size(self, Size(width, len(rows)))
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # Style and geometry once per frame, not once per row: both walk the DOM.
+        self._frame = (self.rich_style, self.scrollable_content_region.width,
+                       int(self.scroll_x), int(self.scroll_y))
+        if self.split:
+            style = self._frame[0] + self.get_component_rich_style("diff-body--separator")
+            self._separator = Strip([Segment(SEPARATOR, style)], 1)
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        style, width, sx, sy = self._frame
+        index = sy + y
+        rows = self.rows()
+        if index >= len(rows):
+            return Strip.blank(width, style)
+        left, right = self._row_strips(index)
+        # The card's colours under the diff's own, as a Static would draw them.
+        left = left.apply_style(style)
+        if right is None:
+            return left.crop_extend(sx, sx + width, style)
+        column = max(1, (width - 1) // 2)
+        return Strip.join([
+            left.crop_extend(sx, sx + column, style),
+            self._separator,
+            right.apply_style(style).crop_extend(sx, sx + width - 1 - column, style),
+        ])
+
+    def _row_strips(self, index: int) -> tuple[Strip, Strip | None]:
+        cache = self._strips.setdefault((self.split, self.full), {})
+        cached = cache.get(index)
+        if cached is None:
+            rows = self.rows()
+            console = self.app.console
+            right = text_strip(rows.right[index], console) if self.split else None
+            cached = cache[index] = (text_strip(rows.left[index], console), right)
+        return cached
+
+    def visible_text(self) -> list[str]:
+        """The rows now in view, as plain text (tests)."""
+        rows = self.rows()
+        top = int(self.scroll_y)
+        end = min(len(rows), top + self.scrollable_content_region.height)
+        if not self.split:
+            return [rows.left[i].plain for i in range(top, end)]
+        return [f"{rows.left[i].plain} {SEPARATOR} {rows.right[i].plain}" for i in range(top, end)]
 
 
 class DiffCard(Vertical, can_focus=True):
     """One file of a proposed edit. ``s`` toggles side by side, ``f`` the whole file."""
 
-    split: reactive[bool] = reactive(False)
-    full: reactive[bool] = reactive(False)
+    # The body redraws itself; repainting the whole card (borders, title) would be wasted.
+    split: reactive[bool] = reactive(False, repaint=False)
+    full: reactive[bool] = reactive(False, repaint=False)
     selected: reactive[bool] = reactive(False)
 
     def __init__(self, view: EditView, *, id: str | None = None) -> None:
@@ -40,10 +152,9 @@ class DiffCard(Vertical, can_focus=True):
         self.view = view
         e = view.event
         self.diff = EditDiff(e.before, e.after, e.path)
+        self.body = DiffBody(self.diff)
         self.index = 1
         self.total = 1
-        self._rendered: tuple[bool, bool] | None = None
-        self._filled: set[tuple[bool, bool]] = set()  # bodies already rendered into the panes
         self._ready = False
 
     @property
@@ -54,28 +165,11 @@ class DiffCard(Vertical, can_focus=True):
         yield Static(self._title(), classes="card-title")
         if self.view.event.rationale:
             yield Static(Text(self.view.event.rationale), classes="card-rationale")
-        with ContentSwitcher(initial="unified", classes="card-body"):
-            with VerticalScroll(id="unified", classes="diff-pane"):
-                yield Static(id="unified-text")
-            with Horizontal(id="split"):
-                yield SyncedScroll(Static(id="left-text"), id="left", classes="diff-pane")
-                yield SyncedScroll(Static(id="right-text"), id="right", classes="diff-pane")
+        yield self.body
         yield Static(self._hint(), classes="card-hint")
 
     def on_mount(self) -> None:
-        left, right = self.query_one("#left", SyncedScroll), self.query_one("#right", SyncedScroll)
-        left.partner, right.partner = right, left
         self._ready = True
-        self._render_body()
-        # Render the other view now, off the key path: `s` then only switches panes.
-        self.call_after_refresh(self._prefill)
-
-    def _prefill(self) -> None:
-        if (True, False) not in self._filled and not self.full:
-            left, right = self.diff.side_by_side(3)
-            self.query_one("#left-text", Static).update(left)
-            self.query_one("#right-text", Static).update(right)
-            self._filled.add((True, False))
 
     def _title(self) -> Text:
         e, st = self.view.event, self.diff.stats
@@ -108,37 +202,10 @@ class DiffCard(Vertical, can_focus=True):
             self.query_one(".card-hint", Static).update(self._hint())
 
     def watch_split(self) -> None:
-        self._render_body()
+        self.body.show(self.split, self.full)
 
     def watch_full(self) -> None:
-        self._render_body()
+        self.body.show(self.split, self.full)
 
     def watch_selected(self, selected: bool) -> None:
         self.set_class(selected, "selected")
-
-    def _render_body(self) -> None:
-        if not self._ready or self._rendered == (self.split, self.full):
-            return
-        self._rendered = (self.split, self.full)
-        context = None if self.full else 3
-        switcher = self.query_one(ContentSwitcher)
-        key = (self.split, self.full)
-        if self.split:
-            if key not in self._filled:
-                left, right = self.diff.side_by_side(context)
-                self.query_one("#left-text", Static).update(left)
-                self.query_one("#right-text", Static).update(right)
-                self._filled.discard((True, not self.full))
-                self._filled.add(key)
-            switcher.current = "split"
-        else:
-            if key not in self._filled:
-                self.query_one("#unified-text", Static).update(self.diff.unified(context))
-                self._filled.discard((False, not self.full))
-                self._filled.add(key)
-            switcher.current = "unified"
-        if self.full:
-            # Whole file: start where the change is, not at line 1.
-            line = self.diff.first_changed_line()
-            for pane in self.query(".diff-pane"):
-                pane.call_after_refresh(pane.scroll_to, y=max(0, line - 3), animate=False)

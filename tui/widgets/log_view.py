@@ -12,13 +12,14 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from portside.core.textsafe import clean_line
 
 from ..linestore import LineStore
+from .lines import plain_strip, set_virtual_size, text_strip
 
 MATCH_STYLE = Style(bgcolor="#8a6d00", color="#ffffff", bold=True)
 CURRENT_STYLE = Style(bgcolor="#2c4f7c")
@@ -35,8 +36,9 @@ class LogView(ScrollView, can_focus=True):
         self.follow = True
         self.search: str = ""
         self.current: int | None = None  # the line of the current search match
-        self._cache: LRUCache[tuple[int, str], Strip] = LRUCache(512)
+        self._cache: LRUCache[tuple[int, str, bool, int, int, Style], Strip] = LRUCache(256)
         self._shown = 0
+        self._frame: tuple[Style, int, int, int] = (Style(), 0, 0, 0)
 
     # --- data --------------------------------------------------------------------------------
 
@@ -47,7 +49,8 @@ class LogView(ScrollView, can_focus=True):
             return
         self._shown = n
         width = min(self.lines.max_len, 4200) + 1
-        self.virtual_size = Size(width, n)
+        # Not a layout of the screen per batch: the log's box does not depend on its length.
+        set_virtual_size(self, Size(width, n))
         if self.follow:
             self._to_tail()
             # The container may not have its final size yet on the first sync.
@@ -101,33 +104,40 @@ class LogView(ScrollView, can_focus=True):
 
     # --- rendering ---------------------------------------------------------------------------
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # Style and geometry once per frame, not once per line: both walk the DOM.
+        self._frame = (self.rich_style, self.scrollable_content_region.width,
+                       int(self.scroll_x), int(self.scroll_y))
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
-        index = int(self.scroll_y) + y
-        width = self.scrollable_content_region.width
-        style = self.rich_style
+        style, width, sx, sy = self._frame
+        index = sy + y
         if index >= len(self.lines):
             return Strip.blank(width, style)
-        strip = self._line_strip(index)
-        return strip.crop_extend(int(self.scroll_x), int(self.scroll_x) + width, style)
+        # The finished row is cached, not a strip to crop per frame: under a flood every row
+        # is new each frame, and each derived Strip is garbage the collector has to walk.
+        key = (index, self.search, index == self.current, sx, width, style)
+        strip = self._cache.get(key)
+        if strip is None:
+            strip = self._cache[key] = self._render_row(index, sx, width, style)
+        return strip
 
-    def _line_strip(self, index: int) -> Strip:
-        key = (index, self.search)
-        cached = self._cache.get(key)
-        if cached is not None and index != self.current:
-            return cached
-        # Plain Text: run output is data, never markup.
-        text = Text(clean_line(self.lines[index]), no_wrap=True, end="")
+    def _render_row(self, index: int, sx: int, width: int, style: Style) -> Strip:
+        line = clean_line(self.lines[index])
+        if not self.search and index != self.current:
+            # Run output is data, never markup: nothing to style but the widget's colours.
+            if line.isascii():  # one cell per character: crop the string itself
+                return Strip([Segment(line[sx:sx + width].ljust(width), style)], width)
+            return plain_strip(line).apply_style(style).crop_extend(sx, sx + width, style)
+        text = Text(line, no_wrap=True, end="")
+        if index == self.current:
+            text.stylize(CURRENT_STYLE)  # first: the match marks must stay visible on top
         if self.search:
             text.highlight_words([self.search], MATCH_STYLE,
                                  case_sensitive=self.search != self.search.lower())
-        if index == self.current:
-            text.stylize(CURRENT_STYLE)
-        segments = list(text.render(self.app.console))
-        strip = Strip(segments, text.cell_len)
-        if not segments:
-            strip = Strip([Segment("")], 0)
-        self._cache[key] = strip
-        return strip
+        strip = text_strip(text, self.app.console).apply_style(style)
+        return strip.crop_extend(sx, sx + width, style)
 
     def visible_text(self) -> list[str]:
         """The cleaned lines now on screen (tests)."""

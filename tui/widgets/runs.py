@@ -21,7 +21,7 @@ def pane_id(run_id: str) -> str:
 class RunPane(TabPane):
     BINDINGS = [
         Binding("slash", "search", "Search log", id="run.search",
-                tooltip="Search this run's log (enter: next match, shift+enter: previous)"),
+                tooltip="Search this run's log (enter: next match, wrapping; esc: close)"),
         Binding("G", "tail", "Follow tail", id="run.tail", show=False,
                 tooltip="Jump to the end of the log and follow new lines again"),
     ]
