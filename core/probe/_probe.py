@@ -22,7 +22,7 @@ from typing import Any
 FLUSH_EVERY_STEPS = 20
 FLUSH_EVERY_S = 1.0
 MAX_COMPILE_CAUSES = 50
-NORM_BUDGET = 0.005  # share of the step time the probe's own grad norm may take on CPU
+NORM_BUDGET = 0.003  # share of the step time the probe's own grad norm may take on CPU
 NORM_MAX_STRIDE = 50
 # At exit, how long to wait for the background writer; on a signal less (the runner kills 1 s
 # after SIGTERM).
@@ -684,7 +684,7 @@ class Probe:
             return "off (PORTSIDE_PROBE_NORM_EVERY=0)"
         if self.norm_every is not None:
             return "every step" if self.norm_every == 1 else f"every {self.norm_every} steps"
-        return "auto (every step; on CPU stretched to cost <= 0.5% of the step)"
+        return "auto (every step; on CPU stretched to cost <= 0.3% of the step)"
 
     def _update_facts(self, opt: Any) -> None:
         torch = self.torch

@@ -62,7 +62,7 @@ def test_grad_scaler_loss_is_unscaled(probe_run: ProbeRun) -> None:
 
 
 def test_no_clip_probe_computes_norm(probe_run: ProbeRun) -> None:
-    # every step (unset, on CPU the stride stretches when the norm costs >0.5% of a step)
+    # every step (unset, on CPU the stride stretches when the norm costs >0.3% of a step)
     proc, out = probe_run("train_cpu.py", "--no-clip", PORTSIDE_PROBE_NORM_EVERY="1")
     steps = assert_matches(proc.stdout, read_records(out), "probe")
     own = ground_truth(proc.stdout, "OWN")
