@@ -86,6 +86,8 @@ def insert_rows(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]])
         chunks = map(rows.__getitem__, map(slice, range(i, end, k), range(i + k, end + k, k)))
         conn.executemany(stmt, map(tuple, map(chain.from_iterable, chunks)))
         i = end
+
+
 def event_row(event: ev.Event, body: bytes) -> tuple[str, int, float, str, str]:
     return (event.session_id, event.seq, event.ts, _TAGS[type(event)], body.decode())
 

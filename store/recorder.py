@@ -135,9 +135,7 @@ class Recorder:
                 self._projected.append(event)
             if done is not None:
                 self._waiters.append(done)
-            if self._writer_idle:
-                self._writer_idle = False
-                self._wake.notify()
+            self._notify()
 
     # --- writer thread -----------------------------------------------------------------------
 

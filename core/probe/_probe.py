@@ -476,7 +476,8 @@ class Probe:
             grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
             if not grads or any(g.is_sparse for g in grads):
                 return
-            if grads[0].device.type == "xla":
+            on_xla = grads[0].device.type == "xla"
+            if on_xla:
                 if self.norm_every is None:
                     # Off by default on torch_xla: there the norm can only be part of the step
                     # graph (on its own it would compile), and on XLA:CPU its reductions cost
@@ -490,7 +491,7 @@ class Probe:
                 fn = self._orig.get("get_total_norm")
                 # On XLA torch has no foreach kernels and runs these same per-tensor ops, after
                 # ~0.15 ms of Python grouping per step that this skips.
-                if fn is not None and grads[0].device.type != "xla":
+                if fn is not None and not on_xla:
                     norm = fn(grads, 2.0)
                 else:
                     norm = torch.linalg.vector_norm(
