@@ -279,6 +279,22 @@ def _agent_from_spec(spec: str, model: str | None) -> Any:
     raise click.BadParameter(f"{spec!r}: use claude, claude:MODEL or scripted:FILE", param_hint="--agent")
 
 
+def _load_criteria(command: str, criteria_file: Path | None, target: str,
+                   reference_target: str) -> Any:
+    """The criteria of a run or verify session, its targets checked; a usage error exits 2."""
+    from portside.core.checks import validate_target
+    from portside.core.criteria import CriteriaError, load_criteria
+
+    try:
+        criteria = load_criteria(criteria_file)
+        validate_target(target)
+        validate_target(reference_target)
+    except (CriteriaError, ValueError, OSError) as exc:
+        click.echo(f"portside {command}: {exc}", err=True)
+        sys.exit(2)
+    return criteria
+
+
 def run_session(config: Any, store: Any, *, headless: bool, session_id: str | None = None,
                 show_output: bool = False, as_json: bool = False) -> int:
     """Run one session live (Textual) or headless; returns the exit status (0 pass, 1 fail)."""
@@ -341,8 +357,6 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
             headless: bool, timeout_s: float | None, stall_s: float | None, as_json: bool,
             resume: str | None, db: Path | None) -> None:
     """Review a live migration session (with an agent, or verification runs only)."""
-    from portside.core.checks import validate_target
-    from portside.core.criteria import CriteriaError, load_criteria
     from portside.core.session import SessionConfig
 
     if resume:
@@ -354,13 +368,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
     policy = policy or ("auto" if headless else "ask")
     if headless and policy == "ask":
         raise click.UsageError("--headless has no reviewer to ask: use --policy auto or runs-only")
-    try:
-        criteria = load_criteria(criteria_file)
-        validate_target(target)
-        validate_target(reference_target)
-    except (CriteriaError, ValueError, OSError) as exc:
-        click.echo(f"portside run: {exc}", err=True)
-        sys.exit(2)
+    criteria = _load_criteria("run", criteria_file, target, reference_target)
     agent = _agent_from_spec(agent_spec, model)
     if agent is not None and project is None:
         raise click.UsageError("an agent session needs PROJECT (the folder to port)")
@@ -405,20 +413,12 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
 
     from rich.console import Console
 
-    from portside.core.checks import validate_target
-    from portside.core.criteria import CriteriaError, load_criteria
     from portside.core.session import SessionConfig, SessionEngine
 
     from .headless import ConsoleLog, emit_result
 
     err = Console(stderr=True, highlight=False)
-    try:
-        criteria = load_criteria(criteria_file)
-        validate_target(target)
-        validate_target(reference_target)
-    except (CriteriaError, ValueError, OSError) as exc:
-        click.echo(f"portside verify: {exc}", err=True)
-        sys.exit(2)
+    criteria = _load_criteria("verify", criteria_file, target, reference_target)
     store = _open_store(ctx, db)
     config = SessionConfig(
         project=cwd.resolve(), target=target, reference_command=reference,

@@ -78,6 +78,9 @@ class EditDiff:
         return self._ha, self._hb
 
     def _groups(self, context: int | None) -> list[list[tuple[str, int, int, int, int]]]:
+        """The hunks to show (one group for the whole file); none when nothing changed."""
+        if not (self.stats.added or self.stats.removed):  # every opcode is 'equal'
+            return []
         if context is None:
             return [self.opcodes]
         return list(self._sm.get_grouped_opcodes(context))
@@ -91,7 +94,7 @@ class EditDiff:
         rows: list[Text] = []
         first_change: int | None = None
         groups = self._groups(context)
-        if not groups or all(tag == "equal" for g in groups for tag, *_ in g):
+        if not groups:
             return DiffRows([Text("(no changes)", style=GUTTER)], [], 0)
         for group in groups:
             if context is not None:
@@ -123,7 +126,7 @@ class EditDiff:
         right: list[Text] = []
         first_change: int | None = None
         groups = self._groups(context)
-        if not groups or all(tag == "equal" for g in groups for tag, *_ in g):
+        if not groups:
             return DiffRows([Text("(no changes)", style=GUTTER)], [Text("")], 0)
 
         def cell(num: int | None, line: Text | None, bg: str,

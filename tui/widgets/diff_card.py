@@ -21,7 +21,7 @@ from textual.widgets import Static
 
 from ..diffing import DiffRows, EditDiff
 from ..model import EditView
-from .lines import set_virtual_size, text_strip
+from .lines import Frame, frame, set_virtual_size, text_strip
 
 HUNK_CONTEXT = 3
 SEPARATOR = "▕"
@@ -42,7 +42,7 @@ class DiffBody(ScrollView, can_focus=True):
         self.full = False
         self._rows: dict[tuple[bool, bool], DiffRows] = {}
         self._strips: dict[tuple[bool, bool], dict[int, tuple[Strip, Strip | None]]] = {}
-        self._frame: tuple[Style, int, int, int] = (Style(), 0, 0, 0)
+        self._frame: Frame = (Style(), 0, 0, 0)
         self._separator = Strip([Segment(SEPARATOR)], 1)
 
     def rows(self, split: bool | None = None, full: bool | None = None) -> DiffRows:
@@ -93,9 +93,7 @@ class DiffBody(ScrollView, can_focus=True):
         set_virtual_size(self, Size(width, len(rows)))
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        # Style and geometry once per frame, not once per row: both walk the DOM.
-        self._frame = (self.rich_style, self.scrollable_content_region.width,
-                       int(self.scroll_x), int(self.scroll_y))
+        self._frame = frame(self)
         if self.split:
             style = self._frame[0] + self.get_component_rich_style("diff-body--separator")
             self._separator = Strip([Segment(SEPARATOR, style)], 1)

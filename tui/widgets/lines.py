@@ -5,12 +5,22 @@ from __future__ import annotations
 from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Span, Text
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 EMPTY = Strip([Segment("")], 0)
+
+Frame = tuple[Style, int, int, int]  # the view's style, width, scroll x, scroll y
+
+
+def frame(view: ScrollView) -> Frame:
+    """What every row of a frame needs, read once per frame (in ``render_lines``) rather than
+    once per row: the style and the geometry both walk the DOM."""
+    return (view.rich_style, view.scrollable_content_region.width, int(view.scroll_x),
+            int(view.scroll_y))
 
 
 def text_strip(text: Text, console: Console) -> Strip:

@@ -19,7 +19,7 @@ from textual.strip import Strip
 from portside.core.textsafe import clean_line
 
 from ..linestore import LineStore
-from .lines import plain_strip, set_virtual_size, text_strip
+from .lines import Frame, frame, plain_strip, set_virtual_size, text_strip
 
 MATCH_STYLE = Style(bgcolor="#8a6d00", color="#ffffff", bold=True)
 CURRENT_STYLE = Style(bgcolor="#2c4f7c")
@@ -38,7 +38,7 @@ class LogView(ScrollView, can_focus=True):
         self.current: int | None = None  # the line of the current search match
         self._cache: LRUCache[tuple[int, str, bool, int, int, Style], Strip] = LRUCache(256)
         self._shown = 0
-        self._frame: tuple[Style, int, int, int] = (Style(), 0, 0, 0)
+        self._frame: Frame = (Style(), 0, 0, 0)
 
     # --- data --------------------------------------------------------------------------------
 
@@ -105,9 +105,7 @@ class LogView(ScrollView, can_focus=True):
     # --- rendering ---------------------------------------------------------------------------
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        # Style and geometry once per frame, not once per line: both walk the DOM.
-        self._frame = (self.rich_style, self.scrollable_content_region.width,
-                       int(self.scroll_x), int(self.scroll_y))
+        self._frame = frame(self)
         return super().render_lines(crop)
 
     def render_line(self, y: int) -> Strip:
