@@ -18,6 +18,7 @@ import json
 import os
 import re
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -26,7 +27,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import events as ev
-from .probe import inject_env
+from .probe import inject_env, probe_dir
+from .sandbox import Sandbox
 from .textsafe import decode_line
 
 SECRET_PATTERNS = ("*_API_KEY", "*_TOKEN", "*_SECRET", "*_SECRET_*", "*_ACCESS_KEY", "*_PASSWORD")
@@ -115,11 +117,15 @@ class Executor(Protocol):
 
 
 class _LocalHandle:
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, sandboxed: bool = False,
+                 tag: str = "") -> None:
         self.proc = proc
         self.pid = proc.pid
-        self.pgid = proc.pid  # start_new_session: the shell leads its own group
+        self.pgid = proc.pid  # start_new_session: the shell (or bwrap) leads its own group
+        self.sandboxed = sandboxed
+        self.tag = tag  # this run's PORTSIDE_PROBE_OUT: finds its orphans reparented to us
         self._seen: set[int] = set()
+        self._orphans: set[int] = set()
         _LIVE.add(self)
 
     def _descendants(self) -> set[int]:
@@ -129,9 +135,11 @@ class _LocalHandle:
 
             kids = psutil.Process(self.pid).children(recursive=True)
             self._seen.update(k.pid for k in kids)
+            if not self.sandboxed:
+                self._orphans.update(_orphans_of(self.tag))
         except Exception:
             pass
-        return self._seen
+        return self._seen | self._orphans
 
     def remember(self) -> None:
         self._descendants()
@@ -141,14 +149,85 @@ class _LocalHandle:
 
     def kill_all(self, sig: int) -> None:
         pids = self._descendants()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pgid, sig)
+        if self.sandboxed and sig != signal.SIGKILL:
+            # bwrap dies at once on SIGTERM and takes the namespace with it: the probe inside
+            # would not flush. Ask the processes inside instead (bwrap and its pid 1 spared).
+            with contextlib.suppress(Exception):
+                import psutil
+
+                inner = {c.pid for c in psutil.Process(self.pid).children()}
+                pids = pids - inner - {self.pid}
+        else:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pgid, sig)
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
+        if sig == signal.SIGKILL:
+            _reap(self._orphans)
 
     def forget(self) -> None:
         _LIVE.discard(self)
+
+
+def _orphans_of(tag: str) -> set[int]:
+    """Processes of this run that double-forked: reparented to portside (the subreaper), found
+    by the probe file their environment names, and everything below them."""
+    import psutil
+
+    if not tag:
+        return set()
+    live = {h.pid for h in _LIVE}
+    found: set[int] = set()
+    for child in psutil.Process().children():
+        if child.pid in live:
+            continue
+        try:
+            if child.environ().get("PORTSIDE_PROBE_OUT") != tag:
+                continue
+            found.add(child.pid)
+            found.update(k.pid for k in child.children(recursive=True))
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def _reap(pids: set[int]) -> None:
+    """Collect the exit status of orphans that became our children (no zombies left)."""
+    deadline = time.monotonic() + 1.0
+    waiting = set(pids)
+    while waiting and time.monotonic() < deadline:
+        for pid in list(waiting):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                waiting.discard(pid)  # not our child (a grandchild), or already reaped
+                continue
+            if done:
+                waiting.discard(pid)
+        if waiting:
+            time.sleep(0.01)
+
+
+_SUBREAPER = False
+
+
+def become_subreaper() -> bool:
+    """Linux: orphans of our runs (double-forked daemons) are reparented to portside rather
+    than to init, so they can be found and killed with their run. False where unsupported."""
+    global _SUBREAPER
+    if _SUBREAPER:
+        return True
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        _SUBREAPER = libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+    return _SUBREAPER
 
 
 _LIVE: set[_LocalHandle] = set()
@@ -162,13 +241,21 @@ def _kill_live_runs() -> None:
 
 
 class LocalExecutor:
+    """Runs on this machine; inside ``sandbox`` (bubblewrap) when one is given."""
+
+    def __init__(self, sandbox: Sandbox | None = None) -> None:
+        self.sandbox = sandbox
+
     async def start(
         self, command: str, cwd: Path, env: dict[str, str]
     ) -> tuple[Handle, asyncio.StreamReader]:
+        argv = ["/bin/sh", "-c", command]
+        if self.sandbox is not None:
+            argv = self.sandbox.wrap(argv, cwd, env)
+        else:
+            become_subreaper()
         proc = await asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
-            command,
+            *argv,
             cwd=str(cwd),
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
@@ -178,7 +265,8 @@ class LocalExecutor:
             limit=1 << 20,
         )
         assert proc.stdout is not None
-        return _LocalHandle(proc), proc.stdout
+        handle = _LocalHandle(proc, self.sandbox is not None, env.get("PORTSIDE_PROBE_OUT", ""))
+        return handle, proc.stdout
 
 
 Emit = Callable[[ev.Event], object]
@@ -200,6 +288,15 @@ class Runner:
         self.executor = executor or LocalExecutor()
         self._aborts: dict[str, asyncio.Event] = {}
         self.on_records: Callable[[str, list[dict[str, Any]]], None] | None = None
+
+    def use_sandbox(self, sandbox: Sandbox | None) -> None:
+        """Run every later command of this runner inside ``sandbox`` (local runs only); the
+        probe's output directory is writable in it."""
+        if isinstance(self.executor, LocalExecutor):
+            self.probe_dir.mkdir(parents=True, exist_ok=True)
+            self.executor.sandbox = sandbox and sandbox.with_writable(self.probe_dir).with_readable(
+                probe_dir().parent  # the probe's own code (inject/ loads ../_probe.py)
+            )
 
     def abort(self, run_id: str) -> bool:
         flag = self._aborts.get(run_id)
