@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-__all__ = ["Sandbox", "describe", "unavailable", "bwrap_path"]
+__all__ = ["Confinement", "Sandbox", "auto_refusal", "bwrap_path", "session_sandbox", "unavailable"]
 
 #: Device nodes accelerators need, bound through when present (the rest of /dev is minimal).
 DEVICE_GLOBS = (
@@ -282,9 +282,50 @@ def _python_paths(interp: str, env: tuple[tuple[str, str], ...]) -> tuple[str, .
     return tuple(p for p in paths if p)
 
 
-def describe(sb: Sandbox | None, reason: str | None = None) -> str:
-    """One line for the screen: what confines the runs."""
-    if sb is None:
-        return f"runs are NOT sandboxed: {reason}" if reason else "runs are not sandboxed"
-    net = "network on" if sb.network else "no network"
-    return f"runs sandboxed (bubblewrap): project and home hidden, {net}"
+# --- agent sessions ------------------------------------------------------------------------
+
+
+def auto_refusal(policy: str, has_agent: bool, no_sandbox: bool) -> str:
+    """Why an agent session under ``--policy auto`` (its code runs with nobody reviewing it)
+    must not start here: no sandbox, and the user did not say ``--no-sandbox``. "" if fine."""
+    if not has_agent or policy != "auto" or no_sandbox:
+        return ""
+    reason = unavailable()
+    if reason is None:
+        return ""
+    return (f"runs cannot be sandboxed here ({reason}); --policy auto would run the agent's "
+            "code unreviewed and unconfined as you. Pass --no-sandbox to accept that, or use "
+            "--policy ask")
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What an agent session's runs get: the sandbox (None: unconfined), a session.state for
+    the screen, and why the session must not go on ("" when it may)."""
+
+    sandbox: Sandbox | None
+    state: str  # "sandboxed" | "unsandboxed"
+    detail: str
+    refused: str = ""
+
+
+def session_sandbox(project: str | os.PathLike[str], work_root: str | os.PathLike[str] | None,
+                    *, network: bool, wanted: bool, policy: str, has_agent: bool,
+                    writable: Sequence[str | os.PathLike[str]] = (),
+                    withheld: Sequence[str] = ()) -> Confinement:
+    """The sandbox of an agent session's runs (references and candidates alike, so both run
+    in the same world). ``wanted`` False: the user said --no-sandbox."""
+    kept = ""
+    if withheld:
+        names = ", ".join(withheld[:5]) + (f" and {len(withheld) - 5} more" if len(withheld) > 5
+                                           else "")
+        kept = f"; secret-looking files not copied: {names} ([sandbox] secrets = true to copy)"
+    reason = unavailable() if wanted else "turned off with --no-sandbox"
+    if reason is None:
+        sb = Sandbox.for_project(project, work_root, network=network).with_writable(*writable)
+        net = "network on" if network else "no network"
+        return Confinement(sb, "sandboxed", f"runs in bubblewrap: project and home hidden, "
+                                            f"only the workspace writable, {net}{kept}")
+    refused = auto_refusal(policy, has_agent, not wanted)
+    return Confinement(None, "unsandboxed", f"runs are NOT sandboxed: {reason}; the agent's "
+                                            f"code runs as you{kept}", refused)

@@ -60,6 +60,7 @@ class SessionConfig:
     # the CLI passes <db dir>/work, so a killed session's workspace outlives reboots.
     work_root: Path | None = None
     isolate: bool = False  # runs in copies of the project (agent sessions), not in it
+    sandbox: bool = True  # isolated runs inside bubblewrap where available (False: --no-sandbox)
     reviewer: str = ""
     title: str = ""
     reference_env: dict[str, str] | None = None
@@ -210,6 +211,7 @@ class SessionEngine:
             "timeout_s": c.timeout_s,
             "stall_s": c.stall_s,
             "isolate": c.isolate,
+            "sandbox": c.sandbox,
             "workdir": str(Path(os.path.abspath(self.workdir))),
             "criteria_path": c.criteria_path,
             "criteria_toml": toml,
@@ -259,6 +261,7 @@ class SessionEngine:
             mode=mode or started.mode,
             workdir=Path(r["workdir"]),
             isolate=bool(r.get("isolate")),
+            sandbox=bool(r.get("sandbox", True)),
             reviewer=r.get("reviewer") or "",
             title=started.title,
             reference_env=r.get("reference_env"),
@@ -432,8 +435,9 @@ class SessionEngine:
         done = self.workdir / "reference.copied"  # a copy cut short by a kill is made again
         if pristine.exists() and not done.exists():
             shutil.rmtree(pristine)
+        secrets = self.criteria.sandbox.secrets
         if not pristine.exists():
-            Workspace.pristine_copy(project, pristine)
+            Workspace.pristine_copy(project, pristine, secrets=secrets)
             done.touch()
         home = self.workdir / "workspaces" / self.session_id
         self.workspace = None
@@ -446,8 +450,23 @@ class SessionEngine:
                 shutil.rmtree(home)  # created half-way before the kill; nothing of value in it
         if self.workspace is None:
             self.workspace = Workspace.create(project, self.workdir / "workspaces",
-                                              name=self.session_id)
+                                              name=self.session_id, secrets=secrets)
+        self._confine_runs()
         return pristine, self.workspace.root
+
+    def _confine_runs(self) -> None:
+        """Agent sessions: every run in the sandbox (or, where none, say so on screen)."""
+        from .sandbox import session_sandbox
+
+        assert self.workspace is not None
+        c = session_sandbox(self.config.project, self.config.work_root or self.workdir,
+                            network=self.criteria.sandbox.network, wanted=self.config.sandbox,
+                            policy=self.config.policy, has_agent=self.config.agent is not None,
+                            writable=[self.workspace.tree], withheld=self.workspace.withheld)
+        self.verifier.runner.use_sandbox(c.sandbox)
+        self.bus.publish(ev.SessionState(session_id=self.session_id, state=c.state,
+                                         detail=c.detail))
+        self._stop_reason = self._stop_reason or c.refused
 
     async def _candidate(self, cwd: Path) -> RunReport:
         return await self.verifier.run_candidate(
@@ -828,6 +847,7 @@ def criteria_from_dict(data: dict[str, Any]) -> Criteria:
         performance=build(cr.PerformanceCriteria, data.get("performance", {})),
         hardware=build(cr.HardwareCriteria, data.get("hardware", {})),
         budget=build(cr.BudgetCriteria, data.get("budget", {})),
+        sandbox=build(cr.SandboxCriteria, data.get("sandbox", {})),
         prices=tuple(sorted((data.get("prices") or {}).items())),
         output=tuple(cr.OutputPattern(o["name"], o["pattern"]) for o in data.get("output", [])),
         source=data.get("source", "<log>"),

@@ -304,11 +304,12 @@ def run_session(config: Any, store: Any, *, headless: bool, session_id: str | No
 
     from portside.core.session import SessionEngine
 
-    from .headless import ConsoleLog, emit_result
+    from .headless import ConsoleLog, emit_result, install_signal_handlers
 
     if config.workdir is None and config.work_root is None:
         config.work_root = Path(store.path).resolve().parent / "work"  # durable: --resume
     engine = SessionEngine(config, store.recorder, session_id=session_id)
+    signals = install_signal_handlers(lambda name: engine.stop(f"portside received {name}"))
     if headless:
         err = Console(stderr=True, highlight=False)
         engine.bus.subscribe(ConsoleLog(err, show_output=show_output))
@@ -316,7 +317,7 @@ def run_session(config: Any, store: Any, *, headless: bool, session_id: str | No
             result = asyncio.run(engine.run())
         except KeyboardInterrupt:
             err.print("interrupted: runs killed; the session is recorded as failed")
-            return 130
+            return 128 + (signals[0] if signals else 2)
         _warm(store, engine.session_id)
         data = result.to_json()
         return emit_result(data, as_json)
@@ -349,13 +350,16 @@ def run_session(config: Any, store: Any, *, headless: bool, session_id: str | No
 @click.option("--stall", "stall_s", type=click.FloatRange(min=0, min_open=True), default=None)
 @click.option("--json", "as_json", is_flag=True, help="With --headless: one JSON object on stdout.")
 @click.option("--resume", "resume", default=None, help="Continue a killed session from its log.")
+@click.option("--no-sandbox", "no_sandbox", is_flag=True,
+              help="Agent sessions: run without the bubblewrap sandbox (needed for --policy auto "
+                   "where none is available).")
 @_db_option
 @click.pass_context
 def run_cmd(ctx: click.Context, project: Path | None, target: str | None, reference: str | None,
             candidate: str | None, criteria_file: Path | None, reference_runs: int,
             reference_target: str, agent_spec: str, model: str | None, policy: str | None,
             headless: bool, timeout_s: float | None, stall_s: float | None, as_json: bool,
-            resume: str | None, db: Path | None) -> None:
+            resume: str | None, no_sandbox: bool, db: Path | None) -> None:
     """Review a live migration session (with an agent, or verification runs only)."""
     from portside.core.session import SessionConfig
 
@@ -372,6 +376,10 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
     agent = _agent_from_spec(agent_spec, model)
     if agent is not None and project is None:
         raise click.UsageError("an agent session needs PROJECT (the folder to port)")
+    from portside.core.sandbox import auto_refusal
+
+    if refusal := auto_refusal(policy, agent is not None, no_sandbox):
+        raise click.UsageError(refusal)
     project = (project or Path.cwd()).resolve()
     reference = reference or "python train.py"
     store = _open_store(ctx, db)
@@ -380,6 +388,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
         criteria=criteria, criteria_path=str(criteria_file or ""), reference_runs=reference_runs,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s, agent=agent,
         policy=policy, mode="headless" if headless else "live", isolate=agent is not None,
+        sandbox=not no_sandbox,
     )
     try:
         code = run_session(config, store, headless=headless, as_json=as_json)
@@ -415,7 +424,7 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
 
     from portside.core.session import SessionConfig, SessionEngine
 
-    from .headless import ConsoleLog, emit_result
+    from .headless import ConsoleLog, emit_result, install_signal_handlers
 
     err = Console(stderr=True, highlight=False)
     criteria = _load_criteria("verify", criteria_file, target, reference_target)
@@ -429,13 +438,14 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
     )
     engine = SessionEngine(config, store.recorder)
     engine.bus.subscribe(ConsoleLog(err, show_output=verbose))
+    signals = install_signal_handlers(lambda name: engine.stop(f"portside received {name}"))
     try:
         result = asyncio.run(engine.run())
         _warm(store, engine.session_id)
     except KeyboardInterrupt:
         err.print("portside verify: interrupted; runs killed, session recorded as failed")
         store.close()
-        sys.exit(130)
+        sys.exit(128 + (signals[0] if signals else 2))
     finally:
         store.close()
     sys.exit(emit_result(result.to_json(), as_json))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -105,3 +107,26 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
     verdict = result["verdict"]
     console.print(Text(f"verdict: {verdict.upper()} ({result['outcome']}; {result.get('reason', '')})",
                        style="bold green" if verdict == "pass" else "bold red"))
+
+
+def install_signal_handlers(on_signal: Callable[[str], object] | None = None) -> list[int]:
+    """SIGTERM (CI cancelling, `timeout`, Kubernetes) and SIGHUP (terminal closed, ssh dropped)
+    end portside the way Ctrl-C does: ``on_signal(name)`` first (e.g. the engine's stop, so
+    the session ends with the signal as its reason), then what SIGINT does now (asyncio
+    cancels the session: runs killed, session ended). Returns the list the signals received
+    are appended to (for the exit status 128+N)."""
+    got: list[int] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        got.append(signum)
+        if on_signal is not None:
+            on_signal(signal.Signals(signum).name)
+        current = signal.getsignal(signal.SIGINT)
+        if callable(current):
+            current(signal.SIGINT, frame)
+        else:  # SIGINT ignored (started in the background): interrupt all the same
+            raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+    return got
