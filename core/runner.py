@@ -117,35 +117,37 @@ class Executor(Protocol):
 
 
 class _LocalHandle:
-    def __init__(self, proc: asyncio.subprocess.Process, sandboxed: bool = False,
-                 tag: str = "") -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, sandboxed: bool = False) -> None:
         self.proc = proc
         self.pid = proc.pid
         self.pgid = proc.pid  # start_new_session: the shell (or bwrap) leads its own group
         self.sandboxed = sandboxed
-        self.tag = tag  # this run's PORTSIDE_PROBE_OUT: finds its orphans reparented to us
         self._seen: set[int] = set()
-        self._orphans: set[int] = set()
         _LIVE.add(self)
 
     def _descendants(self) -> set[int]:
-        # Children that called setsid() leave the group; remember them while they are visible.
+        # Children that called setsid() leave the group; remember them while they are visible
+        # (below the run's reaper or bwrap, where they stay even when they double-fork).
         try:
             import psutil
 
             kids = psutil.Process(self.pid).children(recursive=True)
             self._seen.update(k.pid for k in kids)
-            if not self.sandboxed:
-                self._orphans.update(_orphans_of(self.tag))
         except Exception:
             pass
-        return self._seen | self._orphans
+        return self._seen
 
     def remember(self) -> None:
         self._descendants()
 
     async def wait(self) -> int:
         return await self.proc.wait()
+
+    @property
+    def returncode(self) -> int | None:
+        """Set once the command itself exited, even while what it left behind still holds
+        the output pipe open (``wait()`` returns only when the pipe closes)."""
+        return self.proc.returncode
 
     def kill_all(self, sig: int) -> None:
         pids = self._descendants()
@@ -163,71 +165,13 @@ class _LocalHandle:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
-        if sig == signal.SIGKILL:
-            _reap(self._orphans)
 
     def forget(self) -> None:
         _LIVE.discard(self)
 
 
-def _orphans_of(tag: str) -> set[int]:
-    """Processes of this run that double-forked: reparented to portside (the subreaper), found
-    by the probe file their environment names, and everything below them."""
-    import psutil
-
-    if not tag:
-        return set()
-    live = {h.pid for h in _LIVE}
-    found: set[int] = set()
-    for child in psutil.Process().children():
-        if child.pid in live:
-            continue
-        try:
-            if child.environ().get("PORTSIDE_PROBE_OUT") != tag:
-                continue
-            found.add(child.pid)
-            found.update(k.pid for k in child.children(recursive=True))
-        except (psutil.Error, OSError):
-            continue
-    return found
-
-
-def _reap(pids: set[int]) -> None:
-    """Collect the exit status of orphans that became our children (no zombies left)."""
-    deadline = time.monotonic() + 1.0
-    waiting = set(pids)
-    while waiting and time.monotonic() < deadline:
-        for pid in list(waiting):
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                waiting.discard(pid)  # not our child (a grandchild), or already reaped
-                continue
-            if done:
-                waiting.discard(pid)
-        if waiting:
-            time.sleep(0.01)
-
-
-_SUBREAPER = False
-
-
-def become_subreaper() -> bool:
-    """Linux: orphans of our runs (double-forked daemons) are reparented to portside rather
-    than to init, so they can be found and killed with their run. False where unsupported."""
-    global _SUBREAPER
-    if _SUBREAPER:
-        return True
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        _SUBREAPER = libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        return False
-    return _SUBREAPER
+#: Unsandboxed runs start under their own subreaper (Linux), see core/reaper.py.
+REAPER = Path(__file__).with_name("reaper.py")
 
 
 _LIVE: set[_LocalHandle] = set()
@@ -251,9 +195,9 @@ class LocalExecutor:
     ) -> tuple[Handle, asyncio.StreamReader]:
         argv = ["/bin/sh", "-c", command]
         if self.sandbox is not None:
-            argv = self.sandbox.wrap(argv, cwd, env)
-        else:
-            become_subreaper()
+            argv = self.sandbox.wrap(argv, cwd, env)  # its PID namespace ends every descendant
+        elif sys.platform.startswith("linux"):
+            argv = [sys.executable, "-I", "-S", str(REAPER), *argv]
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=str(cwd),
@@ -265,8 +209,7 @@ class LocalExecutor:
             limit=1 << 20,
         )
         assert proc.stdout is not None
-        handle = _LocalHandle(proc, self.sandbox is not None, env.get("PORTSIDE_PROBE_OUT", ""))
-        return handle, proc.stdout
+        return _LocalHandle(proc, self.sandbox is not None), proc.stdout
 
 
 Emit = Callable[[ev.Event], object]
@@ -457,6 +400,8 @@ class _Watch:
                     break
                 if isinstance(handle, _LocalHandle):
                     handle.remember()
+                    if handle.returncode is not None:
+                        break  # the command ended; what it left running is killed below
                 now = time.monotonic()
                 if abort.is_set():
                     reason = "aborted"
@@ -477,7 +422,9 @@ class _Watch:
             if isinstance(handle, _LocalHandle):
                 handle.forget()
             self.runner._aborts.pop(spec.run_id, None)
-        returncode = waiter.result() if waiter.done() else None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(waiter), timeout=5)  # the pipes closed
+        returncode = waiter.result() if waiter.done() else getattr(handle, "returncode", None)
         try:
             await asyncio.wait_for(reader, timeout=5)
         except TimeoutError:
