@@ -48,7 +48,7 @@ def test_alarm_acknowledged_in_a_real_terminal(tmp_path: Path) -> None:
     py = shlex.quote(sys.executable)
     ref = f"{py} {shlex.quote(str(TINY))}"
     cand = f"{ref} --max-norm 0.05"
-    cmd = (f"{py} -m portside.tui.cli --db {shlex.quote(str(db))} run --reference {shlex.quote(ref)}"
+    cmd = (f"{py} -m portside.cli --db {shlex.quote(str(db))} run --reference {shlex.quote(ref)}"
            f" --candidate {shlex.quote(cand)} --target cpu --reference-runs 1 --stall 60")
     session = "portside"
     _tmux("kill-server")

@@ -35,7 +35,7 @@ def test_no_core_or_store_module_imports_textual() -> None:
 
 def test_cli_help_does_not_import_textual() -> None:
     out = _run(
-        "import sys; from click.testing import CliRunner; from portside.tui.cli import main; "
+        "import sys; from click.testing import CliRunner; from portside.cli.main import main; "
         "r = CliRunner().invoke(main, ['--help']); assert r.exit_code == 0; "
         "print('textual' in sys.modules)"
     )
