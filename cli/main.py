@@ -148,7 +148,7 @@ def show_cmd(ctx: click.Context, session: str, db: Path | None, limit: int) -> N
         + (f"  review notes {led.review_notes}" if led.review_notes else "")))
     console.print(Text(
         f"cost: compute ${cost['compute_usd']:.4f}  tokens ${cost['tokens_usd']:.4f}  "
-        f"human ${cost['human_usd']:.2f}  total ${cost['total_usd']:.4f}"))
+        f"human ${cost['human_usd']:.4f}  total ${cost['total_usd']:.4f}"))
     start = None
     for n, event in enumerate(store.events(sid)):
         if limit and n >= limit:

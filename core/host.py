@@ -186,7 +186,8 @@ class EngineHost:
         if pending is not None and pending.summary == summary:
             claim = pending  # made before the kill and still unanswered: answered now, once
         else:
-            claim = e.bus.publish(ev.AgentClaimed(session_id=e.session_id, summary=summary))
+            claim = e.bus.publish(ev.AgentClaimed(  # type: ignore[assignment]
+                session_id=e.session_id, summary=summary))
         raised = any(a.check == "agent-claim-contradicted" and a.seq > claim.seq
                      for a in e.ledger.alarms.values())
         errors = e.ledger.open_errors()

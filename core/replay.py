@@ -213,7 +213,7 @@ class ReplayState:
 
     def apply(self, e: ev.Event) -> None:
         """Fold one event (every kind): what live playback does event by event."""
-        kind = e.__struct_config__.tag
+        kind = str(e.__struct_config__.tag)
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self.seq, self.ts = e.seq, e.ts
         self._apply_structural(e)
@@ -317,7 +317,7 @@ def index_of(events: Sequence[ev.Event]) -> IndexArrays:
     return IndexArrays(
         np.fromiter((e.seq for e in events), np.int64, n),
         np.fromiter((e.ts for e in events), np.float64, n),
-        np.fromiter((KIND_CODE[e.__struct_config__.tag] for e in events), np.uint8, n),
+        np.fromiter((KIND_CODE[str(e.__struct_config__.tag)] for e in events), np.uint8, n),
     )
 
 

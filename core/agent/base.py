@@ -38,7 +38,9 @@ class AgentHost(Protocol):
     task: str
     #: The session's price table (shipped prices plus the criteria's overrides): agents price
     #: their own ``agent.usage`` with it, so the ledger's token $ honours the overrides.
-    prices: PriceTable
+    @property
+    def prices(self) -> PriceTable: ...
+
 
     def publish(self, event: ev.Event) -> ev.Event: ...
 

@@ -136,8 +136,9 @@ class ClaudeAgent:
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> ClaudeAgent:
-        kwargs = {"max_turns": int(spec["max_turns"])} if spec.get("max_turns") else {}
-        return cls(model=str(spec["model"]), **kwargs)
+        if spec.get("max_turns"):
+            return cls(model=str(spec["model"]), max_turns=int(spec["max_turns"]))
+        return cls(model=str(spec["model"]))
 
     def restore(self, events: list[ev.Event], host: AgentHost) -> None:
         """Rebuild the conversation from a killed session's log (best effort).
@@ -397,8 +398,8 @@ class ClaudeAgent:
             model=self.model,
             max_tokens=self.max_tokens,
             system=[{"type": "text", "text": self.system, "cache_control": {"type": "ephemeral"}}],
-            tools=tools.tool_specs(),
-            messages=_with_cache_breakpoint(self.messages),
+            tools=tools.tool_specs(),  # type: ignore[arg-type]
+            messages=_with_cache_breakpoint(self.messages),  # type: ignore[arg-type]
         ) as stream:
             async for event in stream:
                 if event.type == "text":

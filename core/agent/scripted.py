@@ -169,7 +169,7 @@ def _parse(line: int, obj: Any) -> Step:
         if isinstance(v, str):
             return Step(line, action, "read_file", {"path": _str(v, "read")})
         o = _obj(v, "read", ("path",), ("start_line", "end_line"))
-        args = {"path": _str(o["path"], "read.path")}
+        args: dict[str, Any] = {"path": _str(o["path"], "read.path")}
         for k in ("start_line", "end_line"):
             if k in o:
                 args[k] = _int(o[k], f"read.{k}")

@@ -102,3 +102,30 @@ def test_bad_recorded_price_overrides_fall_back_and_say_so() -> None:
     led.apply(ev.SessionStarted(session_id=SID, project="/p", target="cpu",
                                 criteria={"prices": {"no-such-device": 1.0}}))
     assert "no-such-device" in led.price_error and led.cost()["price_error"]
+
+
+def test_one_number_parser_for_checks_metrics_table_and_chart(tmp_path) -> None:
+    """A value the checks accept ("1.5" in a record) is in the metrics table and the chart."""
+    from portside.core.checks.records import to_float
+    from portside.store import Store
+    from portside.tui.model import SessionModel
+
+    assert to_float is ev.record_number
+    assert [ev.record_number(v) for v in ("1.5", " 2 ", "inf", True, None, "x", 10**400)] == [
+        1.5, 2.0, float("inf"), None, None, None, float("inf")]
+    started = ev.RunStarted(session_id=SID, run_id="r1", role="candidate", attempt=1,
+                            command="c", target="cpu", seq=2)
+    record = ev.RunRecord(session_id=SID, run_id="r1", seq=3,
+                          records=[{"type": "step", "step": 0, "loss": "1.5", "grad_norm": 2}])
+    model = SessionModel({"session_id": SID})
+    model.apply(started)
+    model.apply(record)
+    assert list(model.runs["r1"].losses) == [1.5]
+    with Store(tmp_path / "n.db") as store:
+        rec = store.recorder
+        rec.append(ev.SessionStarted(session_id=SID, project="/p", target="cpu"))
+        rec.append(started)
+        rec.append(record)
+        rec.flush()
+        rows = store.conn.execute("SELECT name, value FROM metrics ORDER BY name").fetchall()
+    assert [tuple(r) for r in rows] == [("grad_norm", 2.0), ("loss", 1.5)]
