@@ -128,7 +128,7 @@ def _agent(tmp: Path, home: Path, project: Path) -> Path:
 def _portside(tmp: Path, home: Path, project: Path, *extra: str,
               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [PY, "-m", "portside.tui.cli", "run", str(project), "--target", "cpu",
+        [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
          "--agent", f"scripted:{_agent(tmp, home, project)}", "--reference", f"{PY} train.py",
          "--reference-runs", "1", "--headless", "--policy", "auto", "--json",
          "--db", str(tmp / "s.db"), "--stall", "60", *extra],
