@@ -41,6 +41,9 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
             err.print(interrupted or "interrupted: runs killed; the session is recorded as failed")
             return 128 + (signals[0] if signals else 2)  # 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP
         warm(store, engine.session_id)
+        if signals:  # stopped by SIGTERM/SIGHUP, and the session ended in good order
+            err.print(interrupted or "interrupted: runs killed; the session is recorded as failed")
+            return 128 + signals[0]
         return emit_result(result.to_json(), as_json)
     from portside.tui.app import make_app
 

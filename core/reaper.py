@@ -102,13 +102,13 @@ def main(argv: list[str]) -> int:
         # End the way the command ended, so the runner sees the signal (no core file).
         import resource
 
-        sig = os.WTERMSIG(status)
+        termsig = os.WTERMSIG(status)
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
-        os.kill(os.getpid(), sig)
-        return 128 + sig
+        signal.signal(termsig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [termsig])
+        os.kill(os.getpid(), termsig)
+        return 128 + termsig
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
 
 
