@@ -33,6 +33,7 @@ from .workspace import Workspace, WorkspaceError
 
 if TYPE_CHECKING:
     from .resume import Resumed
+    from .sandbox import Sandbox
 
 
 @dataclass
@@ -132,6 +133,7 @@ class SessionEngine:
             "policy": config.policy,
         }
         self.workspace: Workspace | None = None
+        self.sandbox: Sandbox | None = None  # agent sessions: the runs'; wrap agent commands too
         self.resumed = resumed
         if resumed is not None:
             self.info["resumed"] = True
@@ -320,6 +322,7 @@ class SessionEngine:
                             network=self.criteria.sandbox.network, wanted=self.config.sandbox,
                             policy=self.config.policy, has_agent=self.config.agent is not None,
                             writable=[self.workspace.tree], withheld=self.workspace.withheld)
+        self.sandbox = c.sandbox
         self.verifier.runner.use_sandbox(c.sandbox)
         self.bus.publish(ev.SessionState(session_id=self.session_id, state=c.state,
                                          detail=c.detail))

@@ -209,6 +209,12 @@ class Sandbox:
         out += ["--setenv", "TMPDIR", "/tmp", "--chdir", cwd_r, "--", *argv]
         return out
 
+    def wrap_command(self, command: str, cwd: str | os.PathLike[str],
+                     env: Mapping[str, str] | None = None) -> str:
+        """A shell command line that runs ``command`` (a shell string) in the sandbox: for
+        commands an agent runs through a tool that takes a string (e.g. Claude Code's Bash)."""
+        return shlex.join(self.wrap(["/bin/sh", "-c", command], cwd, env))
+
 
 # --- which Python a command uses ------------------------------------------------------------
 

@@ -8,10 +8,12 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -227,3 +229,62 @@ def test_sandbox_hides_and_confines(tmp_path: Path, base: Path) -> None:
     assert "tmp ['pytest-of" in out or "tmp []" in out  # only mount points in a private /tmp
     if base != tmp_path:  # hidden read-only, so a write fails loudly (errno 30, EROFS)
         assert f"refused {project}/y 30" in out
+
+
+KILLED_ENGINE = """
+import asyncio, sys
+from pathlib import Path
+from portside.core.runner import Runner, RunSpec
+from portside.core.sandbox import Sandbox
+cwd, token = Path(sys.argv[1]), sys.argv[2]
+runner = Runner("s", lambda e: None, cwd / "probe")
+runner.use_sandbox(Sandbox.for_project(cwd / "no-project"))
+cmd = f"setsid sleep {token} & (setsid sleep {token} &) ; echo started > started; sleep {token}"
+asyncio.run(runner.run(RunSpec("k1", "candidate", 1, cmd, cwd, "cpu")))
+"""
+
+
+@needs_bwrap
+def test_kill_9_of_portside_takes_the_sandboxed_run_with_it(tmp_path: Path) -> None:
+    """No atexit, no resume: --die-with-parent and the PID namespace alone end the run."""
+    import psutil
+
+    token = f"3000.{os.getpid()}"
+    (tmp_path / "engine.py").write_text(KILLED_ENGINE)
+    proc = subprocess.Popen([PY, str(tmp_path / "engine.py"), str(tmp_path), token])
+    try:
+        for _ in range(600):
+            if (tmp_path / "started").exists():
+                break
+            time.sleep(0.05)
+        assert (tmp_path / "started").exists()
+
+        def sleepers() -> list[psutil.Process]:
+            return [p for p in psutil.process_iter(["cmdline"])
+                    if (p.info["cmdline"] or []) == ["sleep", token]]
+
+        assert len(sleepers()) == 3
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    time.sleep(0.5)
+    left = sleepers()
+    for p in left:
+        p.kill()
+    assert left == []
+
+
+@needs_bwrap
+def test_wrap_command_confines_a_shell_string(tmp_path: Path) -> None:
+    """The form an agent's Bash tool takes: one string, run by a shell."""
+    from portside.core.sandbox import Sandbox
+
+    project, ws = tmp_path / "proj", tmp_path / "ws"
+    project.mkdir()
+    ws.mkdir()
+    line = Sandbox.for_project(project).wrap_command(
+        f"echo hi > made.txt; echo x > {project}/leak.txt; echo $$", ws)
+    res = subprocess.run(line, shell=True, capture_output=True, text=True, timeout=60)
+    assert (ws / "made.txt").read_text() == "hi\n"
+    assert not (project / "leak.txt").exists() and "leak.txt" in res.stderr
+    assert res.stdout.strip() in ("1", "2")  # the shell is (near) pid 1 of its own namespace
