@@ -320,7 +320,9 @@ class SessionEngine:
         assert self.workspace is not None
         c = session_sandbox(self.config.project, self.config.work_root or self.workdir,
                             network=self.criteria.sandbox.network, wanted=self.config.sandbox,
-                            policy=self.config.policy, has_agent=self.config.agent is not None,
+                            policy=self.config.policy,
+                            # The demo's recording and code ship with portside: not refused.
+                            has_agent=self.config.agent is not None and self.config.mode != "demo",
                             writable=[self.workspace.tree], withheld=self.workspace.withheld)
         self.sandbox = c.sandbox
         self.verifier.runner.use_sandbox(c.sandbox)

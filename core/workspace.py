@@ -630,6 +630,10 @@ def _private_repo(tree: Path, toplevel: Path, prefix: str, files: list[str]) -> 
     if names:
         _git(tree, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul",
              stdin="\0".join(names).encode("utf-8", "surrogateescape"))
+    # A commit, so HEAD exists (scripts that log `git rev-parse HEAD`; `git diff HEAD`).
+    _git(tree, "-c", "user.name=portside", "-c", "user.email=portside@localhost",
+         "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify", "--allow-empty",
+         "-m", "portside: the project as the user sees it", check=False)
 
 
 def _file_sha(path: Path) -> str:

@@ -148,9 +148,9 @@ def test_hostile_candidate_leaves_project_git_and_home_untouched(tmp_path: Path,
     before_git = tree_hash(project / ".git")
     res = _portside(tmp_path, home, project)
     assert res.returncode in (0, 1), res.stderr[-3000:]
-    assert "runs in bubblewrap" in res.stderr
     assert tree_hash(project / ".git") == before_git
     assert tree_hash(home) == before_home  # project, .git and home byte-identical
+    assert "runs in bubblewrap" in res.stderr
     assert not (project / ".git" / "worktrees").exists()
     assert "alias" not in (project / ".git" / "config").read_text()
     sid = json.loads(res.stdout)["session"]

@@ -152,6 +152,8 @@ def test_git_workspace_shares_nothing_with_the_users_git(tmp_path: Path) -> None
         (ws.root / "data").mkdir()
         (ws.root / "data" / "out.bin").write_bytes(b"1")
         assert [c.path for c in ws.changes()] == []
+        ws.apply(ws.propose_replace("train.py", "1.0)", "0.5)"))
+        assert git(ws.root, "diff", "HEAD", "--name-only").split() == ["train.py"]
     finally:
         ws.dispose()
     assert tree_hash(proj / ".git") == before
