@@ -568,6 +568,9 @@ class EngineHost:
         assert engine.workspace is not None
         self.workspace = engine.workspace
         self.claimed = False
+        self._tool_edits: dict[str, Edit] = {}  # approved, not yet applied by the agent
+        self._evidence: dict[str, dict[str, Any]] = {}
+        engine.bus.subscribe(self._note_evidence)
         c = engine.config
         cr = engine.criteria
         self.task = "\n".join([
@@ -742,6 +745,85 @@ class EngineHost:
     def take_messages(self) -> list[str]:
         return self.engine.gate.take_messages()
 
+    # --- agents that apply their own edits and run their own commands (Claude Code) -----------
+    # The gate decides before the agent acts; nothing here writes the workspace or runs.
+
+    async def review_tool_edit(self, path: str, after: str, rationale: str) -> EditOutcome:
+        """Propose setting ``path`` to ``after`` (a real diff against the file as it is now) and
+        wait for the decision. "approved" carries the reviewer's text in ``applied_text`` when
+        they changed it; the agent applies it, then calls :meth:`tool_edit_done`."""
+        try:
+            edit = self.workspace.propose_write(path, after)
+        except WorkspaceError as exc:
+            return EditOutcome("failed", "", str(exc))
+        e = self.engine
+        proposed = e.bus.publish(ev.EditProposed(
+            session_id=e.session_id, edit_id=edit.edit_id, path=edit.path, before=edit.before,
+            after=edit.after, rationale=rationale))
+        decision = await e.gate.review_edit(proposed)  # type: ignore[arg-type]
+        if decision.action == "reject":
+            return EditOutcome("rejected", edit.edit_id, decision.note)
+        text = decision.after if decision.action == "edit" else None
+        self._tool_edits[edit.edit_id] = dataclasses.replace(edit, after=text or edit.after)
+        return EditOutcome("approved", edit.edit_id, decision.note, applied_text=text)
+
+    def tool_edit_done(self, edit_id: str) -> str:
+        """The agent says it applied an approved edit: ``edit.applied`` when the file holds
+        exactly the approved text, else an alarm (and the reason, returned)."""
+        edit = self._tool_edits.pop(edit_id, None)
+        if edit is None:
+            return f"edit {edit_id} was not approved"
+        e = self.engine
+        try:
+            now = self.workspace.read_file(edit.path)
+        except WorkspaceError as exc:
+            now = f"<unreadable: {exc}>"
+        if now == edit.after:
+            e.bus.publish(ev.EditApplied(session_id=e.session_id, edit_id=edit_id, path=edit.path))
+            return ""
+        why = f"{edit.path} does not hold the approved text of edit {edit_id} after the agent wrote it"
+        e.bus.publish(ev.AlarmRaised(session_id=e.session_id, alarm_id=ev.new_id("al-"),
+                                     check="edit-mismatch", severity="error", title=why,
+                                     evidence={"edit_id": edit_id, "path": edit.path}))
+        return why
+
+    async def propose_command(self, command: str, description: str, cwd: str) -> EditOutcome:
+        """A shell command the agent wants to run, as a proposal (path ``$ <cwd>``, ``after`` the
+        command, the rationale its description); "approved" with the reviewer's version in
+        ``applied_text`` when they edited it. The agent runs it (through the sandbox)."""
+        e = self.engine
+        try:
+            where = self.workspace.relpath(os.path.relpath(os.path.realpath(cwd),
+                                                           self.workspace.root)) or "."
+        except (WorkspaceError, ValueError):
+            where = cwd
+        proposed = e.bus.publish(ev.EditProposed(
+            session_id=e.session_id, edit_id=ev.new_id("cmd-"), path=f"$ {where}", before="",
+            after=command, rationale=description))
+        decision = await e.gate.review_command(proposed)  # type: ignore[arg-type]
+        if decision.action == "reject":
+            return EditOutcome("rejected", proposed.edit_id, decision.note)  # type: ignore[attr-defined]
+        text = decision.after.strip() if decision.action == "edit" and decision.after else None
+        return EditOutcome("approved", proposed.edit_id, decision.note, applied_text=text)  # type: ignore[attr-defined]
+
+    def open_errors(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """(check, title, evidence) of each open error-or-worse alarm."""
+        found = {a.alarm_id: a for a in self.engine.gate.open_errors()}
+        return [(a.check, a.title, self._evidence.get(a.alarm_id, {})) for a in found.values()]
+
+    def _note_evidence(self, event: ev.Event) -> None:
+        if isinstance(event, ev.AlarmRaised):
+            self._evidence[event.alarm_id] = event.evidence
+
+    @property
+    def has_references(self) -> bool:
+        return bool(self.engine.verifier.references)
+
+    @property
+    def stopping(self) -> str:
+        """Why the session is ending ("" while it runs)."""
+        return self.engine._stop_reason
+
     async def checkpoint(self) -> None:
         e = self.engine
         await e.gate.wait_if_paused()
@@ -779,6 +861,11 @@ def agent_spec(agent: Agent | None) -> dict[str, Any] | None:
             digest = hashlib.sha256(p.read_bytes()).hexdigest()
         return {"kind": "scripted", "path": str(p), "speed": getattr(agent, "speed", 1.0),
                 "sha256": digest}
+    if agent.label.startswith("claude-code"):
+        return {"kind": "claude-code", "model": getattr(agent, "model", None),
+                "session_id": getattr(agent, "session_id", None),
+                "task": getattr(agent, "task", None),
+                "cli_path": getattr(agent, "cli_path", None)}
     if agent.label.startswith("claude:"):
         return {"kind": "claude", "model": getattr(agent, "model", agent.label[7:]),
                 "max_turns": getattr(agent, "max_turns", None)}
@@ -806,6 +893,12 @@ def agent_from_spec(spec: dict[str, Any] | None) -> Agent | None:
 
         kwargs = {"max_turns": spec["max_turns"]} if spec.get("max_turns") else {}
         return ClaudeAgent(model=spec["model"], **kwargs)
+    if kind == "claude-code":
+        from .agent.claude_code import ClaudeCodeAgent
+
+        return ClaudeCodeAgent(spec.get("model"), task=spec.get("task"),
+                               cli_path=spec.get("cli_path"), session_id=spec.get("session_id"),
+                               resume=True)
     raise ResumeError(f"agent {spec.get('label') or kind!r} cannot be rebuilt from the log")
 
 

@@ -271,12 +271,37 @@ def _agent_from_spec(spec: str, model: str | None) -> Any:
         from portside.core.agent.scripted import ScriptedAgent
 
         return ScriptedAgent(Path(spec.removeprefix("scripted:")))
+    if spec == "claude-code" or spec.startswith("claude-code:"):
+        from portside.core.agent.claude_code import ClaudeCodeAgent
+
+        return ClaudeCodeAgent(spec.partition(":")[2] or model or None)
     if spec == "claude" or spec.startswith("claude:"):
         from portside.core.agent.claude import ClaudeAgent
 
         name = spec.partition(":")[2] or model or "claude-sonnet-4-5"
         return ClaudeAgent(model=name)
-    raise click.BadParameter(f"{spec!r}: use claude, claude:MODEL or scripted:FILE", param_hint="--agent")
+    raise click.BadParameter(f"{spec!r}: use claude, claude:MODEL, claude-code, claude-code:MODEL "
+                             "or scripted:FILE", param_hint="--agent")
+
+
+def _claude_code_setup(agent: Any, target: str, task: str | None,
+                       task_file: Path | None) -> dict[str, Any]:
+    """--task / --task-file for a Claude Code agent; its session id for the session's meta."""
+    from portside.core.agent.claude_code import ClaudeCodeAgent, default_task
+
+    if not isinstance(agent, ClaudeCodeAgent):
+        if task or task_file:
+            raise click.UsageError("--task and --task-file go with --agent claude-code")
+        return {}
+    if task and task_file:
+        raise click.UsageError("give --task or --task-file, not both")
+    if task_file:
+        try:
+            task = task_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(f"{task_file}: {exc}", param_hint="--task-file") from None
+    agent.task = task or default_task(target)
+    return {"claude_code_session": agent.session_id}
 
 
 def _load_criteria(command: str, criteria_file: Path | None, target: str,
@@ -340,7 +365,12 @@ def run_session(config: Any, store: Any, *, headless: bool, session_id: str | No
 @click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True)
 @click.option("--reference-target", default="cpu", show_default=True)
 @click.option("--agent", "agent_spec", default="none", show_default=True,
-              help="claude, claude:MODEL, scripted:FILE, or none (verification only).")
+              help="claude, claude:MODEL, claude-code[:MODEL] (a real Claude Code session), "
+              "scripted:FILE, or none (verification only).")
+@click.option("--task", "task", default=None, help="The task for --agent claude-code "
+              "(default: a numerics-preserving port to --target).")
+@click.option("--task-file", "task_file", type=click.Path(dir_okay=False, exists=True,
+              path_type=Path), default=None, help="Read the task from this file.")
 @click.option("--model", default=None, help="Claude model for --agent claude.")
 @click.option("--policy", type=click.Choice(["ask", "runs-only", "auto"]), default=None,
               help="Who decides edits: the reviewer (ask), or policy. Default ask, auto when headless.")
@@ -355,7 +385,8 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
             candidate: str | None, criteria_file: Path | None, reference_runs: int,
             reference_target: str, agent_spec: str, model: str | None, policy: str | None,
             headless: bool, timeout_s: float | None, stall_s: float | None, as_json: bool,
-            resume: str | None, db: Path | None) -> None:
+            resume: str | None, db: Path | None, task: str | None = None,
+            task_file: Path | None = None) -> None:
     """Review a live migration session (with an agent, or verification runs only)."""
     from portside.core.session import SessionConfig
 
@@ -370,6 +401,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
         raise click.UsageError("--headless has no reviewer to ask: use --policy auto or runs-only")
     criteria = _load_criteria("run", criteria_file, target, reference_target)
     agent = _agent_from_spec(agent_spec, model)
+    meta = _claude_code_setup(agent, target, task, task_file)
     if agent is not None and project is None:
         raise click.UsageError("an agent session needs PROJECT (the folder to port)")
     project = (project or Path.cwd()).resolve()
@@ -380,6 +412,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
         criteria=criteria, criteria_path=str(criteria_file or ""), reference_runs=reference_runs,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s, agent=agent,
         policy=policy, mode="headless" if headless else "live", isolate=agent is not None,
+        meta=meta,
     )
     try:
         code = run_session(config, store, headless=headless, as_json=as_json)
