@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
+if os.environ.get("PORTSIDE_CI") and not __import__("importlib").util.find_spec("claude_agent_sdk"):
+    raise RuntimeError("CI: claude-agent-sdk (the claude-code extra) must be installed; "
+                       "`make venv` installs it")
 pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not installed "
                     "(pip install -e '.[claude-code]'; `make venv` does)")
-if os.environ.get("CI") and not __import__("importlib").util.find_spec("claude_agent_sdk"):
-    raise RuntimeError("claude-agent-sdk must be installed in CI")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from loopback_api import LoopbackAPI, text, tool  # noqa: E402
@@ -317,20 +318,26 @@ def test_killing_portside_while_a_permission_is_pending_leaves_the_tool_unrun(
     flag = tmp_path / "proposed.txt"
     with LoopbackAPI([bash, [text("done")], [text("done")]]) as api:
         env = {**os.environ, **_env(api, tmp_path)}
+        out = (tmp_path / "driver.log").open("wb")
         proc = subprocess.Popen([PY, str(driver), str(project), str(tmp_path / "work"), str(flag)],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                                env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 120
             while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
-            assert flag.exists(), proc.stdout.read().decode()[-3000:] if proc.stdout else ""
+            if not flag.exists():
+                proc.kill()
+                pytest.fail("no command proposal was made: "
+                            + (tmp_path / "driver.log").read_text(errors="replace")[-3000:])
             children = psutil.Process(proc.pid).children(recursive=True)
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
             time.sleep(5)  # time for a tool that was going to run anyway
             assert marker and not Path(marker[0]).exists()
-            alive = [c for c in children if c.is_running()
-                     and c.status() != psutil.STATUS_ZOMBIE]
+            assert any("claude" in " ".join(c.cmdline()) for c in children), children
+            # Claude Code sees its pipe close and exits; the pending Bash is never run.
+            gone = psutil.wait_procs(children, timeout=20)[1]
+            assert not [c for c in gone if c.status() != psutil.STATUS_ZOMBIE], gone
             assert not Path(marker[0]).exists()
         finally:
             for c in psutil.Process(os.getpid()).children(recursive=True):
@@ -339,5 +346,3 @@ def test_killing_portside_while_a_permission_is_pending_leaves_the_tool_unrun(
                         c.kill()
             if proc.poll() is None:
                 proc.kill()
-    # The CLI did not outlive portside's pipe for long, and never ran the command.
-    assert all(not c.is_running() or c.status() == psutil.STATUS_ZOMBIE for c in alive) or True
