@@ -188,6 +188,26 @@ class ClaudeCodeAgent:
         self._client: Any = None
         self._started = False
 
+    # ---- resume ------------------------------------------------------------------------------
+
+    def spec(self) -> dict[str, Any]:
+        """How to build this agent again: Claude Code's session id continues the conversation
+        (its own transcript holds what ran; nothing is re-applied). No secrets."""
+        return {"kind": "claude-code", "model": self.model, "session_id": self.session_id,
+                "task": self.task, "cli_path": self.cli_path,
+                "max_stop_blocks": self.max_stop_blocks}
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> ClaudeCodeAgent:
+        return cls(spec.get("model"), task=spec.get("task"), cli_path=spec.get("cli_path"),
+                   session_id=str(spec["session_id"]), resume=True,
+                   max_stop_blocks=int(spec.get("max_stop_blocks") or MAX_STOP_BLOCKS))
+
+    def restore(self, events: list[ev.Event], host: AgentHost) -> None:
+        """A killed session continues Claude Code's own conversation (SDK ``resume``); the
+        log only tells whether the claim was already answered."""
+        self.resume = any(isinstance(e, ev.AgentToolCall | ev.AgentText) for e in events)
+
     # ---- environment and options -----------------------------------------------------------
 
     def cli_env(self) -> dict[str, str]:

@@ -24,7 +24,7 @@ from loopback_api import LoopbackAPI, text, tool  # noqa: E402
 from portside.core import events as ev  # noqa: E402
 from portside.core.agent.claude_code import ClaudeCodeAgent  # noqa: E402
 from portside.core.bus import MemorySink  # noqa: E402
-from portside.core.session import SessionConfig, SessionEngine  # noqa: E402
+from portside.core.engine import SessionConfig, SessionEngine  # noqa: E402
 
 N = int(os.environ.get("BENCH_EDITS", "30"))
 

@@ -31,7 +31,7 @@ from loopback_api import LoopbackAPI, text, tool  # noqa: E402
 from portside.core import events as ev  # noqa: E402
 from portside.core.agent.claude_code import ClaudeCodeAgent, claims_success  # noqa: E402
 from portside.core.bus import MemorySink  # noqa: E402
-from portside.core.session import SessionConfig, SessionEngine  # noqa: E402
+from portside.core.engine import SessionConfig, SessionEngine  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
@@ -221,7 +221,7 @@ def test_every_change_gated_live(tmp_path: Path, cc_env: Any) -> None:
 def _run_cli(tmp: Path, api: LoopbackAPI, project: Path, db: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **_env(api, tmp)}
     return subprocess.run(
-        [PY, "-m", "portside.tui.cli", "run", str(project), "--target", "cpu",
+        [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
          "--agent", f"claude-code:{MODEL}", "--reference", f"{PY} train.py",
          "--reference-runs", "1", "--headless", "--policy", "auto", "--json", "--db", str(db),
          "--stall", "60"],
@@ -269,7 +269,7 @@ def test_headless_clipping_port_blocked_at_stop_and_fails(tmp_path: Path) -> Non
     stops = [e for e in events if isinstance(e, ev.SessionState) and e.state == "agent-stop-blocked"]
     assert len(stops) == 3  # bounded, then handed to the policy
     export = tmp_path / "export.jsonl"
-    subprocess.run([PY, "-m", "portside.tui.cli", "export", sid, "--db", str(db), "-o",
+    subprocess.run([PY, "-m", "portside.cli", "export", sid, "--db", str(db), "-o",
                     str(export)], check=True, capture_output=True, timeout=120)
     store.close()
     assert _tree(project) == before
@@ -286,7 +286,7 @@ DRIVER = textwrap.dedent("""
     from portside.core import events as ev
     from portside.core.agent.claude_code import ClaudeCodeAgent
     from portside.core.bus import MemorySink
-    from portside.core.session import SessionConfig, SessionEngine
+    from portside.core.engine import SessionConfig, SessionEngine
 
     project, work, flag = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     config = SessionConfig(project=project, target="cpu", reference_command="true",
