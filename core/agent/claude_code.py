@@ -181,8 +181,9 @@ class ClaudeCodeAgent:
         self._done = False
         self._last_text = ""
         self._seen_usage: set[str] = set()
-        self._turn_totals = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0,
-                             "cost": 0.0}
+        self._turn_totals: dict[str, int] = {"input": 0, "output": 0, "cache_read": 0,
+                                             "cache_write": 0}
+        self._turn_cost = 0.0
         self._pending_edit_ids: list[tuple[str, str]] = []  # (path, edit id) approved, not applied
         self._model: str | None = None
         self._client: Any = None
@@ -245,13 +246,13 @@ class ClaudeCodeAgent:
     def _options(self, host: AgentHost) -> Any:
         from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
 
-        async def pre(inp: Any, tool_use_id: str | None, ctx: Any) -> dict[str, Any]:
+        async def pre(inp: Any, tool_use_id: str | None, ctx: Any) -> Any:
             return await self._pre_tool_use(host, dict(inp))
 
-        async def post(inp: Any, tool_use_id: str | None, ctx: Any) -> dict[str, Any]:
+        async def post(inp: Any, tool_use_id: str | None, ctx: Any) -> Any:
             return self._post_tool_use(host, dict(inp))
 
-        async def stop(inp: Any, tool_use_id: str | None, ctx: Any) -> dict[str, Any]:
+        async def stop(inp: Any, tool_use_id: str | None, ctx: Any) -> Any:
             return await self._stop(host, dict(inp))
 
         async def backstop(name: str, tool_input: dict[str, Any], ctx: Any) -> Any:
@@ -396,7 +397,7 @@ class ClaudeCodeAgent:
         t["output"] += o
         t["cache_read"] += cr
         t["cache_write"] += cw
-        t["cost"] += cost
+        self._turn_cost += cost
         self._model = message.model
         self._publish(host, ev.AgentUsage(session_id=host.session_id, model=message.model,
                                           input_tokens=i, output_tokens=o, cache_read_tokens=cr,
@@ -416,7 +417,7 @@ class ClaudeCodeAgent:
                                - t["cache_write"]),
         }
         total = float(message.total_cost_usd or 0.0)
-        cost = max(0.0, total - t["cost"])
+        cost = max(0.0, total - self._turn_cost)
         model = self._model or self.model or "claude-code"
         if any(rest.values()) or cost > 0:
             self._publish(host, ev.AgentUsage(
@@ -425,7 +426,7 @@ class ClaudeCodeAgent:
                 cache_write_tokens=rest["cache_write"], cost_usd=cost))
             for k, v in rest.items():
                 t[k] += v
-            t["cost"] += cost
+            self._turn_cost += cost
         self._publish(host, ev.SessionState(
             session_id=host.session_id, state="agent-result",
             detail=f"Claude Code {message.subtype}: {message.num_turns} turns, "
@@ -654,9 +655,9 @@ def _evidence_line(check: str, title: str, evidence: dict[str, Any]) -> str:
 
 def _notebook_after(text: str, ti: dict[str, Any]) -> str:
     """NotebookEdit's effect on the .ipynb JSON: replace / insert / delete one cell."""
-    nb = json.loads(text) if text.strip() else {"cells": [], "metadata": {}, "nbformat": 4,
-                                                "nbformat_minor": 5}
-    cells = nb.setdefault("cells", [])
+    nb: dict[str, Any] = json.loads(text) if text.strip() else {
+        "cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    cells: list[dict[str, Any]] = nb.setdefault("cells", [])
     cell_id = ti.get("cell_id")
     mode = ti.get("edit_mode") or "replace"
     idx = next((i for i, c in enumerate(cells) if c.get("id") == cell_id), None)
