@@ -16,6 +16,7 @@ from .options import (
     POLICY,
     TARGET_HELP,
     agent_from_option,
+    claude_code_task,
     headless_policy,
     open_store,
     session_config,
@@ -244,7 +245,12 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
 @click.option("--reference-target", type=click.Choice(TARGETS_CHOICE), default="cpu",
               show_default=True)
 @click.option("--agent", "agent_spec", default="none", show_default=True,
-              help="claude, claude:MODEL, scripted:FILE, or none (verification only).")
+              help="claude, claude:MODEL, claude-code[:MODEL] (a real Claude Code session), "
+              "scripted:FILE, or none (verification only).")
+@click.option("--task", "task", default=None, help="The task for --agent claude-code "
+              "(default: a numerics-preserving port to --target).")
+@click.option("--task-file", "task_file", type=click.Path(dir_okay=False, exists=True,
+              path_type=Path), default=None, help="Read the task from this file.")
 @click.option("--model", default=None, help="Claude model for --agent claude.")
 @click.option("--policy", type=POLICY, default=None,
               help="Who decides edits: the reviewer (ask), or policy. Default ask, auto when headless.")
@@ -262,7 +268,8 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
             candidate: str | None, criteria_file: Path | None, reference_runs: int,
             reference_target: str, agent_spec: str, model: str | None, policy: str | None,
             headless: bool, timeout_s: float | None, stall_s: float | None, as_json: bool,
-            resume: str | None, no_sandbox: bool, db: Path | None) -> None:
+            resume: str | None, no_sandbox: bool, db: Path | None, task: str | None = None,
+            task_file: Path | None = None) -> None:
     """Review a live migration session (with an agent, or verification runs only)."""
     if resume:
         from .resume import resume_session
@@ -272,6 +279,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
         raise click.UsageError("--target is required (e.g. --target tpu)")
     policy = headless_policy(policy, headless)
     agent = agent_from_option(agent_spec, model)
+    meta = claude_code_task(agent, target, task, task_file)
     if agent is not None and project is None:
         raise click.UsageError("an agent session needs PROJECT (the folder to port)")
     from portside.core.sandbox import auto_refusal
@@ -285,6 +293,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
         policy=policy, mode="headless" if headless else "live", agent=agent)
     config.sandbox = not no_sandbox
+    config.meta.update(meta)
     sys.exit(run_config(config, open_store(ctx, db), headless=headless, as_json=as_json))
 
 
