@@ -315,7 +315,7 @@ class SessionEngine:
 
     def _confine_runs(self) -> None:
         """Agent sessions: every run in the sandbox (or, where none, say so on screen)."""
-        from .sandbox import session_sandbox
+        from .sandbox import register_workspace, session_sandbox
 
         assert self.workspace is not None
         c = session_sandbox(self.config.project, self.config.work_root or self.workdir,
@@ -325,6 +325,7 @@ class SessionEngine:
                             has_agent=self.config.agent is not None and self.config.mode != "demo",
                             writable=[self.workspace.tree], withheld=self.workspace.withheld)
         self.sandbox = c.sandbox
+        register_workspace(self.workspace.tree, c.sandbox)  # the agent's commands: wrap_shell
         self.verifier.runner.use_sandbox(c.sandbox)
         self.bus.publish(ev.SessionState(session_id=self.session_id, state=c.state,
                                          detail=c.detail))

@@ -32,7 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-__all__ = ["Confinement", "Sandbox", "auto_refusal", "bwrap_path", "session_sandbox", "unavailable"]
+__all__ = ["Confinement", "Sandbox", "auto_refusal", "bwrap_path", "register_workspace",
+           "session_sandbox", "unavailable", "wrap_shell"]
 
 #: Device nodes accelerators need, bound through when present (the rest of /dev is minimal).
 DEVICE_GLOBS = (
@@ -289,6 +290,29 @@ def _python_paths(interp: str, env: tuple[tuple[str, str], ...]) -> tuple[str, .
 
 
 # --- agent sessions ------------------------------------------------------------------------
+
+#: The sandbox of each live agent session, by its workspace tree (see :func:`wrap_shell`).
+_BY_WORKSPACE: dict[str, Sandbox] = {}
+
+
+def register_workspace(tree: str | os.PathLike[str], sandbox: Sandbox | None) -> None:
+    """The engine says which sandbox the commands run in its workspace get (None: none)."""
+    if sandbox is None:
+        _BY_WORKSPACE.pop(_real(tree), None)
+    else:
+        _BY_WORKSPACE[_real(tree)] = sandbox
+
+
+def wrap_shell(command: str, cwd: str | os.PathLike[str]) -> str:
+    """A command an agent runs (Claude Code's Bash, a shell string) as a command line inside
+    the sandbox of the session whose workspace holds ``cwd``; unchanged when that session has
+    no sandbox (its state line says so, and --policy auto was refused or --no-sandbox given)."""
+    where = _real(cwd)
+    for tree, sb in _BY_WORKSPACE.items():
+        if _within(where, tree):
+            return sb.wrap_command(command, where)
+    return command
+
 
 
 def auto_refusal(policy: str, has_agent: bool, no_sandbox: bool) -> str:

@@ -288,3 +288,27 @@ def test_wrap_command_confines_a_shell_string(tmp_path: Path) -> None:
     assert (ws / "made.txt").read_text() == "hi\n"
     assert not (project / "leak.txt").exists() and "leak.txt" in res.stderr
     assert res.stdout.strip() in ("1", "2")  # the shell is (near) pid 1 of its own namespace
+
+
+@needs_bwrap
+def test_agent_commands_run_in_their_sessions_sandbox(tmp_path: Path) -> None:
+    """Claude Code's Bash commands go through command_for_run → wrap_shell: inside the
+    session's sandbox when its workspace holds the cwd; unchanged for a session without one."""
+    from portside.core.agent.claude_code import command_for_run
+    from portside.core.sandbox import Sandbox, register_workspace
+
+    project, tree = tmp_path / "proj", tmp_path / "ws" / "tree"
+    project.mkdir()
+    tree.mkdir(parents=True)
+    (project / "train.py").write_text("orig\n")
+    register_workspace(tree, Sandbox.for_project(project).with_writable(tree))
+    try:
+        line = command_for_run(f"echo pwned >> {project}/train.py; echo ok > here.txt", str(tree))
+        assert line.startswith(("bwrap ", "/")) and "--unshare-pid" in line
+        res = subprocess.run(line, shell=True, cwd=tree, capture_output=True, text=True,
+                             timeout=60)
+        assert (project / "train.py").read_text() == "orig\n"
+        assert (tree / "here.txt").read_text() == "ok\n" and "train.py" in res.stderr
+    finally:
+        register_workspace(tree, None)
+    assert "--unshare-pid" not in command_for_run("true", str(tree))
