@@ -167,7 +167,10 @@ def _run_usd(run: dict[str, Any], table: costs.PriceTable) -> float | None:
     if run.get("finished_at") is None:
         return None
     facts = run.get("device") or None
-    return costs.run_cost_from_facts(float(run.get("wall_s") or 0.0), facts, table)
+    try:
+        return costs.run_cost_from_facts(float(run.get("wall_s") or 0.0), facts, table)
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        return None  # facts a recording made up (device_count "inf"): unpriced, not a crash
 
 
 # --- formats --------------------------------------------------------------------------------
