@@ -43,7 +43,10 @@ def _open_store(ctx: click.Context, db: Path | None) -> Any:
 def _when(ts: float | None) -> str:
     if not ts:
         return "-"
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, ValueError, OSError):  # a time no calendar holds: say so, go on
+        return "?"
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -69,15 +72,19 @@ def sessions_cmd(ctx: click.Context, db: Path | None = None, plain: bool = False
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from portside.core.textsafe import markup_free
 
     store = _open_store(ctx, db)
     rows = store.sessions()
     # Piped output keeps whole ids (rich would wrap to 80 columns).
     console = Console(width=None if sys.stdout.isatty() else 200)
     if not rows:
-        console.print(f"No sessions in {store.path} yet.")
+        console.print(Text(f"No sessions in {markup_free(store.path)} yet."))
         return
-    table = Table(title=f"sessions in {store.path}")
+    # Ids and paths may come from imported recordings: cleaned, and Text, never rich markup.
+    table = Table(title=Text(f"sessions in {markup_free(store.path)}"))
     for col in (
         "session",
         "project",
@@ -93,7 +100,7 @@ def sessions_cmd(ctx: click.Context, db: Path | None = None, plain: bool = False
     ):
         table.add_column(col)
     for r in rows:
-        table.add_row(
+        cells = (
             r["session_id"],
             Path(r["project"] or "").name or "-",
             r["target"] or "-",
@@ -106,6 +113,7 @@ def sessions_cmd(ctx: click.Context, db: Path | None = None, plain: bool = False
             f"{(r['human_s'] or 0) / 60:.1f}",
             r["verdict"] or "open",
         )
+        table.add_row(*(Text(markup_free(c)) for c in cells))
     console.print(table)
 
 
@@ -151,11 +159,16 @@ def show_cmd(ctx: click.Context, session: str, db: Path | None, limit: int) -> N
         info = store.session(sid)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
+    from rich.text import Text
+
+    from portside.core.textsafe import markup_free
+
     console = Console(highlight=False)
-    console.print(
-        f"[b]{sid}[/b]  project {info['project']}  target {info['target']}  agent {info['agent']}"
-        f"  verdict {info['verdict'] or 'open'}"
-    )
+    # Ids and paths may come from imported recordings: cleaned, and Text, never rich markup.
+    head = Text(markup_free(sid), style="bold")
+    head.append(markup_free(f"  project {info['project']}  target {info['target']}  agent "
+                            f"{info['agent']}  verdict {info['verdict'] or 'open'}"))
+    console.print(head)
     console.print(
         f"attempts {info['attempts']}  failures {info['failures']} "
         f"(silent {info['silent_failures']})  interventions {info['interventions']} "
@@ -184,7 +197,9 @@ def import_cmd(ctx: click.Context, file: Path, db: Path | None, rename_to: str |
     try:
         sid = import_file(store, file, rename_to)
     except (RecordingError, StoreError) as exc:
-        raise click.ClickException(str(exc)) from None
+        from portside.core.textsafe import clean_line
+
+        raise click.ClickException(clean_line(str(exc))) from None
     _warm(store, sid)
     click.echo(f"imported {sid} ({store.event_count(sid)} events) into {store.path}")
 
