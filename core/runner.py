@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import fnmatch
 import json
 import os
 import re
@@ -27,9 +26,11 @@ from typing import Any, Protocol
 
 from . import events as ev
 from .probe import inject_env
+from .secrets import Redactor, redact_command, redactor_for, scrub_env
 from .textsafe import decode_line
 
-SECRET_PATTERNS = ("*_API_KEY", "*_TOKEN", "*_SECRET", "*_SECRET_*", "*_ACCESS_KEY", "*_PASSWORD")
+__all__ = ["scrub_env"]  # re-exported: the rules live in core/secrets.py
+
 OUTPUT_BATCH_S = 0.1
 OUTPUT_BATCH_LINES = 2000
 RECORD_POLL_S = 0.2
@@ -38,16 +39,6 @@ TAIL_LINES = 200
 
 _EXC_NAME = re.compile(r"^[A-Za-z_][\w.]*$")
 _OOM = re.compile(r"out of memory|MemoryError|OOM killed|RESOURCE_EXHAUSTED", re.IGNORECASE)
-
-
-def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
-    """Drop secrets: API keys and tokens never reach a training run."""
-    return {
-        k: v
-        for k, v in env.items()
-        if not any(fnmatch.fnmatchcase(k.upper(), p) for p in SECRET_PATTERNS)
-        and k.upper() != "ANTHROPIC_API_KEY"
-    }
 
 
 @dataclass(frozen=True)
@@ -213,7 +204,8 @@ class Runner:
         out = self.probe_dir / f"{spec.run_id}.jsonl"
         for old in self.probe_dir.glob(f"{spec.run_id}*.jsonl"):
             old.unlink()
-        base = scrub_env(spec.env if spec.env is not None else os.environ)
+        source = spec.env if spec.env is not None else os.environ
+        base = scrub_env(source)
         base.setdefault("PYTHONUNBUFFERED", "1")  # lines as they happen, not at exit
         env = inject_env(base, str(out), spec.seed_offset)
         self.emit(
@@ -222,21 +214,23 @@ class Runner:
                 run_id=spec.run_id,
                 role=spec.role,
                 attempt=spec.attempt,
-                command=spec.command,
+                command=redact_command(spec.command),
                 target=spec.target,
                 cwd=str(spec.cwd),
                 seed_offset=spec.seed_offset,
             )
         )
-        watch = _Watch(self, spec, out)
+        watch = _Watch(self, spec, out, redactor_for(source, spec.command))
         return await watch.run(env)
 
 
 class _Watch:
     """The state of one live run: output batching, record tailing, limits."""
 
-    def __init__(self, runner: Runner, spec: RunSpec, out: Path) -> None:
+    def __init__(self, runner: Runner, spec: RunSpec, out: Path,
+                 redact: Redactor | None = None) -> None:
         self.runner = runner
+        self.redact = redact if redact else None  # secrets the output must not show
         self.spec = spec
         self.out = out
         self.sid = runner.session_id
@@ -265,6 +259,8 @@ class _Watch:
             self.runner.on_records(self.spec.run_id, recs)
 
     def _on_line(self, line: str) -> None:
+        if self.redact is not None:
+            line = self.redact(line)
         self.pending.append(line)
         self.tail.append(line)
         self.last_activity = time.monotonic()
@@ -311,7 +307,7 @@ class _Watch:
                     continue
                 try:
                     rec = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError):
+                except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                     rec = {"type": "probe-error", "line": decode_line(raw)[:200], "file": path.name}
                 if isinstance(rec, dict):
                     new.append(rec)

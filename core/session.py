@@ -28,6 +28,7 @@ from .checks import agent_claim_contradicted, check_budget
 from .costs import load_prices, session_cost
 from .criteria import Criteria, CriteriaError, parse_criteria
 from .review import Decision, Policy, ReviewGate
+from .secrets import redact_command
 from .textsafe import clean_line
 from .verify import RunReport, Verifier
 from .workspace import Edit, Workspace, WorkspaceError
@@ -181,8 +182,9 @@ class SessionEngine:
                 agent=self.info["agent"],
                 title=self.info["title"],
                 criteria=self.criteria.to_dict(),
-                reference_command=c.reference_command,
-                candidate_command=c.candidate_command or c.reference_command,
+                # Stored without inline secrets (HF_TOKEN=… python train.py → HF_TOKEN=***).
+                reference_command=redact_command(c.reference_command),
+                candidate_command=redact_command(c.candidate_command or c.reference_command),
                 reviewer=self.gate.reviewer or getpass.getuser(),
                 mode=c.mode,
                 meta={"policy": c.policy, "reference_runs": c.reference_runs,
