@@ -46,11 +46,13 @@ class OutputPattern:
     """A regex over output lines with a ``value`` group (and optional ``step``)."""
 
     name: str
-    regex: re.Pattern[str]
+    regex: Any  # an RE2 pattern (core/criteria.py): linear-time search on every line
 
     @classmethod
     def compile(cls, name: str, pattern: str) -> OutputPattern:
-        rx = re.compile(pattern)
+        from .criteria import compile_pattern
+
+        rx = compile_pattern(pattern)
         if "value" not in rx.groupindex:
             raise ValueError(f"output pattern for {name!r} has no (?P<value>...) group")
         return cls(name, rx)

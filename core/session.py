@@ -14,7 +14,6 @@ import dataclasses
 import getpass
 import hashlib
 import os
-import re
 import shutil
 import signal
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from .agent.base import Agent, AgentAPIError, AgentStopped, EditOutcome
 from .bus import EventBus, Sink
 from .checks import agent_claim_contradicted, check_budget
 from .costs import load_prices, session_cost
-from .criteria import Criteria, CriteriaError, parse_criteria
+from .criteria import Criteria, CriteriaError, PatternError, compile_pattern, parse_criteria
 from .review import Decision, Policy, ReviewGate
 from .secrets import redact_command
 from .textsafe import clean_line
@@ -706,8 +705,8 @@ class EngineHost:
         lines = [clean_line(x) for x in report.result.tail]
         if grep:
             try:
-                rx = re.compile(grep)
-            except re.error as exc:
+                rx = compile_pattern(grep)  # the agent's regex: RE2, linear time
+            except PatternError as exc:
                 return f"bad regex {grep!r}: {exc}"
             lines = [x for x in lines if rx.search(x)]
         return "\n".join(lines[-max(1, min(tail, 500)):]) or "(no matching lines)"
