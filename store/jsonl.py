@@ -161,3 +161,23 @@ def import_events(store: Store, events: list[ev.Event], source: str = "") -> str
 
 def import_file(store: Store, path: str | Path, rename_to: str | None = None) -> str:
     return import_events(store, read_recording(path, rename_to), str(path))
+
+
+def imported_from(store: Store, session_id: str) -> str | None:
+    """Where an imported session came from (the file it was imported from), else None."""
+    row = store.conn.execute(
+        "SELECT source FROM imports WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return None if row is None else (row[0] or "a recording")
+
+
+def refuse_untrusted_resume(store: Store, session_id: str, trust: bool) -> None:
+    """A recording is data, not instructions: resuming an imported session would run its
+    commands with its environment in its workdir. Refused unless the user says --trust."""
+    source = imported_from(store, session_id)
+    if source is not None and not trust:
+        raise StoreError(
+            f"session {session_id} was imported from {ascii(source)[1:-1]}: resuming it would run "
+            "the recording's commands, environment and workdir on this machine; pass --trust "
+            "if you trust that recording"
+        )

@@ -364,20 +364,23 @@ def run_session(config: Any, store: Any, *, headless: bool, session_id: str | No
 @click.option("--stall", "stall_s", type=click.FloatRange(min=0, min_open=True), default=None)
 @click.option("--json", "as_json", is_flag=True, help="With --headless: one JSON object on stdout.")
 @click.option("--resume", "resume", default=None, help="Continue a killed session from its log.")
+@click.option("--trust", is_flag=True, help="With --resume: allow resuming an imported recording "
+              "(it runs the recording's commands).")
 @_db_option
 @click.pass_context
 def run_cmd(ctx: click.Context, project: Path | None, target: str | None, reference: str | None,
             candidate: str | None, criteria_file: Path | None, reference_runs: int,
             reference_target: str, agent_spec: str, model: str | None, policy: str | None,
             headless: bool, timeout_s: float | None, stall_s: float | None, as_json: bool,
-            resume: str | None, db: Path | None) -> None:
+            resume: str | None, db: Path | None, trust: bool = False) -> None:
     """Review a live migration session (with an agent, or verification runs only)."""
     from portside.core.session import SessionConfig
 
     if resume:
         from .resume import resume_session
 
-        sys.exit(resume_session(ctx, resume, db, headless=headless, as_json=as_json))
+        sys.exit(resume_session(ctx, resume, db, headless=headless, as_json=as_json,
+                                trust=trust))
     if target is None:
         raise click.UsageError("--target is required (e.g. --target tpu)")
     policy = policy or ("auto" if headless else "ask")

@@ -15,7 +15,7 @@ import click
 
 
 def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: bool,
-                   as_json: bool = False) -> int:
+                   as_json: bool = False, trust: bool = False) -> int:
     """Resume session ``ref`` (id, prefix or 'last'); returns the exit status (0 pass, 1 fail)."""
     from rich.console import Console
     from rich.text import Text
@@ -23,6 +23,7 @@ def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: b
     from portside.core import events as ev
     from portside.core.session import ResumeError, SessionEngine
     from portside.store import StoreError
+    from portside.store.jsonl import refuse_untrusted_resume
 
     from .cli import _open_store
 
@@ -31,6 +32,7 @@ def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: b
     try:
         try:
             sid = store.resolve_session(ref)
+            refuse_untrusted_resume(store, sid, trust)  # an imported recording is data
         except StoreError as exc:
             raise click.ClickException(f"cannot resume: {exc}") from None
         log = list(store.events(sid))
