@@ -327,11 +327,16 @@ def run_session(config: Any, store: Any, *, headless: bool, session_id: str | No
     if headless:
         err = Console(stderr=True, highlight=False)
         engine.bus.subscribe(ConsoleLog(err, show_output=show_output))
+        from portside.core.bus import RecordingFailed
+        from portside.store import StoreError
+
         try:
             result = asyncio.run(engine.run())
         except KeyboardInterrupt:
             err.print("interrupted: runs killed; the session is recorded as failed")
             return 130
+        except (StoreError, RecordingFailed) as exc:
+            return _recording_failed(store, engine.session_id, exc, "run")
         _warm(store, engine.session_id)
         data = result.to_json()
         return emit_result(data, as_json)
@@ -406,6 +411,26 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
     sys.exit(code)
 
 
+# `verify` runs unattended (CI): a run that neither steps nor prints for this long is hung.
+# 30 min leaves room for the first XLA compile of a large model, which prints nothing.
+VERIFY_STALL_S = 1800.0
+# The exit status when the record could not be written (0 pass, 1 fail, 2 usage).
+EXIT_RECORDING_FAILED = 3
+
+
+def _recording_failed(store: Any, session_id: str, exc: BaseException, command: str) -> int:
+    """The store could not record (the runs were stopped): close the session in the log if
+    the file takes a write again, say what happened in one line, exit non-zero."""
+    from portside.core.textsafe import clean_line
+
+    reason = clean_line(f"recording failed: {exc}", 400)
+    closed = store.end_failed_session(session_id, reason)
+    where = ("the session is closed in the log as failed" if closed else
+             "the session could not be closed in the log (it will show as open)")
+    click.echo(f"portside {command}: {reason}; runs stopped; {where}", err=True)
+    return EXIT_RECORDING_FAILED
+
+
 @main.command("verify")
 @click.option("--reference", "reference", required=True, help="Reference command (shell string).")
 @click.option("--candidate", "candidate", required=True, help="Candidate command (shell string).")
@@ -417,7 +442,8 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Wall limit per run, seconds.")
 @click.option("--stall", "stall_s", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Kill a run with no new step record and no output for this long.")
+              help="Kill a run with no new step record and no output for this long "
+                   f"(default {VERIFY_STALL_S:g} s: a first XLA compile fits, a hang ends).")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the runs' output lines too.")
 @_db_option
@@ -431,12 +457,15 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
 
     from rich.console import Console
 
+    from portside.core.bus import RecordingFailed
     from portside.core.session import SessionConfig, SessionEngine
+    from portside.store import StoreError
 
     from .headless import ConsoleLog, emit_result
 
     err = Console(stderr=True, highlight=False)
     criteria = _load_criteria("verify", criteria_file, target, reference_target)
+    stall_s = VERIFY_STALL_S if stall_s is None else stall_s
     store = _open_store(ctx, db)
     config = SessionConfig(
         project=cwd.resolve(), target=target, reference_command=reference,
@@ -454,6 +483,8 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
         err.print("portside verify: interrupted; runs killed, session recorded as failed")
         store.close()
         sys.exit(130)
+    except (StoreError, RecordingFailed) as exc:
+        sys.exit(_recording_failed(store, engine.session_id, exc, "verify"))
     finally:
         store.close()
     sys.exit(emit_result(result.to_json(), as_json))
