@@ -9,6 +9,7 @@ non-finite travel as the strings "nan", "inf", "-inf" (as the probe writes them)
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from typing import Annotated, Any, Literal
@@ -31,7 +32,8 @@ Int = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
 Seq = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
 Ts = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_TS)]
 
-SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2, "critical": 3}
+SEVERITIES: tuple[str, ...] = ("info", "warning", "error", "critical")
+SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
 
 INTERVENTION_KINDS = (
     "approve",
@@ -246,6 +248,7 @@ class Intervention(Event, tag="intervention"):
     target_id: str = ""  # edit id / alarm id / run id it concerns
     note: str = ""
     during_replay: bool = False
+    verdict: Literal["", "pass", "fail"] = ""  # set on action "verdict": the reviewer's decision
 
 
 AnyEvent = (
@@ -350,17 +353,29 @@ def _explain(msg: str) -> str:
     return msg
 
 
+_NONFINITE = {"nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
+              "infinity": math.inf, "-infinity": -math.inf}
+
+
 def record_number(value: Any) -> float | None:
-    """A number from a probe record or event payload: floats and ints as float, the strings
-    "nan"/"inf"/"-inf" (how non-finite values travel in JSON) as float, anything else None."""
+    """The one number parser for probe records, parsed metrics and event payloads: ints and
+    floats as float; strings holding a number ("1.5", and "nan"/"inf"/"-inf", how non-finite
+    values travel in JSON) as float; anything else (None, bools, other text) None."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, float):
-        return value
-    if isinstance(value, int):
-        return float(value) if INT64_MIN <= value <= INT64_MAX else None
-    if isinstance(value, str) and value in ("nan", "inf", "-inf"):
-        return float(value)
+    if isinstance(value, int | float):
+        try:
+            return float(value)
+        except OverflowError:  # an int beyond float range
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _NONFINITE:
+            return _NONFINITE[text]
+        try:
+            return float(text)
+        except ValueError:
+            return None
     return None
 
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from portside.core import events as ev
 from portside.store import Store
 from portside.store.jsonl import export_session
-from portside.tui.cli import main
+from portside.cli.main import main
 
 
 def _hostile_recording(tmp_path: Path, marker: Path) -> Path:

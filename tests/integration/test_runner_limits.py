@@ -44,7 +44,7 @@ def test_long_lines_keep_their_start_and_say_what_was_cut(tmp_path: Path) -> Non
 
 
 def test_verify_has_a_default_stall_limit(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from portside.tui import cli
+    from portside.cli import main as cli
 
     monkeypatch.setattr(cli, "VERIFY_STALL_S", 2.0)  # the real default is 30 min
     assert "default 1800 s" in CliRunner().invoke(cli.main, ["verify", "--help"]).output

@@ -103,7 +103,7 @@ def test_verify_with_a_failing_store_stops_the_runs_and_exits(tmp_path: Path) ->
     t0 = time.monotonic()
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "portside.tui.cli", "--db", str(tmp_path / "p.db"), "verify",
+            [sys.executable, "-m", "portside.cli", "--db", str(tmp_path / "p.db"), "verify",
              "--reference", cmd, "--candidate", cmd, "--target", "cpu", "--reference-runs", "1"],
             capture_output=True, text=True, timeout=90, cwd=tmp_path,
             preexec_fn=_limit_file_size)

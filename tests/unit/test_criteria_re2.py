@@ -47,7 +47,7 @@ def test_catastrophic_pattern_does_not_change_the_outcome(tmp_path: Path) -> Non
     cmd = f"{sys.executable} t.py"
     t0 = time.monotonic()
     out = subprocess.run(
-        [sys.executable, "-m", "portside.tui.cli", "--db", str(tmp_path / "p.db"), "verify",
+        [sys.executable, "-m", "portside.cli", "--db", str(tmp_path / "p.db"), "verify",
          "--reference", cmd, "--candidate", cmd, "--target", "cpu", "--reference-runs", "1",
          "--criteria", "c.toml", "--timeout", "20", "--json"],
         capture_output=True, text=True, timeout=120, cwd=tmp_path)

@@ -16,7 +16,7 @@ RECORDING = Path(__file__).parents[2] / "sessions" / "recordings" / "demo.jsonl"
 
 
 def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "portside.tui.cli", "--db", str(db), *args],
+    return subprocess.run([sys.executable, "-m", "portside.cli", "--db", str(db), *args],
                           capture_output=True, text=True, timeout=120)
 
 

@@ -17,7 +17,7 @@ BAD = ("\x1b", "\x07", "\x9b")
 
 
 def _cli(db: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "portside.tui.cli", "--db", str(db), *args],
+    return subprocess.run([sys.executable, "-m", "portside.cli", "--db", str(db), *args],
                           capture_output=True, text=True, timeout=180, cwd=cwd)
 
 

@@ -1,0 +1,87 @@
+"""One way to drive a session engine, headless or on the screen, for run, verify, demo and
+resume: the exit status is 0 pass, 1 fail, 3 recording failed, 130 interrupted."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+
+def warm(store: Any, session_id: str) -> None:
+    """Index a finished session for replay now, so its first replay opens fast."""
+    import click
+
+    from portside.store.replay_source import warm_index
+
+    try:
+        store.recorder.flush()
+        warm_index(store, session_id)
+    except Exception as exc:  # an index is a cache: never fail the command over it
+        click.echo(f"portside: replay index not built: {exc}", err=True)
+
+
+def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
+          show_output: bool = False, after_seq: int = 0, interrupted: str = "") -> int:
+    """Run ``engine`` to its end. Headless: a live log on stderr (events after ``after_seq``:
+    a resumed session's past is in the log already), then the summary or one JSON object.
+    On the screen: the live app; quitting records the reviewer closing portside."""
+    from rich.console import Console
+
+    from .headless import ConsoleLog, emit_result
+
+    if headless:
+        err = Console(stderr=True, highlight=False)
+        log = ConsoleLog(err, show_output=show_output)
+        engine.bus.subscribe(lambda e: log(e) if e.seq > after_seq else None)
+        from portside.core.bus import RecordingFailed
+        from portside.store import StoreError
+
+        try:
+            result = asyncio.run(engine.run())
+            store.recorder.flush()  # the verdict stands only once its record is on disk
+        except KeyboardInterrupt:
+            err.print(interrupted or "interrupted: runs killed; the session is recorded as failed")
+            return 130
+        except (StoreError, RecordingFailed) as exc:
+            return recording_failed(store, engine.session_id, exc)
+        warm(store, engine.session_id)
+        return emit_result(result.to_json(), as_json)
+    from portside.tui.app import make_app
+
+    app = make_app(bus=engine.bus, gate=engine.gate, info=engine.info, engine_run=engine.run,
+                   engine_stop=lambda: engine.stop(REVIEWER_QUIT))
+    app.run()
+    engine.stop(REVIEWER_QUIT)
+    warm(store, engine.session_id)
+    if engine.result is None:
+        return 1
+    return 0 if engine.result.verdict == "pass" else 1
+
+
+REVIEWER_QUIT = "the reviewer closed portside"
+# The exit status when the record could not be written (0 pass, 1 fail, 2 usage, 130 ^C).
+EXIT_RECORDING_FAILED = 3
+
+
+def recording_failed(store: Any, session_id: str, exc: BaseException) -> int:
+    """The store could not record (the runs were stopped): close the session in the log if
+    the file takes a write again, say what happened in one line, exit non-zero."""
+    import click
+
+    from portside.core.textsafe import clean_line
+
+    reason = clean_line(f"recording failed: {exc}", 400)
+    closed = store.end_failed_session(session_id, reason)
+    where = ("the session is closed in the log as failed" if closed else
+             "the session could not be closed in the log (it will show as open)")
+    click.echo(f"portside: {reason}; runs stopped; {where}", err=True)
+    return EXIT_RECORDING_FAILED
+
+
+def new_engine(config: Any, store: Any, session_id: str | None = None) -> Any:
+    from portside.core.engine import SessionEngine
+
+    if config.workdir is None and config.work_root is None:
+        config.work_root = Path(store.path).resolve().parent / "work"  # durable: --resume
+    return SessionEngine(config, store.recorder, session_id=session_id)
