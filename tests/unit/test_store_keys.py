@@ -101,4 +101,4 @@ def test_v2_database_is_migrated_and_repaired(tmp_path: Path) -> None:
     with Store(path) as store:
         assert [r["run_id"] for r in store.runs("orig")] == ["r1"]
         assert [r["run_id"] for r in store.runs("copy")] == ["r1"]
-        assert store.integrity() == "ok"
+        assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
