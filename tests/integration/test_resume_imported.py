@@ -10,10 +10,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from portside.cli.main import main
 from portside.core import events as ev
 from portside.store import Store
 from portside.store.jsonl import export_session
-from portside.cli.main import main
 
 
 def _hostile_recording(tmp_path: Path, marker: Path) -> Path:
