@@ -79,6 +79,14 @@ def recording_failed(store: Any, session_id: str, exc: BaseException) -> int:
     return EXIT_RECORDING_FAILED
 
 
+def run_config(config: Any, store: Any, **how: Any) -> int:
+    """A new session from ``config``, driven to its end; the store is closed after."""
+    try:
+        return drive(new_engine(config, store), store, **how)
+    finally:
+        store.close()
+
+
 def new_engine(config: Any, store: Any, session_id: str | None = None) -> Any:
     from portside.core.engine import SessionEngine
 
