@@ -28,6 +28,7 @@ from .checks import Alarm, check_budget
 from .criteria import DEFAULT_CRITERIA, Criteria
 from .ledger import Ledger
 from .review import Policy, ReviewGate
+from .secrets import redact_command
 from .verify import RunReport, Verifier
 from .workspace import Workspace, WorkspaceError
 
@@ -206,8 +207,9 @@ class SessionEngine:
                 agent=self.info["agent"],
                 title=self.info["title"],
                 criteria=self.criteria.to_dict(),
-                reference_command=c.reference_command,
-                candidate_command=c.candidate,
+                # Stored without inline secrets (HF_TOKEN=… python train.py → HF_TOKEN=***).
+                reference_command=redact_command(c.reference_command),
+                candidate_command=redact_command(c.candidate),
                 reviewer=self.gate.reviewer or getpass.getuser(),
                 mode=c.mode,
                 meta={"policy": c.policy, "reference_runs": c.reference_runs,

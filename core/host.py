@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from typing import TYPE_CHECKING, Any
 
 from . import events as ev
 from .agent.base import AgentStopped, EditOutcome
 from .checks import Alarm, agent_claim_contradicted
+from .criteria import PatternError, compile_pattern
 from .review import Decision
 from .textsafe import clean_line
 from .workspace import Edit, WorkspaceError
@@ -176,8 +176,8 @@ class EngineHost:
         lines = [clean_line(x) for x in report.result.tail]
         if grep:
             try:
-                rx = re.compile(grep)
-            except re.error as exc:
+                rx = compile_pattern(grep)  # the agent's regex: RE2, linear time
+            except PatternError as exc:
                 return f"bad regex {grep!r}: {exc}"
             lines = [x for x in lines if rx.search(x)]
         return "\n".join(lines[-max(1, min(tail, 500)):]) or "(no matching lines)"
