@@ -15,6 +15,7 @@ from . import events as ev
 from .agent.base import AgentStopped, EditOutcome
 from .checks import Alarm, agent_claim_contradicted
 from .review import Decision
+from .risk import risk_marks
 from .textsafe import clean_line
 from .workspace import Edit, WorkspaceError
 
@@ -93,7 +94,8 @@ class EngineHost:
         else:
             proposed = e.bus.publish(
                 ev.EditProposed(session_id=e.session_id, edit_id=edit.edit_id, path=edit.path,
-                                before=edit.before, after=edit.after, rationale=rationale)
+                                before=edit.before, after=edit.after, rationale=rationale,
+                                risks=risk_marks(edit.path, edit.before, edit.after))
             )
             decision = await e.gate.review_edit(proposed)  # type: ignore[arg-type]
         if decision.action == "reject":
