@@ -39,6 +39,11 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
         except KeyboardInterrupt:
             err.print(interrupted or "interrupted: runs killed; the session is recorded as failed")
             return 130
+        except Exception as exc:  # the engine recorded its end (reason) when it got that far
+            err.print(f"portside: engine failed: {type(exc).__name__}: {exc}", markup=False)
+            if engine.result is None:
+                return 1
+            result = engine.result
         warm(store, engine.session_id)
         return emit_result(result.to_json(), as_json)
     from portside.tui.app import make_app

@@ -24,8 +24,8 @@ from . import events as ev
 # a line is of the first kind whose pattern it matches.
 KINDS: dict[str, tuple[str, str]] = {
     "clipping": ("gradient clipping",
-                 r"clip_grad_(norm|value)_?|\bmax_norm\b|\bclip_value\b|\bgrad_clip\w*|"
-                 r"\bclip_norm\b|gradient_clip"),
+                 r"clip_grad|max[-_]norm|clip_value|grad_clip|clip_norm|gradient_clip|"
+                 r"\bclip\b"),
     "lr-scheduler": ("the LR scheduler",
                      r"lr_scheduler|\bscheduler\b|\w*LR\s*\(|\bwarmup\w*|"
                      r"get_(linear|cosine)_schedule"),
