@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from conftest import FROZEN
 from scenario import INFO, SID, full_session, long_edit_session
 from screen_text import screen_lines

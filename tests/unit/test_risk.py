@@ -162,3 +162,32 @@ def test_old_logs_decode_without_risks() -> None:
     e.risks = [ev.RiskMark(kind="clipping", text="touches gradient clipping: x", line=3)]
     again = ev.decode(ev.encode(e) if hasattr(ev, "encode") else __import__("msgspec").json.encode(e))
     assert isinstance(again, ev.EditProposed) and again.risks == e.risks
+
+
+def test_marks_in_the_event_log_and_the_report(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A real store: the marks survive the SQLite log, and the Markdown report lists them and
+    links the later clipping alarm to the applied edit that carried the clipping mark."""
+    from portside.store import Store
+    from portside.store.exports import report_md
+
+    sid = "s-risk"
+    after = LOOP.replace("max_norm=1.0", "max_norm=0.05")
+    store = Store(tmp_path / "p.db")
+    rec = store.recorder
+    rec.append(ev.SessionStarted(session_id=sid, ts=1.0, project="/p", target="tpu"))
+    rec.append(ev.EditProposed(session_id=sid, ts=2.0, edit_id="e1", path="train.py",
+                               before=LOOP, after=after, risks=risk_marks("train.py", LOOP, after)))
+    rec.append(ev.EditDecided(session_id=sid, ts=3.0, edit_id="e1", decision="approved"))
+    rec.append(ev.EditApplied(session_id=sid, ts=3.5, edit_id="e1", path="train.py"))
+    rec.append(ev.AlarmRaised(session_id=sid, ts=9.0, alarm_id="a1", check="clipping-changed",
+                              severity="error", title="max_norm changed: 0.05 vs reference 1.0"))
+    rec.flush()
+    (logged,) = list(store.events(sid, kinds=["edit.proposed"]))
+    assert isinstance(logged, ev.EditProposed)
+    assert [m.kind for m in logged.risks] == ["clipping"]
+    text = report_md(store, sid)
+    store.close()
+    assert ("- `train.py:9` (e1, applied): touches gradient clipping: max_norm 1.0 → 0.05"
+            in text)
+    assert ('  - linked edit: `train.py` (e1) carried "touches gradient clipping: max_norm 1.0 '
+            '→ 0.05"' in text)
