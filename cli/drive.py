@@ -61,6 +61,14 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
 REVIEWER_QUIT = "the reviewer closed portside"
 
 
+def run_config(config: Any, store: Any, **how: Any) -> int:
+    """A new session from ``config``, driven to its end; the store is closed after."""
+    try:
+        return drive(new_engine(config, store), store, **how)
+    finally:
+        store.close()
+
+
 def new_engine(config: Any, store: Any, session_id: str | None = None) -> Any:
     from portside.core.engine import SessionEngine
 

@@ -11,7 +11,7 @@ import click
 from portside.core import __version__
 from portside.core.checks.runtime import TARGETS as TARGETS_CHOICE
 
-from .drive import drive, new_engine, warm
+from .drive import run_config, warm
 from .options import (
     POLICY,
     TARGET_HELP,
@@ -235,11 +235,7 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
     except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"portside demo · {banner}", err=True)
-    try:
-        code = drive(new_engine(config, store), store, headless=headless, as_json=as_json)
-    finally:
-        store.close()
-    sys.exit(code)
+    sys.exit(run_config(config, store, headless=headless, as_json=as_json))
 
 
 @main.command("run")
@@ -285,12 +281,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
         criteria_file=criteria_file, reference_runs=reference_runs,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
         policy=policy, mode="headless" if headless else "live", agent=agent)
-    store = open_store(ctx, db)
-    try:
-        code = drive(new_engine(config, store), store, headless=headless, as_json=as_json)
-    finally:
-        store.close()
-    sys.exit(code)
+    sys.exit(run_config(config, open_store(ctx, db), headless=headless, as_json=as_json))
 
 
 @main.command("verify")
@@ -320,15 +311,9 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
         candidate=candidate, criteria_file=criteria_file, reference_runs=reference_runs,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
         policy="auto", mode="verify")
-    store = open_store(ctx, db)
-    try:
-        code = drive(new_engine(config, store), store, headless=True, as_json=as_json,
-                     show_output=verbose,
-                     interrupted="portside verify: interrupted; runs killed, session recorded "
-                     "as failed")
-    finally:
-        store.close()
-    sys.exit(code)
+    sys.exit(run_config(config, open_store(ctx, db), headless=True, as_json=as_json,
+                        show_output=verbose, interrupted="portside verify: interrupted; runs "
+                        "killed, session recorded as failed"))
 
 
 @main.command("replay")
