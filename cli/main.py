@@ -141,10 +141,12 @@ def show_cmd(ctx: click.Context, session: str, db: Path | None, limit: int) -> N
     console.print(Text.assemble(
         (sid, "bold"), f"  project {info['project']}  target {info['target']}  "
         f"agent {info['agent']}  verdict {info['verdict'] or 'open'}"))
-    if info.get("reason"):
+    ends = list(store.events(sid, kinds=["session.ended"]))
+    reason = getattr(ends[-1], "reason", "") if ends else ""
+    if reason:
         # Why it ended: an engine failure's message is read here, not only on the screen.
-        failed = str(info["reason"]).startswith("engine failed")
-        console.print(Text(f"reason: {info['reason']}", style="bold red" if failed else ""))
+        failed = reason.startswith("engine failed")
+        console.print(Text(f"reason: {reason}", style="bold red" if failed else ""))
     console.print(Text(
         f"attempts {led.attempts}  failures {led.failures} (silent {led.silent_failures})  "
         f"interventions {led.interventions} (steering {led.steering})  "

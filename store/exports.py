@@ -272,7 +272,9 @@ def report_md(store: Store, session_id: str) -> str:
         f"- **Verdict:** {s['verdict'] or 'open'}"
         + (f" ({s['outcome']})" if s["outcome"] else "")
         + f" · **goal met:** {'yes' if met else 'no' if met is False else 'open'}",
-        *([f"- **Ended because:** {_md_cell(s['reason'])}"] if s.get("reason") else []),
+        *[f"- **Ended because:** {_md_cell(e.reason)}" for e in
+          list(store.events(session_id, kinds=["session.ended"]))[-1:]
+          if isinstance(e, ev.SessionEnded) and e.reason],
         "",
         "## Runs",
         "",
