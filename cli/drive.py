@@ -47,6 +47,11 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
             return 128 + (signals[0] if signals else 2)  # 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP
         except (StoreError, RecordingFailed) as exc:
             return recording_failed(store, engine.session_id, exc)
+        except Exception as exc:  # the engine recorded its end (reason) when it got that far
+            err.print(f"portside: engine failed: {type(exc).__name__}: {exc}", markup=False)
+            if engine.result is None:
+                return 1
+            result = engine.result
         warm(store, engine.session_id)
         if signals:  # stopped by SIGTERM/SIGHUP, and the session ended in good order
             err.print(interrupted or "interrupted: runs killed; the session is recorded as failed")
