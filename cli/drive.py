@@ -1,5 +1,6 @@
 """One way to drive a session engine, headless or on the screen, for run, verify, demo and
-resume: the exit status is 0 pass, 1 fail, 3 recording failed, 130 interrupted."""
+resume: the exit status is 0 pass, 1 fail, 3 recording failed, 128+N interrupted by signal N
+(130 Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
     On the screen: the live app; quitting records the reviewer closing portside."""
     from rich.console import Console
 
-    from .headless import ConsoleLog, emit_result
+    from .headless import ConsoleLog, emit_result, install_signal_handlers
 
+    signals = install_signal_handlers(lambda name: engine.stop(f"portside received {name}"))
     if headless:
         err = Console(stderr=True, highlight=False)
         log = ConsoleLog(err, show_output=show_output)
@@ -42,7 +44,7 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
             store.recorder.flush()  # the verdict stands only once its record is on disk
         except KeyboardInterrupt:
             err.print(interrupted or "interrupted: runs killed; the session is recorded as failed")
-            return 130
+            return 128 + (signals[0] if signals else 2)  # 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP
         except (StoreError, RecordingFailed) as exc:
             return recording_failed(store, engine.session_id, exc)
         except Exception as exc:  # the engine recorded its end (reason) when it got that far
@@ -51,6 +53,9 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
                 return 1
             result = engine.result
         warm(store, engine.session_id)
+        if signals:  # stopped by SIGTERM/SIGHUP, and the session ended in good order
+            err.print(interrupted or "interrupted: runs killed; the session is recorded as failed")
+            return 128 + signals[0]
         return emit_result(result.to_json(), as_json)
     from portside.tui.app import make_app
 

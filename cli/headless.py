@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -109,3 +112,42 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
     console.print(Text(_safe(f"verdict: {verdict.upper()} ({result['outcome']}; "
                              f"{result.get('reason', '')})"),
                        style="bold green" if verdict == "pass" else "bold red"))
+
+
+#: After SIGTERM/SIGHUP, how long the session has to end by itself (runs aborted, recorded)
+#: before it is cancelled as Ctrl-C would.
+STOP_GRACE_S = 5.0
+
+
+def install_signal_handlers(on_signal: Callable[[str], object] | None = None) -> list[int]:
+    """SIGTERM (CI cancelling, `timeout`, Kubernetes) and SIGHUP (terminal closed, ssh dropped)
+    end portside the way Ctrl-C does. The first one calls ``on_signal(name)`` (the engine's
+    stop: runs aborted and recorded, the session ended with the signal as its reason) and,
+    inside an event loop, leaves it STOP_GRACE_S to finish before doing what SIGINT does
+    (asyncio cancels the session); a second one, or one outside a loop, does that at once.
+    Returns the list the signals received are appended to (for the exit status 128+N)."""
+    got: list[int] = []
+
+    def interrupt(frame: Any = None) -> None:
+        current = signal.getsignal(signal.SIGINT)
+        if callable(current):
+            current(signal.SIGINT, frame)
+        else:  # SIGINT ignored (started in the background): interrupt all the same
+            raise KeyboardInterrupt
+
+    def handler(signum: int, frame: Any) -> None:
+        got.append(signum)
+        if on_signal is not None and len(got) == 1:
+            on_signal(signal.Signals(signum).name)
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            if loop is not None:
+                loop.call_later(STOP_GRACE_S, interrupt)
+                return
+        interrupt(frame)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+    return got

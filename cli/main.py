@@ -276,6 +276,9 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
 @click.option("--stall", "stall_s", type=click.FloatRange(min=0, min_open=True), default=None)
 @click.option("--json", "as_json", is_flag=True, help="With --headless: one JSON object on stdout.")
 @click.option("--resume", "resume", default=None, help="Continue a killed session from its log.")
+@click.option("--no-sandbox", "no_sandbox", is_flag=True,
+              help="Agent sessions: run without the bubblewrap sandbox (needed for --policy auto "
+                   "where none is available).")
 @click.option("--trust", is_flag=True, help="With --resume: allow resuming an imported recording "
               "(it runs the recording's commands).")
 @_db_option
@@ -284,7 +287,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
             candidate: str | None, criteria_file: Path | None, reference_runs: int,
             reference_target: str, agent_spec: str, model: str | None, policy: str | None,
             headless: bool, timeout_s: float | None, stall_s: float | None, as_json: bool,
-            resume: str | None, db: Path | None, task: str | None = None,
+            resume: str | None, no_sandbox: bool, db: Path | None, task: str | None = None,
             task_file: Path | None = None, trust: bool = False) -> None:
     """Review a live migration session (with an agent, or verification runs only)."""
     if resume:
@@ -299,12 +302,17 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
     meta = claude_code_task(agent, target, task, task_file)
     if agent is not None and project is None:
         raise click.UsageError("an agent session needs PROJECT (the folder to port)")
+    from portside.core.sandbox import auto_refusal
+
+    if refusal := auto_refusal(policy, agent is not None, no_sandbox):
+        raise click.UsageError(refusal)
     config = session_config(
         "run", project=(project or Path.cwd()).resolve(), target=target,
         reference=reference or "python train.py", candidate=candidate,
         criteria_file=criteria_file, reference_runs=reference_runs,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
         policy=policy, mode="headless" if headless else "live", agent=agent)
+    config.sandbox = not no_sandbox
     config.meta.update(meta)
     sys.exit(run_config(config, open_store(ctx, db), headless=headless, as_json=as_json))
 

@@ -98,6 +98,12 @@ class BudgetCriteria:
 
 
 @dataclass(frozen=True)
+class SandboxCriteria:
+    network: bool = False  # sandboxed runs (agent sessions) reach the network
+    secrets: bool = False  # copy secret-looking project files (.env, *.pem, ...) for agent and runs
+
+
+@dataclass(frozen=True)
 class OutputPattern:
     name: str
     pattern: str
@@ -114,6 +120,7 @@ class Criteria:
     performance: PerformanceCriteria = field(default_factory=PerformanceCriteria)
     hardware: HardwareCriteria = field(default_factory=HardwareCriteria)
     budget: BudgetCriteria = field(default_factory=BudgetCriteria)
+    sandbox: SandboxCriteria = field(default_factory=SandboxCriteria)
     prices: tuple[tuple[str, float], ...] = ()  # overrides of core/prices.toml
     output: tuple[OutputPattern, ...] = ()
     source: str = "<defaults>"
@@ -153,6 +160,7 @@ class Criteria:
             performance=build(PerformanceCriteria, data.get("performance", {})),
             hardware=build(HardwareCriteria, data.get("hardware", {})),
             budget=build(BudgetCriteria, data.get("budget", {})),
+            sandbox=build(SandboxCriteria, data.get("sandbox", {})),
             prices=tuple(sorted((data.get("prices") or {}).items())),
             output=tuple(OutputPattern(o["name"], o["pattern"]) for o in data.get("output", [])),
             source=data.get("source", "<log>"),
@@ -189,6 +197,10 @@ def _int(minimum: int = 0) -> Check:
             return f"must be >= {minimum}, got {v!r}"
         return None
     return check
+
+
+def _bool(v: Any) -> str | None:
+    return None if isinstance(v, bool) else f"must be true or false, got {v!r}"
 
 
 def _str(v: Any) -> str | None:
@@ -237,6 +249,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
     "performance": {"max_step_time_ratio": _num()},
     "hardware": {"devices": _int(0)},
     "budget": {"max_attempts": _int(0), "max_cost_usd": _num(), "max_human_minutes": _num()},
+    "sandbox": {"network": _bool, "secrets": _bool},
 }
 SECTIONS = (*SCHEMA, "prices", "output")
 
@@ -286,7 +299,7 @@ def parse_criteria(text: str, source: str = "<string>") -> Criteria:
     parts: dict[str, Any] = {}
     classes = {"goal": GoalCriteria, "drift": DriftCriteria, "compile": CompileCriteria,
                "performance": PerformanceCriteria, "hardware": HardwareCriteria,
-               "budget": BudgetCriteria}
+               "budget": BudgetCriteria, "sandbox": SandboxCriteria}
     for section, schema in SCHEMA.items():
         body = data.get(section, {})
         types = {f.name: f.type for f in fields(classes[section])}

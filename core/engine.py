@@ -34,6 +34,7 @@ from .workspace import Workspace, WorkspaceError, _git_repo
 
 if TYPE_CHECKING:
     from .resume import Resumed
+    from .sandbox import Sandbox
 
 
 @dataclass
@@ -56,6 +57,7 @@ class SessionConfig:
     # the CLI passes <db dir>/work, so a killed session's workspace outlives reboots.
     work_root: Path | None = None
     isolate: bool = False  # runs in copies of the project (agent sessions), not in it
+    sandbox: bool = True  # isolated runs inside bubblewrap where available (False: --no-sandbox)
     reviewer: str = ""
     title: str = ""
     reference_env: dict[str, str] | None = None
@@ -132,6 +134,7 @@ class SessionEngine:
             "policy": config.policy,
         }
         self.workspace: Workspace | None = None
+        self.sandbox: Sandbox | None = None  # agent sessions: the runs'; wrap agent commands too
         self.resumed = resumed
         if resumed is not None:
             self.info["resumed"] = True
@@ -308,8 +311,9 @@ class SessionEngine:
         done = self.workdir / "reference.copied"  # a copy cut short by a kill is made again
         if pristine.exists() and not done.exists():
             shutil.rmtree(pristine)
+        secrets = self.criteria.sandbox.secrets
         if not pristine.exists():
-            Workspace.pristine_copy(project, pristine)
+            Workspace.pristine_copy(project, pristine, secrets=secrets)
             done.touch()
         home = self.workdir / "workspaces" / self.session_id
         self.workspace = None
@@ -322,8 +326,27 @@ class SessionEngine:
                 shutil.rmtree(home)  # created half-way before the kill; nothing of value in it
         if self.workspace is None:
             self.workspace = Workspace.create(project, self.workdir / "workspaces",
-                                              name=self.session_id)
+                                              name=self.session_id, secrets=secrets)
+        self._confine_runs()
         return pristine, self.workspace.root
+
+    def _confine_runs(self) -> None:
+        """Agent sessions: every run in the sandbox (or, where none, say so on screen)."""
+        from .sandbox import register_workspace, session_sandbox
+
+        assert self.workspace is not None
+        c = session_sandbox(self.config.project, self.config.work_root or self.workdir,
+                            network=self.criteria.sandbox.network, wanted=self.config.sandbox,
+                            policy=self.config.policy,
+                            # The demo's recording and code ship with portside: not refused.
+                            has_agent=self.config.agent is not None and self.config.mode != "demo",
+                            writable=[self.workspace.tree], withheld=self.workspace.withheld)
+        self.sandbox = c.sandbox
+        register_workspace(self.workspace.tree, c.sandbox)  # the agent's commands: wrap_shell
+        self.verifier.runner.use_sandbox(c.sandbox)
+        self.bus.publish(ev.SessionState(session_id=self.session_id, state=c.state,
+                                         detail=c.detail))
+        self._stop_reason = self._stop_reason or c.refused
 
     async def _verification(self, cwd: Path) -> None:
         from .ledger import ENGINE_KILLED

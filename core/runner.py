@@ -17,6 +17,7 @@ import json
 import os
 import re
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -26,7 +27,8 @@ from typing import Any, Protocol
 
 from . import events as ev
 from .bus import RecordingFailed
-from .probe import inject_env
+from .probe import inject_env, probe_dir
+from .sandbox import Sandbox
 from .secrets import Redactor, redact_command, redactor_for, scrub_env
 from .textsafe import decode_line
 
@@ -110,15 +112,17 @@ class Executor(Protocol):
 
 
 class _LocalHandle:
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, sandboxed: bool = False) -> None:
         self.proc = proc
         self.pid = proc.pid
-        self.pgid = proc.pid  # start_new_session: the shell leads its own group
+        self.pgid = proc.pid  # start_new_session: the shell (or bwrap) leads its own group
+        self.sandboxed = sandboxed
         self._seen: set[int] = set()
         _LIVE.add(self)
 
     def _descendants(self) -> set[int]:
-        # Children that called setsid() leave the group; remember them while they are visible.
+        # Children that called setsid() leave the group; remember them while they are visible
+        # (below the run's reaper or bwrap, where they stay even when they double-fork).
         try:
             import psutil
 
@@ -134,16 +138,35 @@ class _LocalHandle:
     async def wait(self) -> int:
         return await self.proc.wait()
 
+    @property
+    def returncode(self) -> int | None:
+        """Set once the command itself exited, even while what it left behind still holds
+        the output pipe open (``wait()`` returns only when the pipe closes)."""
+        return self.proc.returncode
+
     def kill_all(self, sig: int) -> None:
         pids = self._descendants()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pgid, sig)
+        if self.sandboxed and sig != signal.SIGKILL:
+            # bwrap dies at once on SIGTERM and takes the namespace with it: the probe inside
+            # would not flush. Ask the processes inside instead (bwrap and its pid 1 spared).
+            with contextlib.suppress(Exception):
+                import psutil
+
+                inner = {c.pid for c in psutil.Process(self.pid).children()}
+                pids = pids - inner - {self.pid}
+        else:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pgid, sig)
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 
     def forget(self) -> None:
         _LIVE.discard(self)
+
+
+#: Unsandboxed runs start under their own subreaper (Linux), see core/reaper.py.
+REAPER = Path(__file__).with_name("reaper.py")
 
 
 _LIVE: set[_LocalHandle] = set()
@@ -157,13 +180,21 @@ def _kill_live_runs() -> None:
 
 
 class LocalExecutor:
+    """Runs on this machine; inside ``sandbox`` (bubblewrap) when one is given."""
+
+    def __init__(self, sandbox: Sandbox | None = None) -> None:
+        self.sandbox = sandbox
+
     async def start(
         self, command: str, cwd: Path, env: dict[str, str]
     ) -> tuple[Handle, asyncio.StreamReader]:
+        argv = ["/bin/sh", "-c", command]
+        if self.sandbox is not None:
+            argv = self.sandbox.wrap(argv, cwd, env)  # its PID namespace ends every descendant
+        elif sys.platform.startswith("linux"):
+            argv = [sys.executable, "-I", "-S", str(REAPER), *argv]
         proc = await asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
-            command,
+            *argv,
             cwd=str(cwd),
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
@@ -173,7 +204,7 @@ class LocalExecutor:
             limit=1 << 20,
         )
         assert proc.stdout is not None
-        return _LocalHandle(proc), proc.stdout
+        return _LocalHandle(proc, self.sandbox is not None), proc.stdout
 
 
 Emit = Callable[[ev.Event], object]
@@ -195,6 +226,15 @@ class Runner:
         self.executor = executor or LocalExecutor()
         self._aborts: dict[str, asyncio.Event] = {}
         self.on_records: Callable[[str, list[dict[str, Any]]], None] | None = None
+
+    def use_sandbox(self, sandbox: Sandbox | None) -> None:
+        """Run every later command of this runner inside ``sandbox`` (local runs only); the
+        probe's output directory is writable in it."""
+        if isinstance(self.executor, LocalExecutor):
+            self.probe_dir.mkdir(parents=True, exist_ok=True)
+            self.executor.sandbox = sandbox and sandbox.with_writable(self.probe_dir).with_readable(
+                probe_dir().parent  # the probe's own code (inject/ loads ../_probe.py)
+            )
 
     def abort(self, run_id: str) -> bool:
         flag = self._aborts.get(run_id)
@@ -391,6 +431,8 @@ class _Watch:
                     break
                 if isinstance(handle, _LocalHandle):
                     handle.remember()
+                    if handle.returncode is not None:
+                        break  # the command ended; what it left running is killed below
                 now = time.monotonic()
                 if abort.is_set():
                     reason = "aborted"
@@ -413,7 +455,9 @@ class _Watch:
             if isinstance(handle, _LocalHandle):
                 handle.forget()
             self.runner._aborts.pop(spec.run_id, None)
-        returncode = waiter.result() if waiter.done() else None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(waiter), timeout=5)  # the pipes closed
+        returncode = waiter.result() if waiter.done() else getattr(handle, "returncode", None)
         try:
             await asyncio.wait_for(reader, timeout=5)
         except TimeoutError:

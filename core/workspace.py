@@ -13,7 +13,7 @@ Layout on disk (``home`` is one directory per workspace)::
     home/workspace.json        metadata; written last, so its presence marks a complete workspace
     home/baseline/manifest.json  what the project looked like when the workspace was created
     home/baseline/blobs/<sha>  contents of baseline files (small ones), for diffs
-    home/tree/                 the working copy (a git worktree, or a plain copy)
+    home/tree/                 the working copy (with a private git repo of its own, or plain)
 
 The metadata lives beside the tree, not inside it, so neither the agent nor the training runs
 (whose working directory is the tree) trip over it.
@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import errno
+import fnmatch
 import hashlib
 import json
 import os
@@ -73,6 +74,20 @@ SKIP_DIRS = frozenset(
 )
 #: Names the agent may never address, at any depth (``.portside`` is reserved for metadata).
 RESERVED_NAMES = frozenset({".git", ".portside"})
+#: Files that look like secrets (matched on the file name, case-insensitively), left out of
+#: the agent's workspace and the reference copy unless the user opts in (``--with-secrets``):
+#: what is copied reaches the agent, the model and the log, and the runs.
+SECRET_FILES = (
+    ".env", ".env.*", "*.env", ".envrc", ".netrc", "_netrc", ".pgpass", ".pypirc", ".npmrc",
+    ".git-credentials", ".htpasswd", ".dockercfg", "credentials", "credentials.json",
+    "*credentials*.json", "client_secret*.json", "service-account*.json", "*service_account*.json",
+    "kaggle.json", "secrets.*", ".secrets", "*.secret", "*.pem", "*.key", "*.p12", "*.pfx",
+    "*.jks", "*.keystore", "*.ppk", "*.tfvars", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519",
+)
+#: Templates that hold no secret by convention, copied even though they match above.
+SECRET_TEMPLATES = (".env.example", ".env.sample", ".env.template", ".env.dist")
+#: Directories of credentials, left out whole.
+SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker"})
 
 MAX_PATH_CHARS = 1024
 MAX_COMPONENT_BYTES = 255  # NAME_MAX on Linux and macOS
@@ -464,11 +479,12 @@ def _git_env() -> dict[str, str]:
     return env
 
 
-def _git(cwd: Path | str, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-    # No hooks: creating a worktree would otherwise run the user's post-checkout hook.
+def _git(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = None
+         ) -> subprocess.CompletedProcess[bytes]:
+    # No hooks: none of the user's hooks ever runs on portside's behalf.
     cmd = ["git", "-c", "core.hooksPath=/dev/null", "-C", str(cwd), *args]
     try:
-        proc = subprocess.run(cmd, env=_git_env(), capture_output=True, timeout=300)
+        proc = subprocess.run(cmd, env=_git_env(), capture_output=True, timeout=300, input=stdin)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise WorkspaceError(f"git {' '.join(args)} failed: {exc}") from None
     if check and proc.returncode != 0:
@@ -499,6 +515,27 @@ def _git_repo(project: Path) -> tuple[Path, str, str] | None:
 
 def _skipped(parts: Iterable[str], exclude: frozenset[str]) -> bool:
     return any(p in SKIP_DIRS or p in exclude for p in parts)
+
+
+def is_secret(rel: str) -> bool:
+    """Does this project path look like a secret (see :data:`SECRET_FILES`)?"""
+    parts = rel.split("/")
+    if any(p in SECRET_DIRS for p in parts[:-1]):
+        return True
+    name = parts[-1].lower()
+    if name in SECRET_TEMPLATES:
+        return False
+    return any(fnmatch.fnmatchcase(name, pat) for pat in SECRET_FILES)
+
+
+def _copyable(project: Path, use_git: bool, exclude: frozenset[str], secrets: bool
+              ) -> tuple[list[str], list[str]]:
+    """(files to copy, secret-looking files withheld)."""
+    files = _visible_files(project, use_git, exclude)
+    if secrets:
+        return files, []
+    withheld = [f for f in files if is_secret(f)]
+    return [f for f in files if not is_secret(f)], withheld
 
 
 def _visible_files(tree: Path, use_git: bool, exclude: frozenset[str]) -> list[str]:
@@ -565,10 +602,38 @@ def _copy_entry(src_root: Path, dst_root: Path, rel: str) -> None:
         shutil.copy2(src, dst, follow_symlinks=False)
 
 
-def _copy_tree(src: Path, dst: Path, exclude: frozenset[str]) -> None:
+def _copy_tree(src: Path, dst: Path, files: Iterable[str]) -> None:
     dst.mkdir(parents=True, exist_ok=True)
-    for rel in _visible_files(src, False, exclude):
+    for rel in files:
         _copy_entry(src, dst, rel)
+
+
+def _private_repo(tree: Path, toplevel: Path, prefix: str, files: list[str]) -> None:
+    """A fresh git repository in ``tree`` whose index holds the copied files: git's view of
+    the workspace (ignored run outputs, ``git diff``) matches the user's, and nothing in it
+    points at the user's .git (no shared config, objects, hooks or worktree registration)."""
+    _git(tree, "init", "-q")
+    # The ignore rules above the project and the repo's own exclude file still apply.
+    parts = prefix.split("/") if prefix else []
+    for i in range(len(parts)):
+        src = toplevel.joinpath(*parts[:i], ".gitignore")
+        if src.is_file() and not src.is_symlink():
+            dst = tree.joinpath(*parts[:i], ".gitignore")
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+    proc = _git(toplevel, "rev-parse", "--git-path", "info/exclude", check=False)
+    exclude = Path(toplevel, proc.stdout.decode("utf-8", "surrogateescape").strip())
+    if proc.returncode == 0 and exclude.is_file():
+        (tree / ".git" / "info").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(exclude, tree / ".git" / "info" / "exclude")
+    names = [f"{prefix}/{f}" if prefix else f for f in files]
+    if names:
+        _git(tree, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul",
+             stdin="\0".join(names).encode("utf-8", "surrogateescape"))
+    # A commit, so HEAD exists (scripts that log `git rev-parse HEAD`; `git diff HEAD`).
+    _git(tree, "-c", "user.name=portside", "-c", "user.email=portside@localhost",
+         "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify", "--allow-empty",
+         "-m", "portside: the project as the user sees it", check=False)
 
 
 def _file_sha(path: Path) -> str:
@@ -665,7 +730,7 @@ class Workspace:
 
     @property
     def mode(self) -> str:
-        """Either "git" (a git worktree) or "copy"."""
+        """Either "git" (a copy with a private git repo) or "copy"."""
         return str(self.meta["mode"])
 
     @property
@@ -680,13 +745,16 @@ class Workspace:
         *,
         name: str | None = None,
         exclude: Iterable[str] = (),
+        secrets: bool = False,
     ) -> Workspace:
         """Make a fresh working copy of ``project`` in a new directory ``root/name``.
 
-        A git project with a commit becomes a detached worktree at HEAD, and then the user's
-        uncommitted, staged and untracked-but-not-ignored changes (and deletions) are copied
-        over, so the agent starts from what the user sees. Anything else is a plain copy.
-        Directories in :data:`SKIP_DIRS` and names in ``exclude`` are left out.
+        The copy holds what the user sees: for a git project with a commit, tracked plus
+        untracked-but-not-ignored files (with their uncommitted changes), in a private git
+        repository of its own (never a worktree of the user's: their .git is not shared);
+        anything else is copied whole. Directories in :data:`SKIP_DIRS`, names in
+        ``exclude`` and, unless ``secrets``, files that look like secrets
+        (:func:`is_secret`; listed in ``meta["withheld"]``) are left out.
         """
         project = Path(project)
         if not project.is_dir():
@@ -724,49 +792,30 @@ class Workspace:
         try:
             if repo is not None:
                 toplevel, prefix, head = repo
+                files, withheld = _copyable(project, True, excl, secrets)
+                _copy_tree(project, tree / prefix, files)
                 try:
-                    _git(toplevel, "worktree", "add", "--detach", "--quiet", str(tree), head)
+                    _private_repo(tree, toplevel, prefix, files)
                 except WorkspaceError:
-                    _rmtree(tree)  # e.g. "dubious ownership": fall back to a plain copy
+                    _rmtree(tree)  # no usable git here: a plain copy, made again below
                 else:
                     meta.update(mode="git", prefix=prefix, repo=str(toplevel), base_commit=head)
-                    cls._sync_from_user(project, tree / prefix, excl)
             if meta["mode"] == "copy":
-                _copy_tree(project, tree, excl)
+                files, withheld = _copyable(project, False, excl, secrets)
+                _copy_tree(project, tree, files)
+            meta["withheld"] = withheld
             ws = cls(home, meta)
             ws._write_baseline()
             _write_json(home / META_FILE, meta)
         except BaseException:
-            if meta["mode"] == "git":
-                _git(
-                    meta["repo"], "worktree", "remove", "--force", "--force", str(tree), check=False
-                )
             _rmtree(home)
             raise
         return ws
 
-    @staticmethod
-    def _sync_from_user(project: Path, dst: Path, exclude: frozenset[str]) -> None:
-        """Make the fresh worktree match the user's visible files: copy changed/untracked
-        ones, delete ones the user deleted."""
-        dst.mkdir(parents=True, exist_ok=True)
-        wanted = _visible_files(project, True, exclude)
-        for rel in wanted:
-            src, out = project / rel, dst / rel
-            if src.is_symlink():
-                if not (out.is_symlink() and os.readlink(out) == _link_target(project, src)):
-                    _copy_entry(project, dst, rel)
-            elif not (
-                out.is_file()
-                and not out.is_symlink()
-                and os.lstat(out).st_mode & 0o111 == os.lstat(src).st_mode & 0o111
-                and _file_sha(out) == _file_sha(src)
-            ):
-                _copy_entry(project, dst, rel)
-        keep = set(wanted)
-        for rel in _visible_files(dst, True, exclude):
-            if rel not in keep:
-                (dst / rel).unlink()
+    @property
+    def withheld(self) -> list[str]:
+        """Secret-looking project files not copied into this workspace."""
+        return list(self.meta.get("withheld", ()))
 
     @classmethod
     def open(cls, path: Path | str) -> Workspace:
@@ -794,10 +843,12 @@ class Workspace:
 
     @staticmethod
     def pristine_copy(
-        project: Path | str, dest: Path | str, *, exclude: Iterable[str] = ()
+        project: Path | str, dest: Path | str, *, exclude: Iterable[str] = (),
+        secrets: bool = False,
     ) -> Path:
         """A plain copy of ``project`` for reference runs (runs write files; the user's tree is
-        never written). Unlike a workspace it keeps git-ignored files, since runs need data."""
+        never written). Unlike a workspace it keeps git-ignored files, since runs need data;
+        like one, it leaves out secret-looking files unless ``secrets``."""
         project, dest = Path(project), Path(os.path.abspath(dest))
         if not project.is_dir():
             raise WorkspaceError(f"project {project} is not a directory")
@@ -805,12 +856,14 @@ class Workspace:
             raise WorkspaceError(f"copy destination {dest} is inside the project {project}")
         if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
             raise WorkspaceError(f"copy destination {dest} exists and is not an empty directory")
-        _copy_tree(Path(os.path.realpath(project)), dest, frozenset(exclude))
+        src = Path(os.path.realpath(project))
+        _copy_tree(src, dest, _copyable(src, False, frozenset(exclude), secrets)[0])
         return dest
 
     def dispose(self) -> None:
-        """Remove the working copy, its metadata and (for git) the worktree registration."""
-        if self.mode == "git" and Path(self.meta["repo"]).is_dir():
+        """Remove the working copy and its metadata (and, for a workspace made by an older
+        portside as a worktree of the user's repo, its registration there)."""
+        if self.mode == "git" and (self.tree / ".git").is_file() and Path(self.meta["repo"]).is_dir():
             proc = _git(
                 self.meta["repo"],
                 "worktree",

@@ -97,16 +97,11 @@ def claims_success(message: str) -> bool:
 
 def command_for_run(command: str, cwd: str) -> str:
     """The one call site for running an approved agent command: the secrets the CLI holds are
-    unset first. When core/sandbox.py lands (issue 13a), wrap the command here."""
-    try:
-        from .. import sandbox  # type: ignore[attr-defined]
-    except ImportError:
-        sandbox = None
-    unset = "unset " + " ".join(SECRET_ENV) + "; "
-    wrap = getattr(sandbox, "wrap_shell", None)
-    if callable(wrap):
-        return str(wrap(unset + command, cwd))
-    return unset + command
+    unset first, then it is wrapped in the session's sandbox (core/sandbox.py ``wrap_shell``;
+    unchanged where the session has none)."""
+    from ..sandbox import wrap_shell
+
+    return wrap_shell("unset " + " ".join(SECRET_ENV) + "; " + command, cwd)
 
 
 def find_cli(cli_path: str | os.PathLike[str] | None = None) -> str | None:

@@ -26,6 +26,10 @@ config = SessionConfig(
     candidate_command=candidate, reference_runs=2, stall_s=60,
     agent=ScriptedAgent(script, speed=0), policy="ask", mode="live", isolate=True,
     work_root=Path(db).resolve().parent / "work", reviewer="tester",
+    # Unconfined on purpose: the candidate writes its pid file outside the workspace, and the
+    # test is about what a kill -9 leaves running (in the sandbox, --die-with-parent ends it;
+    # tests/integration/test_sandbox.py).
+    sandbox=False,
 )
 engine = SessionEngine(config, store.recorder)
 gate = engine.gate

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import textwrap
@@ -190,3 +191,64 @@ def test_nonzero_exit_without_traceback_reports_last_line(tmp_path: Path) -> Non
     result, _ = _run(tmp_path, f"{PY} {script}")
     assert (result.reason, result.exit_code) == ("crashed", 3)
     assert result.error_message == "fatal: checkpoint step_400.pt is truncated"
+
+
+DAEMONS = """
+import os, subprocess, sys, time
+token = sys.argv[1]
+for i in range(50):
+    if i % 2:  # setsid() child that stays a child of the run
+        subprocess.Popen(["sleep", f"{token}{i:02d}"], start_new_session=True)
+        continue
+    if os.fork() == 0:  # double fork: the grandchild is orphaned at once
+        os.setsid()
+        if os.fork() == 0:
+            os.execvp("sleep", ["sleep", f"{token}{i:02d}"])
+        os._exit(0)
+    os.wait()
+print("spawned", flush=True)
+if len(sys.argv) > 2:
+    time.sleep(1000)
+"""
+
+
+def _alive(token: str) -> list[int]:
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        cmd = p.info["cmdline"] or []
+        if len(cmd) == 2 and cmd[0] == "sleep" and cmd[1].startswith(token) \
+                and p.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(p.pid)
+    return found
+
+
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["subreaper", "pid-namespace"])
+@pytest.mark.parametrize("ending", ["exits", "timeout"])
+def test_fifty_daemons_do_not_outlive_their_run(tmp_path: Path, sandboxed: bool,
+                                                ending: str) -> None:
+    """Issue 13: children that setsid() or double-fork escaped the reaper (48 of 50 alive)."""
+    from portside.core.sandbox import Sandbox, unavailable
+
+    if sandboxed and unavailable():
+        pytest.skip(f"no sandbox here: {unavailable()}")
+    token = f"1000.{os.getpid()}{int(time.time() * 1000) % 100000}"
+    script = _script(tmp_path, "daemons.py", DAEMONS)
+    events: list[ev.Event] = []
+    runner = Runner("s", events.append, tmp_path / "probe")
+    if sandboxed:
+        runner.use_sandbox(Sandbox.for_project(tmp_path / "no-project"))
+    hang = " hang" if ending == "timeout" else ""
+    spec = RunSpec(run_id="d1", role="candidate", attempt=1, cwd=tmp_path, target="cpu",
+                   command=f"{PY} {script} {token}{hang}", timeout_s=4.0)
+    result = asyncio.run(runner.run(spec))
+    assert any("spawned" in e.lines for e in events if isinstance(e, ev.RunOutput)), result.tail
+    assert result.reason == ("timeout" if hang else "exit")
+    time.sleep(0.3)
+    alive = _alive(token)
+    for pid in alive:  # never leave them behind, even when the test fails
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(pid).kill()
+    assert alive == []
+    # Orphans reparented to us (the subreaper) were reaped: no zombies of theirs either.
+    zombies = [c for c in psutil.Process().children() if c.status() == psutil.STATUS_ZOMBIE]
+    assert zombies == [], [(z.pid, z.ppid(), z.name(), [p.pid for p in psutil.Process().children()]) for z in zombies]

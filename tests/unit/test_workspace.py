@@ -127,12 +127,37 @@ def test_git_workspace_is_what_the_user_sees(tmp_path: Path) -> None:
         assert not ws.exists("gone.py")  # deleted by the user
         assert not (ws.root / "data").exists()  # ignored
         assert ws.changes() == []  # the baseline is the user's view, not HEAD
-        worktrees = git(proj, "worktree", "list", "--porcelain")
-        assert str(ws.tree) in worktrees
     finally:
         ws.dispose()
-    assert str(ws.tree) not in git(proj, "worktree", "list", "--porcelain")
     assert not ws.home.exists()
+
+
+def test_git_workspace_shares_nothing_with_the_users_git(tmp_path: Path) -> None:
+    """Issue 13: a worktree shared the user's .git/config (an agent's `git config alias.x`
+    landed there) and stayed registered in .git/worktrees."""
+    proj = make_git_project(tmp_path)
+    before = tree_hash(proj / ".git")
+    ws = Workspace.create(proj, tmp_path / "ws")
+    try:
+        assert ws.mode == "git"
+        assert (ws.tree / ".git").is_dir()  # its own repository, not a gitlink into the user's
+        assert not (proj / ".git" / "worktrees").exists()
+        assert git(proj, "worktree", "list", "--porcelain").count("worktree ") == 1
+        git(ws.root, "config", "alias.x", "!echo pwned")
+        git(ws.root, "config", "core.fsmonitor", "/bin/false")
+        assert git(ws.root, "remote").strip() == ""  # nothing points back at the user's repo
+        objects = git(ws.root, "count-objects", "-v")
+        assert "alternate" not in objects
+        # git still sees what the user sees: ignored run outputs stay out of the listing.
+        (ws.root / "data").mkdir()
+        (ws.root / "data" / "out.bin").write_bytes(b"1")
+        assert [c.path for c in ws.changes()] == []
+        ws.apply(ws.propose_replace("train.py", "1.0)", "0.5)"))
+        assert git(ws.root, "diff", "HEAD", "--name-only").split() == ["train.py"]
+    finally:
+        ws.dispose()
+    assert tree_hash(proj / ".git") == before
+    assert "alias.x" not in (proj / ".git" / "config").read_text()
 
 
 def test_git_project_in_subdirectory(tmp_path: Path) -> None:
@@ -157,6 +182,49 @@ def test_repo_without_commits_is_copied(tmp_path: Path) -> None:
     ws = Workspace.create(proj, tmp_path / "ws")
     assert ws.mode == "copy" and not (ws.root / ".git").exists()
     ws.dispose()
+
+
+SECRETS = {".env": "HF_TOKEN=hf_live\n", "credentials.json": '{"key": "k"}',
+           "deploy/server.pem": "-----BEGIN PRIVATE KEY-----\n", ".ssh/config": "Host x\n",
+           "conf/id_ed25519": "key\n", ".netrc": "machine m password p\n",
+           "gcp/service-account-prod.json": "{}"}
+
+
+@pytest.mark.parametrize("kind", ["copy", "git"])
+def test_secret_files_are_not_copied_unless_asked(kind: str, tmp_path: Path) -> None:
+    """Issue 13: the project's .env / credentials.json reached the agent (and so the model)."""
+    proj = make_project(tmp_path)
+    for rel, text in SECRETS.items():
+        (proj / rel).parent.mkdir(parents=True, exist_ok=True)
+        (proj / rel).write_text(text)
+    (proj / ".env.example").write_text("HF_TOKEN=\n")
+    (proj / "model" / "keys.py").write_text("KEYS = []\n")  # a name, not a secret
+    if kind == "git":
+        git(proj, "init", "-q")
+        git(proj, "add", "-A")  # committed secrets too: the workspace's git must not hold them
+        git(proj, "commit", "-qm", "init")
+    ws = Workspace.create(proj, tmp_path / "ws")
+    assert ws.mode == kind
+    files = set(ws.list_files())
+    assert files.isdisjoint(SECRETS) and not any(p.startswith(".ssh") for p in files)
+    assert {".env.example", "model/keys.py", "train.py"} <= files
+    assert sorted(ws.withheld) == sorted(SECRETS)
+    on_disk = {str(p.relative_to(ws.tree)) for p in ws.tree.rglob("*") if p.is_file()}
+    assert not any(rel in on_disk for rel in SECRETS)
+    if kind == "git":  # nor in the workspace's git objects
+        blobs = subprocess.run(["git", "-C", str(ws.tree), "cat-file", "--batch-all-objects",
+                                "--batch"], capture_output=True, check=True).stdout
+        assert b"hf_live" not in blobs and b"PRIVATE KEY" not in blobs
+        assert b"class Net" in blobs
+    with pytest.raises(WorkspaceError, match="does not exist"):
+        ws.read_file(".env")
+    ref = Workspace.pristine_copy(proj, tmp_path / "ref")
+    assert not (ref / ".env").exists() and not (ref / "credentials.json").exists()
+    assert (ref / ".env.example").exists()
+    opted = Workspace.create(proj, tmp_path / "ws2", secrets=True)
+    assert set(SECRETS) <= set(opted.list_files()) and opted.withheld == []
+    ws.dispose()
+    opted.dispose()
 
 
 def test_create_refuses_root_inside_project(tmp_path: Path) -> None:
@@ -548,8 +616,7 @@ def test_user_tree_is_byte_identical_after_a_session(kind: str, tmp_path: Path) 
     ws.changes()
     ws.export_patch(tmp_path / "out.patch")
     ws.revert(e2)
-    # Mid-session only git's own worktree registry (.git/worktrees) may differ.
-    assert tree_hash(proj, skip_git_worktrees=True) == before
+    assert tree_hash(proj) == before  # .git included: no worktree registration either
     Workspace.open(ws.home).dispose()
     assert tree_hash(proj) == before
     assert not ws.home.exists()

@@ -1,0 +1,85 @@
+"""SIGTERM (CI cancelling, `timeout`) and SIGHUP (closed terminal) end portside as Ctrl-C does
+(issue 13): the runs and every process they started are killed, the session is ended with the
+signal as its reason, the exit status is 128+N."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from portside.core import events as ev
+from portside.store import Store
+
+PY = sys.executable
+
+HANG = """
+import os, subprocess, sys, time
+# A setsid() child, and a double-forked one: both must die with the run.
+kid = subprocess.Popen(["sleep", "3000"], start_new_session=True)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        open("grandchild.pid", "w").write(str(os.getpid()))
+        time.sleep(3000)
+    os._exit(0)
+os.wait()
+while not os.path.exists("grandchild.pid"):
+    time.sleep(0.01)
+open("pids.tmp", "w").write(f"{os.getpid()} {kid.pid} {open('grandchild.pid').read()}")
+os.replace("pids.tmp", "pids")
+print("training...", flush=True)
+time.sleep(3000)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_signal_ends_the_session_and_kills_the_runs(tmp_path: Path, sig: int) -> None:
+    (tmp_path / "hang.py").write_text(textwrap.dedent(HANG))
+    db = tmp_path / "s.db"
+    proc = subprocess.Popen(
+        [PY, "-m", "portside.cli", "verify", "--reference", f"{PY} hang.py",
+         "--candidate", f"{PY} hang.py", "--target", "cpu", "--reference-runs", "1",
+         "--cwd", str(tmp_path), "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"},
+    )
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "pids").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never started"
+            time.sleep(0.05)
+        pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+        assert all(psutil.pid_exists(p) for p in pids)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 128 + sig, err[-2000:]
+        assert "interrupted" in err
+        time.sleep(0.3)
+        alive = [p for p in pids if psutil.pid_exists(p)
+                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        assert alive == []  # the trainer, its setsid child and its double-forked grandchild
+        with Store(db) as store:
+            (info,) = store.sessions()
+            sid = info["session_id"]
+            ended = [e for e in store.events(sid) if isinstance(e, ev.SessionEnded)]
+            finished = [e for e in store.events(sid) if isinstance(e, ev.RunFinished)]
+        assert len(ended) == 1 and ended[0].verdict == "fail"
+        assert signal.Signals(sig).name in ended[0].reason
+        assert [f.outcome for f in finished] == ["aborted"]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
