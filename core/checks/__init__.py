@@ -84,13 +84,5 @@ def run_checks(references: list[RunRecords], candidate: RunRecords, criteria: Cr
     if share is not None and share["differs"]:
         extra["clip_share"] = share
     drift = [dc.replace(a, evidence={**a.evidence, **extra}) if extra else a for a in drift]
-    if (share is not None and share["differs"] and not drift
-            and not any(a.kind == "clipping-changed" for a in causes)):
-        drift.append(Alarm(
-            "numeric-drift", "warning",
-            f"clips {share['candidate']:.0%} of steps vs reference {share['reference']:.0%} "
-            f"with the same max_norm {'/'.join(f'{v:g}' for v in share['max_norm'])}: the "
-            "gradients changed", {"series": "clip_share", "clip_share": share},
-            key="numeric-drift:clip-share"))
     alarms += drift
     return sort_alarms(alarms)

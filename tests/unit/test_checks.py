@@ -275,19 +275,15 @@ def test_clipping_removed_live_waits_for_enough_steps():
     assert _clip_alarm(_clip(), _clip(n=25, max_norm=None), final=False) is not None
 
 
-@pytest.mark.parametrize(("cand_every", "fires"), [(10, False), (2, True), (4, False), (3, True)])
-def test_clip_share_is_drift_evidence_not_clipping_changed(cand_every: int, fires: bool):
-    # reference clips 10% of steps; candidate 10%, 50%, 25% (+15 pp, 2.5x), 34% (+24 pp, 3.4x)
-    # with the same max_norm: the gradients changed, not the clipping code (issue 14).
+@pytest.mark.parametrize("cand_every", [10, 2, 4, 3])
+def test_clip_share_alone_is_no_clipping_alarm(cand_every: int):
+    # reference clips 10% of steps; candidate 10%, 50%, 25%, 34% with the same max_norm: the
+    # gradients changed, not the clipping code (issue 14). It was clipping-changed before.
     ref = _clip(n=100)
     cand = _clip(n=100, grad=lambda i: 0.5 + (i % cand_every == 0))
     alarms = run_checks([run(ref)], run(cand, end=OK), crit(drift={"series": ("loss",)}), "cpu",
                         True)
-    assert "clipping-changed" not in kinds(alarms)
-    share = [a for a in alarms if a.key == "numeric-drift:clip-share"]
-    assert bool(share) is fires
-    if share:
-        assert share[0].severity == "warning" and share[0].evidence["clip_share"]["differs"]
+    assert "clipping-changed" not in kinds(alarms) and not errors(alarms)
 
 
 def test_clip_share_rides_on_the_drift_alarm():
