@@ -66,7 +66,10 @@ def run_checks(references: list[RunRecords], candidate: RunRecords, criteria: Cr
     alarms += check_hardware(candidate, criteria, target, final)
     drift = check_drift(refs, candidate, criteria)
     causes = check_lr(refs, candidate) + check_clipping(refs, candidate, criteria, final)
-    causes += check_ranks(refs, candidate)
+    diverged = check_ranks(refs, candidate)
+    if diverged:  # never reduced at all: that is the cause, not where the clipping sits
+        causes = [a for a in causes if a.evidence.get("reason") != "before-reduction"]
+    causes += diverged
     alarms += causes
     alarms += check_recompilation(candidate, criteria)
     alarms += check_fallback(candidate, criteria)

@@ -216,8 +216,8 @@ def _lr_by_step(cand: RunRecords, r: RunRecords) -> dict[str, Any] | None:
 
 def _lr_by_progress(cand: RunRecords, r: RunRecords) -> dict[str, Any] | None:
     """The same by training progress: the candidate's lr must lie within the reference's at
-    the nearest-progress step and its neighbours of the same epoch (a per-step schedule
-    sampled at 62 instead of 63 points per epoch falls between the reference's values)."""
+    the nearest-progress step and its two neighbours (a per-step schedule sampled at 62
+    instead of 63 points per epoch falls between the reference's values)."""
     m = map_to(cand, r)
     ok = m >= 0
     if not ok.any():
@@ -225,17 +225,17 @@ def _lr_by_progress(cand: RunRecords, r: RunRecords) -> dict[str, Any] | None:
     g = min(cand.lr_all.shape[1], r.lr_all.shape[1])
     j = m[ok]
     c = cand.lr_all[ok, :g]
-    ep = r.col("epoch")
     lo = hi = r.lr_all[j, :g]
     for d in (-1, 1):
-        k = np.clip(j + d, 0, r.n - 1)
-        same = (ep[k] == ep[j])[:, None]
-        nb = np.where(same, r.lr_all[k, :g], r.lr_all[j, :g])
+        nb = r.lr_all[np.clip(j + d, 0, r.n - 1), :g]
         lo, hi = np.fmin(lo, nb), np.fmax(hi, nb)
     both = np.isfinite(c) & np.isfinite(lo)
     if not both.any():
         return None
-    tol = LR_RTOL * np.maximum(np.abs(lo), np.abs(hi)) + 1e-12
+    # Widened by the reference's own change over those steps: a schedule sampled at other
+    # points (a peak between two of the reference's steps, warmup counted in steps) stays in;
+    # a constant stretch (a per-epoch schedule inside an epoch) is compared exactly.
+    tol = LR_RTOL * np.maximum(np.abs(lo), np.abs(hi)) + 1e-12 + (hi - lo)
     with np.errstate(invalid="ignore"):
         diff = both & ((c < lo - tol) | (c > hi + tol))
     return _lr_evidence(diff, cand.steps[ok], c, r.lr_all[j, :g], lo, cand, r, "progress")

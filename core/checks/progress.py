@@ -44,25 +44,31 @@ def progress(r: RunRecords) -> np.ndarray:
     return val
 
 
-def steps_per_epoch(r: RunRecords) -> dict[int, int]:
-    """Step records per epoch (the last one may be partial in a live run)."""
+def steps_per_epoch(r: RunRecords, attempted: bool = False) -> dict[int, int]:
+    """Step records per epoch (the last one may be partial in a live run); with `attempted`,
+    plus the steps the GradScaler skipped (they consumed batches but updated nothing)."""
     if not has_progress(r):
         return {}
-    ep, counts = np.unique(r.col("epoch").astype(np.int64), return_counts=True)
-    return {int(e): int(c) for e, c in zip(ep, counts, strict=True)}
+    ep = r.col("epoch").astype(np.int64)
+    w = np.nan_to_num(r.col("skipped")) + 1 if attempted else None
+    uniq, inv = np.unique(ep, return_inverse=True)
+    counts = np.bincount(inv, weights=w)
+    return {int(e): int(round(c)) for e, c in zip(uniq, counts, strict=True)}
 
 
 def differs(cand: RunRecords, refs: list[RunRecords]) -> bool:
     """Batches per epoch differ (known from the first step), or steps per epoch differ on an
-    epoch complete in both runs (gradient accumulation, skipped steps)."""
-    c = steps_per_epoch(cand)
+    epoch complete in both runs (gradient accumulation). Steps the GradScaler skipped count
+    as steps here: the k-th update of both runs is the same point of training, so such runs are
+    compared by step index (updates), not progress."""
+    c = steps_per_epoch(cand, attempted=True)
     if not c:
         return False
     nb = cand.col("epoch_batches")[0]
     for r in refs:
         if r.n and r.col("epoch_batches")[0] != nb:
             return True
-        rs = steps_per_epoch(r)
+        rs = steps_per_epoch(r, attempted=True)
         if any(c[e] != rs[e] for e in c if e in rs and e != max(c) and e != max(rs)):
             return True
     return False

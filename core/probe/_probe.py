@@ -25,6 +25,9 @@ FLUSH_EVERY_S = 1.0
 MAX_COMPILE_CAUSES = 50
 NORM_BUDGET = 0.003  # share of the step time the probe's own grad norm may take on CPU
 NORM_MAX_STRIDE = 50
+# Backward passes become steps only after this many with no optimizer step in between: a
+# gradient-accumulation loop runs several backward passes before its first optimizer step.
+BW_CONFIRM = 16
 PARAM_SUM_EVERY = 10  # multi-process runs: a parameter checksum every N steps (ranks compared)
 # At exit, how long to wait for the background writer; on a signal less (the runner kills 1 s
 # after SIGTERM).
@@ -245,6 +248,7 @@ class Probe:
         self.bw_pending: dict[str, Any] | None = None
         self.bw_leaves: list[Any] | None = None
         self.bw_clipped = False
+        self.bw_hold: list[dict[str, Any]] | None = []  # unconfirmed backward steps; None: sure
         # Multi-process: gradient reductions seen since the last backward, DDP in use.
         self.world: int | None = None
         self.reduced = False
@@ -596,6 +600,11 @@ class Probe:
                     self._emit_backward_step()  # the previous pass was a step of its own
                 if self.bw_leaves is None:
                     self.bw_leaves = _graph_leaves(t)
+            if self.backward_calls and not self.in_opt and self.loss is not None:
+                # Gradient accumulation: the step's loss is the sum of its micro-batch losses
+                # (each divided by the number of micro-batches, as such loops do). An LBFGS
+                # closure's passes run inside step(): the last one is the step's loss.
+                loss = self.loss + loss
             self.loss = loss
             self.loss_gen += 1
             self.backward_calls += 1
@@ -627,9 +636,33 @@ class Probe:
         # An optimizer (or a scaler stepping one) exists: backward passes are not steps.
         if not self.any_opt:
             self.any_opt = True
+            if self.bw_hold:
+                self.bw_hold.pop(0)
+                self._drop_backward_steps()
             if self.bw_pending is not None:
                 self.bw_pending = None
                 self.last_norm_step = -(10**9)  # that norm was not this step's
+
+    def _sink(self) -> list[dict[str, Any]]:
+        """Where a new record goes: held back while backward steps are unconfirmed."""
+        return self.bw_hold if self.bw_hold and not self.any_opt else self.queue
+
+    def _confirm_backward_steps(self) -> None:
+        if self.bw_hold:
+            with self.lock:
+                self.queue.extend(self.bw_hold)
+        self.bw_hold = None
+
+    def _drop_backward_steps(self) -> None:
+        """An optimizer stepped after all: the held backward passes were its micro-batches."""
+        held, self.bw_hold = self.bw_hold or [], None
+        for rec in held:
+            if rec["type"] == "step":
+                self.steps -= 1
+                self.backward_calls += rec.get("backward_calls") or 0
+                self.batch_samples += rec.get("samples") or 0
+            elif rec["type"] == "facts" and rec is self.facts:
+                self.facts = None
 
     def _emit_backward_step(self) -> None:
         pend, self.bw_pending = self.bw_pending, None
@@ -638,7 +671,12 @@ class Probe:
         t0 = time.perf_counter()
         try:
             self.bw_clipped = self.clip is not None
+            if self.bw_hold is not None and not self.bw_hold:
+                self.bw_hold.append({"type": "hold"})  # a marker: holding starts
             self._record(None, pend["loss"], pend["norm"], [], "backward")
+            if self.bw_hold is not None and len(self.bw_hold) > BW_CONFIRM:
+                self.bw_hold.pop(0)
+                self._confirm_backward_steps()
         except Exception as e:
             _warn(f"backward step: {type(e).__name__}: {e}")
         if self.steps > 1:
@@ -811,7 +849,7 @@ class Probe:
             except Exception:
                 pass
         with self.lock:
-            self.queue.append(rec)
+            self._sink().append(rec)
             if kind == "xla":
                 rec["_wait"] = True
                 self.xla["xm"].add_step_closure(self._xla_closure, args=(rec,))
@@ -964,7 +1002,7 @@ class Probe:
             if new_d == old_d and new_t == old_t:
                 return
             self.facts = dict(self.facts, t=time.time(), param_devices=new_d, param_dtypes=new_t)
-            self.queue.append(self.facts)
+            self._sink().append(self.facts)
             return
         self._load_xla()
         facts: dict[str, Any] = {
@@ -1022,7 +1060,7 @@ class Probe:
             except Exception:
                 facts["world_size"] = None
         self.facts = facts
-        self.queue.append(facts)
+        self._sink().append(facts)
 
     def _facts_xla(self, facts: dict[str, Any], device: str) -> None:
         x = self.xla
@@ -1283,7 +1321,10 @@ class Probe:
             }
             if self.bw_pending is not None:  # the last step of a loop without an optimizer
                 self._emit_backward_step()
-                rec["steps"] = self.steps
+            if self.bw_hold:
+                self.bw_hold.pop(0)
+                self._confirm_backward_steps()
+            rec["steps"] = self.steps
             # On a signal XLA values still on the device stay null: reading them could compile.
             self.flush(final=True, force=force)
             if self.xla is not None:
