@@ -174,7 +174,7 @@ class RunRecords:
                 if col is None:
                     col = extra[key] = [nan] * i
                 col.extend([nan] * (i - len(col)))
-                x = to_float(v)
+                x = float(v) if isinstance(v, bool) else to_float(v)  # clip_reduced: 1/0
                 col.append(nan if x is None else x)
             loss, grad = cols["loss"][-1], cols["grad_norm"][-1]
             nf_loss.append(not math.isfinite(loss) and rec.get("loss") is not None)

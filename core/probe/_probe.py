@@ -661,6 +661,9 @@ class Probe:
                 self.steps -= 1
                 self.backward_calls += rec.get("backward_calls") or 0
                 self.batch_samples += rec.get("samples") or 0
+                if rec.get("loss") is not None and self.loss is not None:
+                    with contextlib.suppress(Exception):  # the step's loss: all its passes
+                        self.loss = self.loss + rec["loss"]
             elif rec["type"] == "facts" and rec is self.facts:
                 self.facts = None
 

@@ -27,6 +27,7 @@ p.add_argument("--init-scale", type=float, default=2.0**16)
 p.add_argument("--no-divide", action="store_true", help="planted: loss not divided by accum")
 p.add_argument("--clip-micro", action="store_true", help="planted: clip every micro-batch")
 p.add_argument("--no-unscale", action="store_true", help="planted: clip the scaled gradients")
+p.add_argument("--gt", action="store_true", help="print each step's loss sum and the skips")
 a = p.parse_args()
 
 torch.set_num_threads(1)
@@ -37,7 +38,8 @@ model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10))
 opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
 scaler = torch.amp.GradScaler("cpu", init_scale=a.init_scale) if a.scaler else None
 params = list(model.parameters())
-for epoch in range(a.epochs):
+step_loss, skips = 0.0, 0
+for _epoch in range(a.epochs):
     model.train()
     for i, (x, y) in enumerate(loader):
         with torch.autocast("cpu", dtype=getattr(torch, a.dtype)):
@@ -46,6 +48,7 @@ for epoch in range(a.epochs):
         if not a.no_divide:
             loss = loss / a.accum
         (scaler.scale(loss) if scaler else loss).backward()
+        step_loss += loss.item()
         if a.clip_micro:
             nn.utils.clip_grad_norm_(params, a.max_norm)
         if (i + 1) % a.accum:
@@ -56,11 +59,21 @@ for epoch in range(a.epochs):
             if not a.clip_micro:
                 nn.utils.clip_grad_norm_(params, a.max_norm)
             scaler.step(opt)
+            before = scaler.get_scale()
             scaler.update()
+            skipped = scaler.get_scale() < before  # the scale backs off only after a skip
+            skips += skipped
+            if a.gt and not skipped:
+                print("GT", repr(step_loss))
         else:
             if not a.clip_micro:
                 nn.utils.clip_grad_norm_(params, a.max_norm)
             opt.step()
+            if a.gt:
+                print("GT", repr(step_loss))
+        step_loss = 0.0
         opt.zero_grad()
     val_loss, acc = evaluate(model, val)
 print(f"accuracy {acc:.5f}")
+if a.gt:
+    print("SKIPS", skips)

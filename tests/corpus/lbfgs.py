@@ -23,7 +23,7 @@ y = torch.sin(x) + 0.05 * torch.randn(400, 1, generator=gen)
 model = nn.Sequential(nn.Linear(1, 24), nn.Tanh(), nn.Linear(24, 1))
 opt = torch.optim.LBFGS(model.parameters(), lr=a.lr, max_iter=a.max_iter, history_size=10)
 closures = 0
-for step in range(a.steps):
+for _step in range(a.steps):
     def closure() -> torch.Tensor:
         global closures
         closures += 1

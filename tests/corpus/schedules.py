@@ -44,7 +44,7 @@ elif a.sched == "cosine":
     sched = lr_scheduler.LambdaLR(opt, factor)
 else:  # always reduces: a threshold no epoch reaches keeps the decisions seed-independent
     sched = lr_scheduler.ReduceLROnPlateau(opt, factor=a.factor, patience=0, threshold=0.95)
-for epoch in range(a.epochs):
+for _epoch in range(a.epochs):
     model.train()
     for x, y in loader:
         opt.zero_grad()

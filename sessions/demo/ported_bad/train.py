@@ -24,10 +24,9 @@ import torch
 import torch.nn.functional as F
 import torch_xla
 import torch_xla.core.xla_model as xm
-from torch.utils.data import DataLoader
-
 from data import make_datasets
 from model import Net
+from torch.utils.data import DataLoader
 
 
 def _log_progress(epoch, seen, total, loss):
