@@ -40,6 +40,7 @@ bench: venv
 
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy core store --explicit-package-bases
 
 clean:
 	rm -rf $(VENV) build *.egg-info

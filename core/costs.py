@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import math
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 PRICES_PATH = Path(__file__).with_name("prices.toml")
 UNITS = ("chip-hour", "gpu-hour", "cpu-hour", "mtok-in", "mtok-out", "hour")
-DEVICE_UNITS = ("chip-hour", "gpu-hour", "cpu-hour")
 HUMAN_RATE = "human-hour"
 
 
@@ -211,60 +210,6 @@ def token_cost(model: str, tokens_in: int, tokens_out: int, table: PriceTable,
         return None
     billed_in = tokens_in + CACHE_WRITE_FACTOR * cache_write + CACHE_READ_FACTOR * cache_read
     return (billed_in * pin.usd + tokens_out * pout.usd) / 1e6
-
-
-@dataclass(frozen=True)
-class AttemptCost:
-    """One run of a session (reference or candidate, any outcome)."""
-    usd: float
-    passed: bool
-    role: str = "candidate"
-
-
-@dataclass(frozen=True)
-class TokenUse:
-    model: str
-    tokens_in: int
-    tokens_out: int
-
-
-def session_cost(attempts: Iterable[AttemptCost], tokens: Iterable[TokenUse],
-                 human_minutes: float, table: PriceTable) -> dict[str, Any]:
-    """Everything a session cost. Failed attempts count; tokens of unpriced models are reported
-    apart (`unpriced_models`) rather than silently priced at zero."""
-    attempts = list(attempts)
-    compute = sum(a.usd for a in attempts)
-    tokens_usd = 0.0
-    unpriced: list[str] = []
-    t_in = t_out = 0
-    for t in tokens:
-        t_in += t.tokens_in
-        t_out += t.tokens_out
-        c = token_cost(t.model, t.tokens_in, t.tokens_out, table)
-        if c is None:
-            unpriced.append(t.model)
-        else:
-            tokens_usd += c
-    human_rate = table.usd(HUMAN_RATE) if table.find(HUMAN_RATE) else 0.0
-    human = max(human_minutes, 0.0) / 60.0 * human_rate
-    total = compute + tokens_usd + human
-    candidates = [a for a in attempts if a.role == "candidate"]
-    successes = sum(1 for a in candidates if a.passed)
-    return {
-        "compute_usd": compute,
-        "tokens_usd": tokens_usd,
-        "human_usd": human,
-        "total_usd": total,
-        "tokens_in": t_in,
-        "tokens_out": t_out,
-        "human_minutes": human_minutes,
-        "human_usd_per_hour": human_rate,
-        "attempts": len(candidates),
-        "failed_attempts": len(candidates) - successes,
-        "successful_runs": successes,
-        "cost_per_successful_run_usd": cost_per_successful_run(total, successes),
-        "unpriced_models": sorted(set(unpriced)),
-    }
 
 
 def cost_per_successful_run(total_usd: float, successes: int) -> float | None:

@@ -111,6 +111,27 @@ class Criteria:
         d["prices"] = dict(self.prices)
         return d
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Criteria:
+        """``to_dict()`` back to Criteria (a session started without a criteria file)."""
+
+        def build(section: type, values: dict[str, Any]) -> Any:
+            known = {f.name for f in fields(section)}
+            return section(**{k: tuple(v) if isinstance(v, list) else v
+                              for k, v in values.items() if k in known})
+
+        return cls(
+            goal=build(GoalCriteria, data.get("goal", {})),
+            drift=build(DriftCriteria, data.get("drift", {})),
+            compile=build(CompileCriteria, data.get("compile", {})),
+            performance=build(PerformanceCriteria, data.get("performance", {})),
+            hardware=build(HardwareCriteria, data.get("hardware", {})),
+            budget=build(BudgetCriteria, data.get("budget", {})),
+            prices=tuple(sorted((data.get("prices") or {}).items())),
+            output=tuple(OutputPattern(o["name"], o["pattern"]) for o in data.get("output", [])),
+            source=data.get("source", "<log>"),
+        )
+
 
 DEFAULT_CRITERIA = Criteria()
 

@@ -9,6 +9,7 @@ non-finite travel as the strings "nan", "inf", "-inf" (as the probe writes them)
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from typing import Any, Literal
@@ -22,7 +23,8 @@ Severity = Literal["info", "warning", "error", "critical"]
 Outcome = Literal["passed", "failed-error", "failed-timeout", "failed-silent", "aborted", "running"]
 Verdict = Literal["pass", "fail", "undecided"]
 
-SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2, "critical": 3}
+SEVERITIES: tuple[str, ...] = ("info", "warning", "error", "critical")
+SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
 
 INTERVENTION_KINDS = (
     "approve",
@@ -237,6 +239,7 @@ class Intervention(Event, tag="intervention"):
     target_id: str = ""  # edit id / alarm id / run id it concerns
     note: str = ""
     during_replay: bool = False
+    verdict: Literal["", "pass", "fail"] = ""  # set on action "verdict": the reviewer's decision
 
 
 AnyEvent = (
@@ -319,15 +322,29 @@ def _explain(msg: str) -> str:
     return msg
 
 
+_NONFINITE = {"nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
+              "infinity": math.inf, "-infinity": -math.inf}
+
+
 def record_number(value: Any) -> float | None:
-    """A number from a probe record or event payload: floats and ints as float, the strings
-    "nan"/"inf"/"-inf" (how non-finite values travel in JSON) as float, anything else None."""
+    """The one number parser for probe records, parsed metrics and event payloads: ints and
+    floats as float; strings holding a number ("1.5", and "nan"/"inf"/"-inf", how non-finite
+    values travel in JSON) as float; anything else (None, bools, other text) None."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str) and value in ("nan", "inf", "-inf"):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int beyond float range
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _NONFINITE:
+            return _NONFINITE[text]
+        try:
+            return float(text)
+        except ValueError:
+            return None
     return None
 
 

@@ -70,7 +70,7 @@ def describe(event: ev.Event) -> str:
             took = event.decided_at - event.attention_started_at
             note = f": {_clip(event.note)}" if event.note else ""
             return f"intervention {event.action}{steer} by {event.reviewer} after {took:.1f}s{note}"
-    return event.__struct_config__.tag
+    return str(event.__struct_config__.tag)
 
 
 def event_line(event: ev.Event, start: float | None = None) -> str:

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import events as ev
+from .ledger import LEDGER_KINDS, Ledger
 from .render import describe
 
 KINDS: tuple[str, ...] = tuple(ev.EVENT_TYPES)
@@ -68,6 +69,7 @@ STRUCTURAL_KINDS: frozenset[str] = frozenset(
         "intervention",
     }
 )
+assert LEDGER_KINDS <= STRUCTURAL_KINDS  # snapshots must carry everything the ledger folds
 # Kinds that only feed the bounded tails; filled by reading backwards on a seek.
 TRANSCRIPT_KINDS: frozenset[str] = frozenset(
     {"agent.text", "agent.tool_call", "agent.tool_result", "agent.claimed"}
@@ -150,11 +152,7 @@ class ReplayState:
     runs: dict[str, RunState] = field(default_factory=dict)
     alarms: dict[str, AlarmState] = field(default_factory=dict)
     edits: dict[str, EditState] = field(default_factory=dict)
-    interventions: int = 0
-    steering: int = 0
-    human_s: float = 0.0
-    review_notes: int = 0
-    token_usd: float = 0.0
+    ledger: Ledger = field(default_factory=Ledger)  # interventions, human time, $: one fold
     claims: int = 0
     last_claim: str = ""
     transcript: deque[str] = field(default_factory=deque)
@@ -168,7 +166,27 @@ class ReplayState:
         return [a for a in self.alarms.values() if not a.cleared]
 
     def attempts(self) -> int:
-        return sum(1 for r in self.runs.values() if r.role == "candidate")
+        return self.ledger.attempts
+
+    @property
+    def interventions(self) -> int:
+        return self.ledger.interventions
+
+    @property
+    def steering(self) -> int:
+        return self.ledger.steering
+
+    @property
+    def human_s(self) -> float:
+        return self.ledger.human_s
+
+    @property
+    def review_notes(self) -> int:
+        return self.ledger.review_notes
+
+    @property
+    def token_usd(self) -> float:
+        return self.ledger.token_usd
 
     def copy(self) -> ReplayState:
         other = ReplayState(
@@ -184,11 +202,7 @@ class ReplayState:
             runs={k: r.copy() for k, r in self.runs.items()},
             alarms={k: AlarmState(**vars(a)) for k, a in self.alarms.items()},
             edits={k: EditState(**vars(e)) for k, e in self.edits.items()},
-            interventions=self.interventions,
-            steering=self.steering,
-            human_s=self.human_s,
-            review_notes=self.review_notes,
-            token_usd=self.token_usd,
+            ledger=self.ledger.copy(),
             claims=self.claims,
             last_claim=self.last_claim,
             transcript=deque(self.transcript),
@@ -199,13 +213,15 @@ class ReplayState:
 
     def apply(self, e: ev.Event) -> None:
         """Fold one event (every kind): what live playback does event by event."""
-        kind = e.__struct_config__.tag
+        kind = str(e.__struct_config__.tag)
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self.seq, self.ts = e.seq, e.ts
         self._apply_structural(e)
         self._apply_tail(e)
 
     def _apply_structural(self, e: ev.Event) -> None:
+        if e.__struct_config__.tag in LEDGER_KINDS:
+            self.ledger.apply(e)
         match e:
             case ev.SessionStarted():
                 self.started_at = e.ts
@@ -217,8 +233,6 @@ class ReplayState:
             case ev.SessionEnded():
                 self.verdict, self.end_reason = e.verdict, e.reason
                 self.state = f"ended · {e.verdict}"
-            case ev.AgentUsage():
-                self.token_usd += e.cost_usd
             case ev.AgentClaimed():
                 self.claims += 1
                 self.last_claim = e.summary
@@ -247,13 +261,6 @@ class ReplayState:
                 self.alarms[e.alarm_id].acknowledged = True
             case ev.AlarmCleared() if e.alarm_id in self.alarms:
                 self.alarms[e.alarm_id].cleared = True
-            case ev.Intervention():
-                if e.during_replay:
-                    self.review_notes += 1
-                else:
-                    self.interventions += 1
-                    self.steering += int(e.steering)
-                    self.human_s += max(0.0, e.decided_at - e.attention_started_at)
 
     def _apply_tail(self, e: ev.Event) -> None:
         match e:
@@ -310,7 +317,7 @@ def index_of(events: Sequence[ev.Event]) -> IndexArrays:
     return IndexArrays(
         np.fromiter((e.seq for e in events), np.int64, n),
         np.fromiter((e.ts for e in events), np.float64, n),
-        np.fromiter((KIND_CODE[e.__struct_config__.tag] for e in events), np.uint8, n),
+        np.fromiter((KIND_CODE[str(e.__struct_config__.tag)] for e in events), np.uint8, n),
     )
 
 

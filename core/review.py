@@ -13,11 +13,12 @@ import asyncio
 import os
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from . import events as ev
 from .bus import EventBus
+from .ledger import AlarmEntry, Ledger
 
 Policy = Literal["ask", "runs-only", "auto"]
 POLICIES: tuple[str, ...] = ("ask", "runs-only", "auto")
@@ -47,20 +48,6 @@ class Pending:
 
 
 @dataclass
-class AlarmState:
-    alarm_id: str
-    check: str
-    severity: str
-    title: str
-    seq: int
-    raised_at: float
-    shown_at: float | None = None
-    acknowledged: bool = False
-    overridden: bool = False
-    cleared: bool = False
-
-
-@dataclass
 class GateHooks:
     """What the engine does when the reviewer steers; set by the engine."""
 
@@ -81,6 +68,7 @@ class ReviewGate:
         session_id: str,
         reviewer: str | None = None,
         policy: Policy = "ask",
+        ledger: Ledger | None = None,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy {policy!r}: must be one of {', '.join(POLICIES)}")
@@ -89,35 +77,27 @@ class ReviewGate:
         self.reviewer = reviewer or default_reviewer()
         self.policy: Policy = policy
         self.pending: dict[str, Pending] = {}
-        self.alarms: dict[str, AlarmState] = {}
+        if ledger is None:  # a gate on its own (replay notes, tests) keeps its own ledger
+            ledger = Ledger()
+            bus.subscribe(ledger.apply)
+        self.ledger = ledger
         self.messages: deque[str] = deque()
         self.hooks = GateHooks()
         self.paused = False
         self._resumed: asyncio.Event | None = None
         self.during_replay = False
-        bus.subscribe(self._observe)
 
-    # --- what the gate learns from the log ---------------------------------------------------
+    # --- what the gate knows, from the session's ledger --------------------------------------
 
-    def _observe(self, event: ev.Event) -> None:
-        if isinstance(event, ev.AlarmRaised):
-            self.alarms[event.alarm_id] = AlarmState(
-                event.alarm_id, event.check, event.severity, event.title, event.seq, event.ts
-            )
-        elif isinstance(event, ev.AlarmAcknowledged) and event.alarm_id in self.alarms:
-            self.alarms[event.alarm_id].acknowledged = True
-        elif isinstance(event, ev.AlarmCleared) and event.alarm_id in self.alarms:
-            self.alarms[event.alarm_id].cleared = True
+    @property
+    def alarms(self) -> dict[str, AlarmEntry]:
+        return self.ledger.alarms
 
-    def open_errors(self) -> list[AlarmState]:
-        """Error-or-worse alarms neither cleared nor overridden (acknowledging keeps them open)."""
-        return [
-            a
-            for a in self.alarms.values()
-            if ev.is_error_or_worse(a.severity) and not a.cleared and not a.overridden
-        ]
+    def open_errors(self) -> list[AlarmEntry]:
+        """Error-or-worse alarms not cleared (an override clears; acknowledging keeps open)."""
+        return self.ledger.open_errors()
 
-    def unacknowledged(self) -> list[AlarmState]:
+    def unacknowledged(self) -> list[AlarmEntry]:
         return [a for a in self.alarms.values() if not a.acknowledged and not a.cleared]
 
     # --- engine side -------------------------------------------------------------------------
@@ -197,6 +177,7 @@ class ReviewGate:
         answers: int | None = None,
         target_id: str = "",
         note: str = "",
+        verdict: str = "",
     ) -> ev.Intervention:
         now = ev.now()
         event = ev.Intervention(
@@ -211,6 +192,7 @@ class ReviewGate:
             target_id=target_id,
             note=note,
             during_replay=self.during_replay,
+            verdict=verdict,  # type: ignore[arg-type]
         )
         self.bus.publish_durable(event)
         return event
@@ -279,7 +261,7 @@ class ReviewGate:
     def toggle_pause(self, started: float | None = None) -> ev.Intervention:
         return self.resume(started) if self.paused else self.pause(started)
 
-    def _alarm(self, alarm_id: str | None, *, for_ack: bool) -> AlarmState:
+    def _alarm(self, alarm_id: str | None, *, for_ack: bool) -> AlarmEntry:
         if alarm_id is None:
             waiting = self.unacknowledged() if for_ack else self.open_errors()
             if not waiting:
@@ -306,7 +288,6 @@ class ReviewGate:
         alarm = self._alarm(alarm_id, for_ack=False)
         rec = self._record("override-alarm", alarm.shown_at or alarm.raised_at,
                            answers=alarm.seq, target_id=alarm.alarm_id, note=reason)
-        alarm.overridden = True
         self.bus.publish(ev.AlarmCleared(session_id=self.session_id, alarm_id=alarm.alarm_id,
                                          reason=f"overridden by {self.reviewer}: {reason}"))
         return rec
@@ -330,7 +311,7 @@ class ReviewGate:
         started = (claim.shown_at or claim.created_at) if claim else ev.now()
         rec = self._record("verdict", started, steering=against_checks,
                            answers=claim.answers if claim else None,
-                           target_id=claim.item_id if claim else "", note=f"{verdict}: {note}".strip(": "))
+                           target_id=claim.item_id if claim else "", note=note, verdict=verdict)
         if claim is not None and claim.future is not None and not claim.future.done():
             claim.future.set_result(Decision(verdict, note=note))
         if self.hooks.verdict:
@@ -340,12 +321,3 @@ class ReviewGate:
     def note(self, text: str, started: float | None = None) -> ev.Intervention:
         kind: ev.InterventionKind = "review-note" if self.during_replay else "note"
         return self._record(kind, started or ev.now(), steering=False, note=text)
-
-
-@dataclass
-class GateSnapshot:
-    """A plain view for renderers that must not touch the gate's futures."""
-
-    paused: bool
-    pending: list[str] = field(default_factory=list)
-    open_errors: int = 0

@@ -169,17 +169,7 @@ class Verifier:
         return report
 
     def _raise(self, alarm: Alarm, run_id: str) -> None:
-        self.bus.publish(
-            ev.AlarmRaised(
-                session_id=self.session_id,
-                alarm_id=ev.new_id("al-"),
-                check=alarm.kind,
-                severity=alarm.severity,  # type: ignore[arg-type]
-                title=alarm.title,
-                evidence=alarm.evidence,
-                run_id=run_id,
-            )
-        )
+        self.bus.publish(alarm.raised(self.session_id, run_id))
 
     async def run_reference(
         self, command: str, cwd: Path, *, target: str = "cpu", env: dict[str, str] | None = None
@@ -212,8 +202,18 @@ class Verifier:
     ) -> RunReport:
         n = len(self.candidates) + 1
         spec = self._spec("candidate", n, command, cwd, self.target, 0, env)
-        refs = [r.records for r in self.references if r.records.n > 0]
+        # Only references that finished passed with steps make the envelope (the ledger's
+        # valid references): an aborted or engine-killed one must never vouch for a candidate.
+        refs = [r.records for r in self.references if r.outcome == "passed" and r.records.n > 0]
         raised: dict[str, Alarm] = {}
+        if not refs:
+            raised["reference-failed:none"] = Alarm(
+                "reference-failed", "error",
+                "no valid reference run to judge the candidate against",
+                {"references": [{"run": r.run_id, "outcome": r.outcome,
+                                 "steps": r.records.n} for r in self.references]},
+                key="reference-failed:none")
+            self._raise(raised["reference-failed:none"], spec.run_id)
         live: list[dict[str, Any]] = []
         dirty = asyncio.Event()
 

@@ -15,10 +15,10 @@ export OMP_NUM_THREADS=1
 record() {  # record NAME -- portside args...
   local name=$1; shift; shift
   local db="$TMP/$name.db"
-  "$PY" -m portside.tui.cli --db "$db" "$@" --json > "$TMP/$name.json" || true
+  "$PY" -m portside.cli --db "$db" "$@" --json > "$TMP/$name.json" || true
   local sid
   sid=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['session'])" "$TMP/$name.json")
-  "$PY" -m portside.tui.cli --db "$db" export "$sid" -o "$OUT/$name.jsonl"
+  "$PY" -m portside.cli --db "$db" export "$sid" -o "$OUT/$name.jsonl"
 }
 
 # 1. The demo: the recorded agent ports the GPU project; its clipping change is caught.

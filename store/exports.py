@@ -1,7 +1,8 @@
 """Exports and the study's table, read from the store (no Textual; used by the CLI and tests).
 
-Everything here reads the derived tables, which are written in the same transaction as their
-events, so an export cannot disagree with the log. Secrets never reach the store (the runner
+Every number (costs, counts, human time, goal met) comes from the session's ledger
+(``core/ledger.py``), folded from the log; rows come from the derived tables, written in the same
+transaction as their events, or (interventions) from the log itself. Secrets never reach the store (the runner
 scrubs them), so nothing here needs to filter them.
 
 Formats: CSV through the stdlib ``csv`` module; JSON as an array of rows (the interventions'
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from portside.core import costs
+from portside.core.ledger import attention_s
 
 from .queries import Store
 
@@ -36,6 +38,7 @@ INTERVENTION_COLUMNS = (
     "attention_seconds",
     "reviewer",
     "note",
+    "verdict",
 )
 ALARM_COLUMNS = (
     "session",
@@ -86,22 +89,24 @@ def iso(ts: float | None) -> str | None:
 
 
 def intervention_rows(store: Store, session_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Every intervention, read from the log itself (the reviewer's verdict is a field of its
+    intervention, which the derived table does not carry)."""
     out = []
     for sid in session_ids:
-        for r in store.interventions(sid):
-            start, end = r["attention_started_at"], r["decided_at"]
+        for e in store.intervention_events(sid):
             out.append(
                 {
                     "session": sid,
-                    "seq": r["seq"],
-                    "kind": r["action"],
-                    "steering": bool(r["steering"]),
-                    "answers": r["answers"],
-                    "attention_started_at": iso(start),
-                    "decided_at": iso(end),
-                    "attention_seconds": round(max(0.0, end - start), 3),
-                    "reviewer": r["reviewer"] or "",
-                    "note": r["note"] or "",
+                    "seq": e.seq,
+                    "kind": e.action,
+                    "steering": bool(e.steering),
+                    "answers": e.answers,
+                    "attention_started_at": iso(e.attention_started_at),
+                    "decided_at": iso(e.decided_at),
+                    "attention_seconds": round(attention_s(e), 3),
+                    "reviewer": e.reviewer or "",
+                    "note": e.note or "",
+                    "verdict": e.verdict or "",
                 }
             )
     return out
@@ -130,13 +135,12 @@ def alarm_rows(store: Store, session_ids: Sequence[str]) -> list[dict[str, Any]]
     return out
 
 
-def run_rows(
-    store: Store, session_ids: Sequence[str], prices: costs.PriceTable | None = None
-) -> list[dict[str, Any]]:
-    table = prices or costs.default_prices()
+def run_rows(store: Store, session_ids: Sequence[str]) -> list[dict[str, Any]]:
     out = []
     for sid in session_ids:
+        ledger = store.ledger(sid)
         for r in store.runs(sid):
+            entry = ledger.runs.get(r["run_id"])
             out.append(
                 {
                     "session": sid,
@@ -154,20 +158,12 @@ def run_rows(
                     "compile_s": r["compile_s"],
                     "steady_step_s": r["steady_step_s"],
                     "steps": r["steps"],
-                    "compute_usd": _run_usd(r, table),
+                    "compute_usd": entry.compute_usd if entry is not None else None,
                     "error_type": r["error_type"] or "",
                     "error_message": r["error_message"] or "",
                 }
             )
     return out
-
-
-def _run_usd(run: dict[str, Any], table: costs.PriceTable) -> float | None:
-    """A finished run priced from its device facts; None when unfinished or unpriced."""
-    if run.get("finished_at") is None:
-        return None
-    facts = run.get("device") or None
-    return costs.run_cost_from_facts(float(run.get("wall_s") or 0.0), facts, table)
 
 
 # --- formats --------------------------------------------------------------------------------
@@ -227,51 +223,9 @@ def render(rows: list[dict[str, Any]], columns: Sequence[str], fmt: str) -> str:
 # --- effort and cost ------------------------------------------------------------------------
 
 
-def session_costs(
-    store: Store, session_id: str, prices: costs.PriceTable | None = None
-) -> dict[str, Any]:
-    """Compute, tokens and the reviewer's time, as the study counts them: every attempt counts
-    (failed ones included) and the figure that matters is cost per *successful* candidate run.
-    Tokens are what the agent recorded (``agent.usage.cost_usd``); runs on devices with no
-    price row count 0 and are listed in ``unpriced_runs``."""
-    table = prices or costs.default_prices()
-    summary = store.session(session_id)
-    runs = store.runs(session_id)
-    compute = 0.0
-    unpriced = []
-    for r in runs:
-        usd = _run_usd(r, table)
-        if usd is None and r.get("finished_at") is not None:
-            unpriced.append(r["run_id"])
-        compute += usd or 0.0
-    tokens = float(summary["token_usd"] or 0.0)
-    human_min = float(summary["human_s"] or 0.0) / 60.0
-    rate = table.usd(costs.HUMAN_RATE) if table.find(costs.HUMAN_RATE) else 0.0
-    human = human_min / 60.0 * rate
-    total = compute + tokens + human
-    passed = sum(1 for r in runs if r["role"] == "candidate" and r["outcome"] == "passed")
-    return {
-        "compute_usd": compute,
-        "tokens_usd": tokens,
-        "human_minutes": human_min,
-        "human_usd": human,
-        "human_usd_per_hour": rate,
-        "total_usd": total,
-        "successful_runs": passed,
-        "cost_per_successful_run_usd": costs.cost_per_successful_run(total, passed),
-        "unpriced_runs": unpriced,
-    }
-
-
-def goal_met(store: Store, session_id: str, verdict: str | None) -> bool | None:
-    """The session passed and no goal-regression alarm was raised; None while it is open."""
-    if not verdict or verdict == "undecided":
-        return None
-    regressed = store.conn.execute(
-        "SELECT 1 FROM alarms WHERE session_id = ? AND \"check\" = 'goal-regression' LIMIT 1",
-        (session_id,),
-    ).fetchone()
-    return verdict == "pass" and regressed is None
+def session_costs(store: Store, session_id: str) -> dict[str, Any]:
+    """Compute, tokens and the reviewer's time, as the study counts them (the ledger's)."""
+    return store.ledger(session_id).cost()
 
 
 # --- the pull-request report ----------------------------------------------------------------
@@ -296,14 +250,15 @@ def _when(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def report_md(store: Store, session_id: str, prices: costs.PriceTable | None = None) -> str:
+def report_md(store: Store, session_id: str) -> str:
     """A Markdown summary of one session, for a pull request."""
     s = store.session(session_id)
-    runs = run_rows(store, [session_id], prices)
+    ledger = store.ledger(session_id)
+    runs = run_rows(store, [session_id])
     alarms = store.alarms(session_id)
     acts = intervention_rows(store, [session_id])
-    cost = session_costs(store, session_id, prices)
-    met = goal_met(store, session_id, s["verdict"])
+    cost = ledger.cost()
+    met = ledger.goal_met()
     out = [f"# portside report · {session_id}", ""]
     duration = (s["ended_at"] - s["started_at"]) if s["ended_at"] and s["started_at"] else None
     out += [
@@ -362,16 +317,15 @@ def report_md(store: Store, session_id: str, prices: costs.PriceTable | None = N
             )
     else:
         out.append("No interventions.")
-    steering = sum(1 for i in acts if i["steering"] and i["kind"] != "review-note")
-    counted = [i for i in acts if i["kind"] != "review-note"]
+    notes = f" · review notes (replay): {ledger.review_notes}" if ledger.review_notes else ""
     out += [
         "",
         "## Effort and cost",
         "",
-        f"- Candidate attempts: {s['attempts']} · failures: {s['failures']} "
-        f"(silent: {s['silent_failures']})",
-        f"- Interventions: {len(counted)} (steering: {steering}) · human time: "
-        f"{cost['human_minutes']:.1f} min",
+        f"- Candidate attempts: {ledger.attempts} · failures: {ledger.failures} "
+        f"(silent: {ledger.silent_failures})",
+        f"- Interventions: {ledger.interventions} (steering: {ledger.steering}) · human time: "
+        f"{cost['human_minutes']:.1f} min{notes}",
         f"- Compute: {_usd(cost['compute_usd'])} · tokens: {_usd(cost['tokens_usd'])} · "
         f"human: {_usd(cost['human_usd'])} (at ${cost['human_usd_per_hour']:.0f}/h) · "
         f"total: {_usd(cost['total_usd'])}",
@@ -381,6 +335,9 @@ def report_md(store: Store, session_id: str, prices: costs.PriceTable | None = N
     ]
     if cost["unpriced_runs"]:
         out.append(f"- Runs on devices without a price (counted $0): {', '.join(cost['unpriced_runs'])}")
+    if cost["unpriced_models"]:
+        out.append("- Agent models without a price (tokens counted $0): "
+                   + ", ".join(cost["unpriced_models"]))
     out += ["", "## Verdict", ""]
     if s["verdict"]:
         reason = store.conn.execute("SELECT reason FROM sessions WHERE session_id = ?",
@@ -417,12 +374,7 @@ def _share(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
 
-def stats(
-    store: Store,
-    project: str | None = None,
-    since: float | None = None,
-    prices: costs.PriceTable | None = None,
-) -> dict[str, Any]:
+def stats(store: Store, project: str | None = None, since: float | None = None) -> dict[str, Any]:
     """Per session and in total: the figures the study counted by hand.
 
     ``failure_share`` is failures / attempts; ``silent_share`` is silent failures / failures
@@ -435,27 +387,28 @@ def stats(
             continue
         if since is not None and (s["started_at"] or 0) < since:
             continue
-        c = session_costs(store, s["session_id"], prices)
+        led = store.ledger(s["session_id"])
+        c = led.cost()
         rows.append(
             {
                 "session": s["session_id"],
                 "project": s["project"],
                 "target": s["target"],
                 "started": iso(s["started_at"]),
-                "attempts": s["attempts"],
-                "failures": s["failures"],
-                "failure_share": _share(s["failures"], s["attempts"]),
-                "silent": s["silent_failures"],
-                "silent_share": _share(s["silent_failures"], s["failures"]),
-                "interventions": s["interventions"],
-                "steering": s["steering"],
+                "attempts": led.attempts,
+                "failures": led.failures,
+                "failure_share": _share(led.failures, led.attempts),
+                "silent": led.silent_failures,
+                "silent_share": _share(led.silent_failures, led.failures),
+                "interventions": led.interventions,
+                "steering": led.steering,
                 "human_minutes": c["human_minutes"],
                 "compute_usd": c["compute_usd"],
                 "tokens_usd": c["tokens_usd"],
                 "total_usd": c["total_usd"],
                 "successful_runs": c["successful_runs"],
                 "cost_per_successful_run_usd": c["cost_per_successful_run_usd"],
-                "goal_met": goal_met(store, s["session_id"], s["verdict"]),
+                "goal_met": led.goal_met(),
             }
         )
     n = len(rows)

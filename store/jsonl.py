@@ -57,8 +57,8 @@ def parse_recording(
     lines: Iterable[bytes], source: str, rename_to: str | None = None
 ) -> list[ev.Event]:
     events: list[ev.Event] = []
-    session_id = ""
-    expected = 0
+    session_id: Any = ""  # the header's, checked to be a non-empty str before use
+    expected: Any = 0  # the header's, checked to be a count before use
     for lineno, raw in enumerate(lines, start=1):
         where = f"{source}:{lineno}"
         if lineno == 1:

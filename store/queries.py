@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from portside.core import events as ev
+from portside.core.ledger import LEDGER_KINDS, Ledger, fold
 
 from .recorder import Recorder
 from .schema import StoreError, connect, migrate
@@ -155,5 +156,10 @@ class Store:
     def interventions(self, session_id: str) -> list[dict[str, Any]]:
         return self._table("interventions", session_id, "seq")
 
-    def integrity(self) -> str:
-        return self.conn.execute("PRAGMA integrity_check").fetchone()[0]
+    def ledger(self, session_id: str) -> Ledger:
+        """The session's facts, folded from its log (only the kinds the ledger reads)."""
+        return fold(self.events(session_id, kinds=sorted(LEDGER_KINDS)))
+
+    def intervention_events(self, session_id: str) -> list[ev.Intervention]:
+        return [e for e in self.events(session_id, kinds=["intervention"])
+                if isinstance(e, ev.Intervention)]

@@ -43,9 +43,6 @@ class LineStore:
         end = (starts[index + 1] if index + 1 < len(starts) else len(self._data)) - 1
         return self._data[start:end].decode("utf-8", "replace")
 
-    def nbytes(self) -> int:
-        return len(self._data) + self._starts.itemsize * len(self._starts)
-
     def find(self, needle: str, start_line: int = 0, backwards: bool = False) -> int | None:
         """Index of the next line containing ``needle`` (case-insensitive when it is lower
         case), searching from ``start_line`` and wrapping; None when absent."""

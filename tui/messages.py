@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from portside.core import events as ev
-
 
 class EventsArrived(Message):
     """New events wait in the app's inbox; one of these is in flight at a time."""
@@ -23,22 +21,6 @@ class EventsApplied(Message):
         super().__init__()
         self.count = count
         self.last_seq = last_seq
-
-
-class GateActed(Message):
-    """A reviewer action reached the gate and is on disk."""
-
-    def __init__(self, intervention: ev.Intervention) -> None:
-        super().__init__()
-        self.intervention = intervention
-
-
-class EditFocused(Message):
-    """The reviewer moved to another diff card (per-file navigation)."""
-
-    def __init__(self, edit_id: str) -> None:
-        super().__init__()
-        self.edit_id = edit_id
 
 
 class AlarmSelected(Message):

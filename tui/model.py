@@ -12,8 +12,8 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from portside.core import costs
 from portside.core import events as ev
+from portside.core.ledger import LEDGER_KINDS, Ledger
 
 from .linestore import LineStore
 
@@ -114,15 +114,16 @@ class SessionModel:
         self.runs: dict[str, RunView] = {}
         self.alarms: dict[str, AlarmView] = {}
         self.edits: dict[str, EditView] = {}
-        self.token_usd = 0.0
-        self.interventions: list[ev.Intervention] = []
+        self.interventions: list[ev.Intervention] = []  # every one, review notes too (shown)
         self.claim: ev.AgentClaimed | None = None
-        self._prices: costs.PriceTable | None = None
+        self.ledger = Ledger()  # the header's numbers: what counts is decided there, once
 
     # --- the fold ----------------------------------------------------------------------------
 
     def apply(self, e: ev.Event) -> None:
         self.session_id = self.session_id or e.session_id
+        if e.__struct_config__.tag in LEDGER_KINDS:
+            self.ledger.apply(e)
         match e:
             case ev.SessionStarted():
                 self.started_at = self.started_at or e.ts
@@ -134,8 +135,6 @@ class SessionModel:
             case ev.SessionEnded():
                 self.ended = e
                 self.state = f"ended · {e.verdict}"
-            case ev.AgentUsage():
-                self.token_usd += e.cost_usd
             case ev.AgentClaimed():
                 self.claim = e
             case ev.EditProposed():
@@ -199,21 +198,16 @@ class SessionModel:
         value = budget.get("max_attempts") if isinstance(budget, dict) else None
         return int(value) if isinstance(value, int | float) and value > 0 else None
 
+    @property
+    def token_usd(self) -> float:
+        return self.ledger.token_usd
+
     def compute_usd(self) -> float:
-        """Finished runs priced from their device facts (runs on unpriced devices count 0)."""
-        if self._prices is None:
-            self._prices = costs.default_prices()
-        total = 0.0
-        for run in self.runs.values():
-            if run.finished is None:
-                continue
-            facts = run.facts or run.finished.device or None
-            usd = costs.run_cost_from_facts(run.finished.wall_s, facts, self._prices)
-            total += usd or 0.0
-        return total
+        """Finished runs priced from their device facts with the session's recorded prices."""
+        return self.ledger.compute_usd
 
     def human_minutes(self) -> float:
-        return sum(max(0.0, i.decided_at - i.attention_started_at) for i in self.interventions) / 60
+        return self.ledger.human_minutes
 
     def open_alarms(self) -> list[AlarmView]:
         """Not cleared, most severe first, then oldest."""

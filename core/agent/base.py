@@ -10,11 +10,12 @@ publishes only its own words (``agent.text``, ``agent.tool_call``, ``agent.tool_
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .. import events as ev
 
 if TYPE_CHECKING:
+    from ..costs import PriceTable
     from ..workspace import Workspace
 
 
@@ -35,6 +36,11 @@ class AgentHost(Protocol):
     #: candidate commands, acceptance criteria in a few lines. Agents read it with
     #: ``getattr(host, "task", "")``, so a host without it still works.
     task: str
+    #: The session's price table (shipped prices plus the criteria's overrides): agents price
+    #: their own ``agent.usage`` with it, so the ledger's token $ honours the overrides.
+    @property
+    def prices(self) -> PriceTable: ...
+
 
     def publish(self, event: ev.Event) -> ev.Event: ...
 
@@ -76,6 +82,19 @@ class Agent(Protocol):
         left off (after a claim the engine did not accept, after an ``AgentAPIError``), with
         the claim's answer and any reviewer messages delivered first."""
         ...
+
+    def spec(self) -> dict[str, Any]:
+        """How to build this agent again after a kill: ``{"kind": ..., ...}``, JSON, no secrets
+        (recorded in ``session.started``; ``core/agent/registry.py`` builds it back)."""
+        ...
+
+    def restore(self, events: list[ev.Event], host: AgentHost) -> None:
+        """Continue a killed session: bring the agent's state to the end of ``events``."""
+        ...
+
+
+class AgentSpecError(Exception):
+    """A recorded agent spec that cannot be built again (the recording moved or changed)."""
 
 
 class AgentStopped(Exception):

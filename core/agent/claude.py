@@ -130,6 +130,16 @@ class ClaudeAgent:
 
     # ---- resuming a killed session ----------------------------------------------------------
 
+    def spec(self) -> dict[str, Any]:
+        """How to build this agent again (the API key is read again from the environment)."""
+        return {"kind": "claude", "model": self.model, "max_turns": self.max_turns}
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> ClaudeAgent:
+        if spec.get("max_turns"):
+            return cls(model=str(spec["model"]), max_turns=int(spec["max_turns"]))
+        return cls(model=str(spec["model"]))
+
     def restore(self, events: list[ev.Event], host: AgentHost) -> None:
         """Rebuild the conversation from a killed session's log (best effort).
 
@@ -388,8 +398,8 @@ class ClaudeAgent:
             model=self.model,
             max_tokens=self.max_tokens,
             system=[{"type": "text", "text": self.system, "cache_control": {"type": "ephemeral"}}],
-            tools=tools.tool_specs(),
-            messages=_with_cache_breakpoint(self.messages),
+            tools=tools.tool_specs(),  # type: ignore[arg-type]
+            messages=_with_cache_breakpoint(self.messages),  # type: ignore[arg-type]
         ) as stream:
             async for event in stream:
                 if event.type == "text":
@@ -411,9 +421,9 @@ class ClaudeAgent:
         model = getattr(message, "model", None) or self.model
         cache_read = u.cache_read_input_tokens or 0
         cache_write = u.cache_creation_input_tokens or 0
-        cost = usage_cost(
-            model, u.input_tokens, u.output_tokens, cache_read, cache_write, self.prices
-        )
+        # The session's table (its [prices] overrides) unless this agent was given its own.
+        table = self.prices or getattr(host, "prices", None)
+        cost = usage_cost(model, u.input_tokens, u.output_tokens, cache_read, cache_write, table)
         self._publish(
             host,
             ev.AgentUsage(
@@ -423,7 +433,7 @@ class ClaudeAgent:
                 output_tokens=u.output_tokens,
                 cache_read_tokens=cache_read,
                 cache_write_tokens=cache_write,
-                cost_usd=cost or 0.0,  # unpriced models: 0 here, listed by costs.session_cost
+                cost_usd=cost or 0.0,  # unpriced models: 0 here, listed by the ledger
             ),
         )
 

@@ -35,8 +35,11 @@ line raises :class:`ScriptError` naming ``file:line: what is wrong``, and nothin
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -45,7 +48,7 @@ from typing import Any
 
 from .. import events as ev
 from . import tools
-from .base import AgentHost
+from .base import AgentHost, AgentSpecError
 
 __all__ = ["ScriptError", "ScriptedAgent", "Step", "load_script"]
 
@@ -166,7 +169,7 @@ def _parse(line: int, obj: Any) -> Step:
         if isinstance(v, str):
             return Step(line, action, "read_file", {"path": _str(v, "read")})
         o = _obj(v, "read", ("path",), ("start_line", "end_line"))
-        args = {"path": _str(o["path"], "read.path")}
+        args: dict[str, Any] = {"path": _str(o["path"], "read.path")}
         for k in ("start_line", "end_line"):
             if k in o:
                 args[k] = _int(o[k], f"read.{k}")
@@ -253,6 +256,27 @@ class ScriptedAgent:
         self._announced = False
         self._resume_alt: Step | None = None  # the if_rejected alternative to continue with
         self._resume_say: str | None = None  # an if_rejected "say" cut off by a kill
+
+    def spec(self) -> dict[str, Any]:
+        """How to build this agent again: the recording's path, pace and content hash (a
+        recording that changed no longer lines up with the log)."""
+        p = Path(os.path.abspath(self.path))
+        digest = ""
+        with contextlib.suppress(OSError):
+            digest = hashlib.sha256(p.read_bytes()).hexdigest()
+        return {"kind": "scripted", "path": str(p), "speed": self.speed, "sha256": digest}
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> ScriptedAgent:
+        path = Path(spec["path"])
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise AgentSpecError(f"the recorded agent {path} is gone: {exc}") from None
+        if spec.get("sha256") and hashlib.sha256(data).hexdigest() != spec["sha256"]:
+            raise AgentSpecError(f"the recorded agent {path} changed since the session "
+                                 "started; its steps no longer line up with the log")
+        return cls(path, speed=float(spec.get("speed", 1.0)))
 
     def restore(self, events: list[ev.Event], host: AgentHost | None = None) -> None:
         """Continue after the last completed step of a killed session's log.

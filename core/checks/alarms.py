@@ -25,14 +25,16 @@ from typing import Any
 
 import numpy as np
 
-SEVERITIES = ("info", "warning", "error", "critical")
-SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+from .. import events as ev
+
+SEVERITIES = ev.SEVERITIES  # one severity table: core/events.py
+SEVERITY_RANK = ev.SEVERITY_RANK
 
 KINDS = (
     "numeric-drift", "goal-regression", "clipping-changed", "lr-schedule-changed", "non-finite",
     "wrong-hardware", "unverified-hardware", "recompilation", "cpu-fallback", "stalled",
     "timed-out", "crashed", "no-metrics", "slow", "agent-claim-contradicted", "budget-exhausted",
-    "ranks-diverged", "step-count-differs",
+    "reference-failed", "ranks-diverged", "step-count-differs",
 )
 
 
@@ -47,6 +49,8 @@ class Alarm:
     def __post_init__(self) -> None:
         if self.severity not in SEVERITY_RANK:
             raise ValueError(f"bad severity {self.severity!r}")
+        if self.kind not in KINDS:  # keeps KINDS the true list of what the checks raise
+            raise ValueError(f"alarm kind {self.kind!r} is not in KINDS")
         if not self.key:
             object.__setattr__(self, "key", self.kind)
         object.__setattr__(self, "evidence", jsonable(self.evidence))
@@ -55,6 +59,16 @@ class Alarm:
     def is_error(self) -> bool:
         """error or critical: fails the attempt."""
         return SEVERITY_RANK[self.severity] >= SEVERITY_RANK["error"]
+
+    def raised(self, session_id: str, run_id: str = "") -> ev.AlarmRaised:
+        """The event that records this alarm (the one builder of ``alarm.raised``)."""
+        return ev.AlarmRaised(session_id=session_id, alarm_id=ev.new_id("al-"), check=self.kind,
+                              severity=self.severity,  # type: ignore[arg-type]
+                              title=self.title, evidence=self.evidence, run_id=run_id)
+
+    @classmethod
+    def from_event(cls, e: ev.AlarmRaised) -> Alarm:
+        return cls(e.check, e.severity, e.title, e.evidence)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "severity": self.severity, "title": self.title,

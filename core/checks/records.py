@@ -21,25 +21,10 @@ from typing import Any
 
 import numpy as np
 
-_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "+inf": math.inf,
-              "infinity": math.inf, "-infinity": -math.inf}
+from .. import events as ev
 
-
-def to_float(v: Any) -> float | None:
-    """A record value as float: None for null/missing/unparseable, NaN/inf for their strings."""
-    if v is None or isinstance(v, bool):
-        return None
-    if isinstance(v, int | float):
-        return float(v)
-    if isinstance(v, str):
-        s = v.strip().lower()
-        if s in _NONFINITE:
-            return _NONFINITE[s]
-        try:
-            return float(s)
-        except ValueError:
-            return None
-    return None
+# One number parser for every reader of records (checks, metrics table, chart).
+to_float = ev.record_number
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from portside.core import events as ev
 from portside.core.agent.scripted import ScriptedAgent
-from portside.core.session import SessionConfig, SessionEngine
+from portside.core.engine import SessionConfig, SessionEngine
 from portside.store import Store
 
 db, project, script, reference, candidate = sys.argv[1:6]

@@ -21,7 +21,7 @@ PY = sys.executable
 
 def test_demo_headless_auto_catches_the_clipping_change(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
-    res = subprocess.run([PY, "-m", "portside.tui.cli", "demo", "--headless", "--policy", "auto",
+    res = subprocess.run([PY, "-m", "portside.cli", "demo", "--headless", "--policy", "auto",
                           "--json", "--db", str(db)], capture_output=True, text=True, timeout=900)
     assert res.returncode == 1, res.stderr[-3000:]
     assert "scripted agent" in res.stderr  # labelled as scripted, wherever it shows
@@ -36,7 +36,7 @@ def test_demo_headless_auto_catches_the_clipping_change(tmp_path: Path) -> None:
         assert "clipping-changed" in checks
         assert checks["agent-claim-contradicted"] == "critical"
         assert "recompilation" not in {k for k, v in checks.items() if v in ("error", "critical")}
-    out = subprocess.run([PY, "-m", "portside.tui.cli", "export", sid, "--what", "interventions",
+    out = subprocess.run([PY, "-m", "portside.cli", "export", sid, "--what", "interventions",
                           "--format", "csv", "--db", str(db)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     rows = list(csv.DictReader(io.StringIO(out.stdout)))
@@ -47,9 +47,9 @@ def test_demo_headless_auto_catches_the_clipping_change(tmp_path: Path) -> None:
 def test_demo_port_with_clipping_kept_passes(tmp_path: Path) -> None:
     """The recording's alternative edit (what a reviewer's rejection leads to) is a correct port:
     the defaults must raise no error alarm on it, on XLA:CPU when available, else on the CPU."""
+    from portside.cli.demo import demo_config, find_xla_python
     from portside.core.agent.scripted import ScriptedAgent
-    from portside.core.session import SessionEngine
-    from portside.tui.demo import demo_config, find_xla_python
+    from portside.core.engine import SessionEngine
 
     lines = (REPO / "sessions" / "demo" / "agent.jsonl").read_text().splitlines()
     fixed = []

@@ -30,7 +30,7 @@ def test_recording_imports_and_replays(tmp_path: Path, name: str) -> None:
         assert EXPECTED[name] <= checks
         assert store.session(sid)["verdict"] == "fail"
     res = subprocess.run(
-        [sys.executable, "-m", "portside.tui.cli", "replay", str(path), "--headless",
+        [sys.executable, "-m", "portside.cli", "replay", str(path), "--headless",
          "--speed", "0"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     lines = res.stdout.strip().splitlines()

@@ -87,7 +87,7 @@ def test_killed_session_resumes_and_loses_nothing(tmp_path: Path) -> None:
         assert not any(isinstance(e, ev.SessionEnded) for e in store.events(sid))
     assert sorted(i["action"] for i in before) == ["approve", "message", "note"]
 
-    res = subprocess.run([PY, "-m", "portside.tui.cli", "run", "--resume", sid, "--headless",
+    res = subprocess.run([PY, "-m", "portside.cli", "run", "--resume", sid, "--headless",
                           "--json", "--db", str(db)],
                          capture_output=True, text=True, timeout=300, env=ENV)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -139,7 +139,7 @@ def _intervention(action: str, note: str) -> ev.Intervention:
 def test_resume_refuses_ended_unknown_and_old_sessions(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from portside.tui.cli import main
+    from portside.cli.main import main
 
     db = tmp_path / "r.db"
     with Store(db) as store:
@@ -161,7 +161,8 @@ def test_started_meta_rebuilds_the_engine_without_secrets(tmp_path: Path) -> Non
     from portside.core.agent.scripted import ScriptedAgent
     from portside.core.bus import MemorySink
     from portside.core.criteria import Criteria, load_criteria
-    from portside.core.session import SessionConfig, SessionEngine, criteria_from_dict
+    from portside.core.engine import SessionConfig, SessionEngine
+    from portside.core.resume import engine_from_log
 
     (tmp_path / "p").mkdir()
     crit = tmp_path / "c.toml"
@@ -184,17 +185,17 @@ def test_started_meta_rebuilds_the_engine_without_secrets(tmp_path: Path) -> Non
     meta = started.meta["resume"]
     assert meta["candidate_env"] == {"PJRT_DEVICE": "CPU"} and "sk-secret" not in str(meta)
     assert meta["agent"]["kind"] == "scripted" and meta["agent"]["path"] == str(script)
-    back = SessionEngine.from_log([ev.decode(ev.encode(started))], MemorySink())
+    back = engine_from_log([ev.decode(ev.encode(started))], MemorySink())
     c = back.config
     assert back.session_id == engine.session_id and back.workdir == engine.workdir
     assert (c.policy, c.reference_runs, c.timeout_s, c.stall_s) == ("runs-only", 3, 60, 9)
     assert back.criteria == engine.criteria and c.agent is not None
     assert c.agent.label == "scripted:a.jsonl" and c.agent.speed == 2  # type: ignore[attr-defined]
-    assert criteria_from_dict(engine.criteria.to_dict()) == engine.criteria
-    assert criteria_from_dict(Criteria().to_dict()) == Criteria()
+    assert Criteria.from_dict(engine.criteria.to_dict()) == engine.criteria
+    assert Criteria.from_dict(Criteria().to_dict()) == Criteria()
     script.write_text('{"claim": "changed"}\n')  # the recording no longer matches the log
     try:
-        SessionEngine.from_log([started], MemorySink())
+        engine_from_log([started], MemorySink())
     except RuntimeError as exc:
         assert "changed since the session started" in str(exc)
     else:
@@ -286,7 +287,8 @@ def test_claude_agent_conversation_is_rebuilt_from_the_log(tmp_path: Path) -> No
 
 def test_a_live_session_cannot_be_resumed_twice(tmp_path: Path) -> None:
     from portside.core.bus import MemorySink
-    from portside.core.session import ResumeError, SessionConfig, SessionEngine
+    from portside.core.engine import SessionConfig, SessionEngine
+    from portside.core.resume import ResumeError
 
     config = SessionConfig(project=tmp_path, target="cpu", reference_command="true",
                            workdir=tmp_path / "w")

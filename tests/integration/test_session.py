@@ -53,7 +53,7 @@ def test_clipping_change_claimed_as_success_fails_the_session(tmp_path: Path) ->
     ])
     db = tmp_path / "s.db"
     res = subprocess.run(
-        [PY, "-m", "portside.tui.cli", "run", str(project), "--target", "cpu",
+        [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
          "--agent", f"scripted:{script}", "--reference", f"{PY} train.py",
          "--reference-runs", "2", "--headless", "--policy", "auto", "--json", "--db", str(db),
          "--stall", "30"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from typing import Any
 
 from conftest import Harness, type_text, until
@@ -220,7 +221,13 @@ class TestSessionKeys:
         assert got[0].action == "fail" and got[0].note == "accuracy dropped"
         row = harness.interventions()[0]
         _check_row(row, "verdict")
-        assert row["note"] == "fail: accuracy dropped"
+        assert row["note"] == "accuracy dropped"
+        # The verdict is a field of its intervention, in the log (never parsed from the note).
+        conn = sqlite3.connect(harness.db)
+        body = conn.execute("SELECT body FROM events WHERE kind = 'intervention'").fetchone()[0]
+        conn.close()
+        decided = ev.decode(body)
+        assert isinstance(decided, ev.Intervention) and decided.verdict == "fail"
 
 
 class TestAlarmKeys:

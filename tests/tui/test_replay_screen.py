@@ -110,7 +110,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[
     """A scripted agent session on the tiny trainer: one reference run, an edit that changes
     clipping, a candidate run, a claim; the reviewer writes a note and acknowledges an alarm."""
     from portside.core.agent.scripted import ScriptedAgent
-    from portside.core.session import SessionConfig, SessionEngine
+    from portside.core.engine import SessionConfig, SessionEngine
 
     tmp = tmp_path_factory.mktemp("recorded")
     project = tmp / "tiny"

@@ -1,5 +1,6 @@
 """A real terminal (tmux, 120×40): `portside run` on two tiny real training scripts, an alarm
-appears on screen, the reviewer acknowledges it with a key, quits, and the DB has it."""
+appears on screen, the reviewer acknowledges it with a key, quits, and the DB has it (and the
+quit as the session's end reason)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_alarm_acknowledged_in_a_real_terminal(tmp_path: Path) -> None:
     py = shlex.quote(sys.executable)
     ref = f"{py} {shlex.quote(str(TINY))}"
     cand = f"{ref} --max-norm 0.05"
-    cmd = (f"{py} -m portside.tui.cli --db {shlex.quote(str(db))} run --reference {shlex.quote(ref)}"
+    cmd = (f"{py} -m portside.cli --db {shlex.quote(str(db))} run --reference {shlex.quote(ref)}"
            f" --candidate {shlex.quote(cand)} --target cpu --reference-runs 1 --stall 60")
     session = "portside"
     _tmux("kill-server")
@@ -79,3 +80,6 @@ def test_alarm_acknowledged_in_a_real_terminal(tmp_path: Path) -> None:
     action, started, decided, check = rows[0]
     assert action == "acknowledge-alarm" and check in ("clipping-changed", "numeric-drift")
     assert started <= decided and decided - started >= 0.5
+    # `q` is the reviewer closing portside, recorded as the end reason (not a cancelled worker).
+    assert conn.execute("SELECT verdict, reason FROM sessions").fetchone() == (
+        "fail", "the reviewer closed portside")

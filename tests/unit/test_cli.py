@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from portside.cli.main import main
 from portside.core import events as ev
 from portside.store import Store
-from portside.tui.cli import main
 
 
 @pytest.fixture

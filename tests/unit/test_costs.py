@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 
 from portside.core.costs import (
-    AttemptCost,
     PriceError,
-    TokenUse,
     compare,
     compare_steps,
     cost_per_successful_run,
@@ -17,7 +15,6 @@ from portside.core.costs import (
     parse_price_table,
     run_cost,
     run_cost_from_facts,
-    session_cost,
     token_cost,
 )
 from portside.core.criteria import parse_criteria
@@ -83,18 +80,9 @@ def test_token_cost_by_model_prefix():
     assert token_cost("gpt-x", 10, 10, t) is None
 
 
-def test_session_cost_counts_failed_attempts_tokens_and_human_time():
-    t = default_prices()
-    attempts = [AttemptCost(1.0, True, "reference"), AttemptCost(2.0, False), AttemptCost(2.0, False),
-                AttemptCost(2.0, True)]
-    s = session_cost(attempts, [TokenUse("claude-sonnet-4-5", 1_000_000, 0), TokenUse("mystery", 5, 5)],
-                     human_minutes=6.0, table=t)
-    assert s["compute_usd"] == 7.0 and s["tokens_usd"] == 3.0 and s["human_usd"] == pytest.approx(10.0)
-    assert s["total_usd"] == pytest.approx(20.0)
-    assert s["attempts"] == 3 and s["failed_attempts"] == 2 and s["successful_runs"] == 1
-    assert s["cost_per_successful_run_usd"] == pytest.approx(20.0)
-    assert s["unpriced_models"] == ["mystery"]
+def test_no_success_has_no_cost_per_success():
     assert cost_per_successful_run(10.0, 0) is None
+    assert cost_per_successful_run(10.0, 4) == 2.5
 
 
 def test_compare_line():

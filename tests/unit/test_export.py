@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from portside.cli.main import main
 from portside.core import events as ev
 from portside.store import Store
 from portside.store.exports import SCHEMA_DIR, report_md
 from portside.store.jsonl import import_events
-from portside.tui.cli import main
 
 SID = "20260301-export-0001"
 T0 = 1_772_000_000.0  # 2026-02-25T06:13:20Z
@@ -102,7 +102,7 @@ def test_interventions_csv(db: Path) -> None:
     assert rows[2]["note"] == "clipping | good catch" and rows[2]["answers"] == ""
     assert list(rows[0]) == ["session", "seq", "kind", "steering", "answers",
                              "attention_started_at", "decided_at", "attention_seconds",
-                             "reviewer", "note"]
+                             "reviewer", "note", "verdict"]
 
 
 def _validate(instance: Any, schema: dict[str, Any]) -> None:

@@ -35,7 +35,7 @@ def test_no_core_or_store_module_imports_textual() -> None:
 
 def test_cli_help_does_not_import_textual() -> None:
     out = _run(
-        "import sys; from click.testing import CliRunner; from portside.tui.cli import main; "
+        "import sys; from click.testing import CliRunner; from portside.cli.main import main; "
         "r = CliRunner().invoke(main, ['--help']); assert r.exit_code == 0; "
         "print('textual' in sys.modules)"
     )
@@ -44,7 +44,16 @@ def test_cli_help_does_not_import_textual() -> None:
 
 def test_no_bare_packages_are_importable() -> None:
     out = _run(
-        "import importlib.util as u; print([n for n in ('core', 'store', 'tui') "
+        "import importlib.util as u; print([n for n in ('core', 'store', 'tui', 'cli') "
         "if u.find_spec(n) is not None])"
     )
     assert out == "[]"
+
+
+def test_the_cli_is_a_room_of_its_own() -> None:
+    """The command line lives in cli/; the Textual room holds no click code."""
+    from pathlib import Path
+
+    tui = Path(__file__).resolve().parents[2] / "tui"
+    offenders = [str(p) for p in tui.rglob("*.py") if "import click" in p.read_text()]
+    assert offenders == []

@@ -16,6 +16,15 @@ def test_ruff_clean() -> None:
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
     if ruff is None:
         pytest.skip("ruff is not installed")
-    res = subprocess.run([ruff, "check", "--no-cache", "core", "store", "tui", "tests"],
+    res = subprocess.run([ruff, "check", "--no-cache", "core", "store", "tui", "cli", "tests"],
                          cwd=REPO, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_types_check_on_core_and_store() -> None:
+    mypy = shutil.which("mypy", path=str(Path(sys.executable).parent))
+    if mypy is None:
+        pytest.skip("mypy is not installed (pip install -e '.[dev]')")
+    res = subprocess.run([mypy, "core", "store", "--explicit-package-bases"], cwd=REPO,
+                         capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr

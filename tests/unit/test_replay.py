@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from portside.cli.main import main
 from portside.core import events as ev
 from portside.core.replay import (
     DEFAULT_IDLE_LIMIT,
@@ -23,7 +24,6 @@ from portside.core.replay import (
 from portside.store import Store
 from portside.store.jsonl import export_to_file
 from portside.store.replay_source import StoreSource
-from portside.tui.cli import main
 
 SID = "20260301-replay-0001"
 T0 = 1_772_000_000.0

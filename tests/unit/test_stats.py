@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from portside.cli.main import main
 from portside.core import events as ev
 from portside.store import Store
 from portside.store.jsonl import import_events
-from portside.tui.cli import main
 
 T0 = 1_772_000_000.0
 FAILURES = [6, 6, 6, 5, 5, 5, 5, 5, 5, 5]  # 53

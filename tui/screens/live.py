@@ -20,7 +20,7 @@ from portside.core import events as ev
 from portside.core.review import GateError, ReviewGate
 from portside.core.textsafe import clean_line
 
-from ..messages import AlarmSelected, GateActed
+from ..messages import AlarmSelected
 from ..model import SessionModel, clock
 from ..widgets.checks import ChecksPanel
 from ..widgets.diff_card import DiffCard
@@ -264,7 +264,10 @@ class LiveScreen(Screen[None]):
         open_alarms = [a for a in m.open_alarms() if not a.acknowledged]
         t.append(" · ")
         t.append(f"{len(open_alarms)} open alarms", style="bold red" if open_alarms else "")
-        t.append(f" · {len(m.interventions)} interventions")
+        led = m.ledger
+        t.append(f" · {led.interventions} interventions")
+        if led.review_notes:
+            t.append(f" · {led.review_notes} review notes", style="dim")
         return t
 
     def mode_text(self, status: str) -> str:
@@ -319,7 +322,6 @@ class LiveScreen(Screen[None]):
             return None
         self.notify(f"{what} · recorded", timeout=3)
         self._update_header()
-        self.post_message(GateActed(rec))
         return rec
 
     def action_approve(self) -> None:

@@ -44,7 +44,7 @@ def demo_config(*, policy: str, speed: float, xla_python: str | None, headless: 
     """The session config for the demo, and the banner that says how it will run."""
     from portside.core.agent.scripted import ScriptedAgent
     from portside.core.criteria import load_criteria
-    from portside.core.session import SessionConfig
+    from portside.core.engine import SessionConfig
 
     d = demo_dir()
     py = shlex.quote(sys.executable)

@@ -5,39 +5,23 @@ from __future__ import annotations
 import datetime as dt
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from portside.core import __version__
+from portside.core.checks.runtime import TARGETS as TARGETS_CHOICE
 
-
-def _db_option(f: Any) -> Any:
-    return click.option(
-        "--db",
-        "db",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="SQLite file (default: $PORTSIDE_DB, else the user data dir's portside.db).",
-    )(f)
-
-
-def _db_path(ctx: click.Context, db: Path | None) -> Path:
-    from portside.store import resolve_db_path
-
-    return resolve_db_path(db or (ctx.obj or {}).get("db"))
-
-
-def _open_store(ctx: click.Context, db: Path | None) -> Any:
-    from portside.store import Store, StoreError
-
-    path = _db_path(ctx, db)
-    try:
-        return Store(path)
-    except StoreError as exc:
-        raise click.ClickException(str(exc)) from None
-    except Exception as exc:  # sqlite3.DatabaseError on a file that is not a database
-        raise click.ClickException(f"{path}: cannot open as a portside database: {exc}") from None
+from .drive import drive, new_engine, warm
+from .options import (
+    POLICY,
+    TARGET_HELP,
+    agent_from_option,
+    headless_policy,
+    open_store,
+    session_config,
+)
+from .options import db_option as _db_option
+from .options import open_store as _open_store
 
 
 def _when(ts: float | None) -> str:
@@ -111,8 +95,7 @@ def sessions_cmd(ctx: click.Context, db: Path | None = None, plain: bool = False
 
 def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
     from portside.store.exports import session_costs
-
-    from .sessions import SessionsApp
+    from portside.tui.sessions import SessionsApp
 
     store = _open_store(ctx, db)
     rows = store.sessions()
@@ -125,8 +108,7 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
     if chosen:
         from portside.core.replay import Replayer
         from portside.store.replay_source import StoreSource
-
-        from .replay import run_replay
+        from portside.tui.replay import run_replay
 
         run_replay(store, chosen, Replayer(StoreSource(store, chosen)))
     else:
@@ -141,6 +123,7 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
 def show_cmd(ctx: click.Context, session: str, db: Path | None, limit: int) -> None:
     """Print a session's summary and its events as text."""
     from rich.console import Console
+    from rich.text import Text
 
     from portside.core.render import event_line
     from portside.store import StoreError
@@ -151,16 +134,21 @@ def show_cmd(ctx: click.Context, session: str, db: Path | None, limit: int) -> N
         info = store.session(sid)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
+    led = store.ledger(sid)
+    cost = led.cost()
     console = Console(highlight=False)
-    console.print(
-        f"[b]{sid}[/b]  project {info['project']}  target {info['target']}  agent {info['agent']}"
-        f"  verdict {info['verdict'] or 'open'}"
-    )
-    console.print(
-        f"attempts {info['attempts']}  failures {info['failures']} "
-        f"(silent {info['silent_failures']})  interventions {info['interventions']} "
-        f"(steering {info['steering']})  alarms {info['alarms']}"
-    )
+    # Text, never markup: ids and paths may hold brackets.
+    console.print(Text.assemble(
+        (sid, "bold"), f"  project {info['project']}  target {info['target']}  "
+        f"agent {info['agent']}  verdict {info['verdict'] or 'open'}"))
+    console.print(Text(
+        f"attempts {led.attempts}  failures {led.failures} (silent {led.silent_failures})  "
+        f"interventions {led.interventions} (steering {led.steering})  "
+        f"human {led.human_minutes:.1f} min  alarms {len(led.alarms)}"
+        + (f"  review notes {led.review_notes}" if led.review_notes else "")))
+    console.print(Text(
+        f"cost: compute ${cost['compute_usd']:.4f}  tokens ${cost['tokens_usd']:.4f}  "
+        f"human ${cost['human_usd']:.4f}  total ${cost['total_usd']:.4f}"))
     start = None
     for n, event in enumerate(store.events(sid)):
         if limit and n >= limit:
@@ -185,7 +173,7 @@ def import_cmd(ctx: click.Context, file: Path, db: Path | None, rename_to: str |
         sid = import_file(store, file, rename_to)
     except (RecordingError, StoreError) as exc:
         raise click.ClickException(str(exc)) from None
-    _warm(store, sid)
+    warm(store, sid)
     click.echo(f"imported {sid} ({store.event_count(sid)} events) into {store.path}")
 
 
@@ -214,13 +202,13 @@ def export_cmd(
 ) -> None:
     """Export a session: its events as a JSONL recording, its interventions, alarms or runs
     (csv, json, jsonl, md), or a Markdown report for a pull request."""
-    from .export_cmds import export
+    from .exports import export
 
     export(_open_store(ctx, db), session, what, fmt, output, all_sessions)
 
 @main.command("demo")
 @click.option("--headless", is_flag=True, help="No screen: run to the end and print the summary.")
-@click.option("--policy", type=click.Choice(["ask", "runs-only", "auto"]), default=None,
+@click.option("--policy", type=POLICY, default=None,
               help="Default: ask on the screen, auto when headless.")
 @click.option("--speed", type=click.FloatRange(min=0), default=None,
               help="Pace of the recorded agent (default 1 on screen, 0 headless = no waits).")
@@ -232,10 +220,8 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
     """Run the embedded demo: a GPU project ported to torch_xla by a recorded agent."""
     from .demo import demo_config, find_xla_python
 
-    policy = policy or ("auto" if headless else "ask")
-    if headless and policy == "ask":
-        raise click.UsageError("--headless has no reviewer to ask: use --policy auto or runs-only")
-    store = _open_store(ctx, db)
+    policy = headless_policy(policy, headless)
+    store = open_store(ctx, db)
     try:
         config, banner = demo_config(
             policy=policy, speed=speed if speed is not None else (0.0 if headless else 1.0),
@@ -246,103 +232,25 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
         raise click.ClickException(str(exc)) from None
     click.echo(f"portside demo · {banner}", err=True)
     try:
-        code = run_session(config, store, headless=headless, as_json=as_json)
+        code = drive(new_engine(config, store), store, headless=headless, as_json=as_json)
     finally:
         store.close()
     sys.exit(code)
 
 
-def _warm(store: Any, session_id: str) -> None:
-    """Index a finished session for replay now, so its first replay opens fast."""
-    from portside.store.replay_source import warm_index
-
-    try:
-        store.recorder.flush()
-        warm_index(store, session_id)
-    except Exception as exc:  # an index is a cache: never fail the command over it
-        click.echo(f"portside: replay index not built: {exc}", err=True)
-
-
-def _agent_from_spec(spec: str, model: str | None) -> Any:
-    """`claude`, `claude:MODEL` or `scripted:FILE` → an Agent; bad specs are usage errors."""
-    if spec == "none":
-        return None
-    if spec.startswith("scripted:"):
-        from portside.core.agent.scripted import ScriptedAgent
-
-        return ScriptedAgent(Path(spec.removeprefix("scripted:")))
-    if spec == "claude" or spec.startswith("claude:"):
-        from portside.core.agent.claude import ClaudeAgent
-
-        name = spec.partition(":")[2] or model or "claude-sonnet-4-5"
-        return ClaudeAgent(model=name)
-    raise click.BadParameter(f"{spec!r}: use claude, claude:MODEL or scripted:FILE", param_hint="--agent")
-
-
-def _load_criteria(command: str, criteria_file: Path | None, target: str,
-                   reference_target: str) -> Any:
-    """The criteria of a run or verify session, its targets checked; a usage error exits 2."""
-    from portside.core.checks import validate_target
-    from portside.core.criteria import CriteriaError, load_criteria
-
-    try:
-        criteria = load_criteria(criteria_file)
-        validate_target(target)
-        validate_target(reference_target)
-    except (CriteriaError, ValueError, OSError) as exc:
-        click.echo(f"portside {command}: {exc}", err=True)
-        sys.exit(2)
-    return criteria
-
-
-def run_session(config: Any, store: Any, *, headless: bool, session_id: str | None = None,
-                show_output: bool = False, as_json: bool = False) -> int:
-    """Run one session live (Textual) or headless; returns the exit status (0 pass, 1 fail)."""
-    import asyncio
-
-    from rich.console import Console
-
-    from portside.core.session import SessionEngine
-
-    from .headless import ConsoleLog, emit_result
-
-    if config.workdir is None and config.work_root is None:
-        config.work_root = Path(store.path).resolve().parent / "work"  # durable: --resume
-    engine = SessionEngine(config, store.recorder, session_id=session_id)
-    if headless:
-        err = Console(stderr=True, highlight=False)
-        engine.bus.subscribe(ConsoleLog(err, show_output=show_output))
-        try:
-            result = asyncio.run(engine.run())
-        except KeyboardInterrupt:
-            err.print("interrupted: runs killed; the session is recorded as failed")
-            return 130
-        _warm(store, engine.session_id)
-        data = result.to_json()
-        return emit_result(data, as_json)
-    from .app import make_app
-
-    app = make_app(bus=engine.bus, gate=engine.gate, info=engine.info, engine_run=engine.run)
-    app.run()
-    engine.stop("the reviewer closed portside")
-    _warm(store, engine.session_id)
-    if engine.result is None:
-        return 1
-    return 0 if engine.result.verdict == "pass" else 1
-
-
 @main.command("run")
 @click.argument("project", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--target", default=None, help="cpu, cuda, xla, xla:cpu, tpu, tpu:v5e, tpu:v5p, tpu:v6e")
+@click.option("--target", type=click.Choice(TARGETS_CHOICE), default=None, help=TARGET_HELP)
 @click.option("--reference", "reference", default=None, help="Reference command (default: python train.py).")
 @click.option("--candidate", "candidate", default=None, help="Candidate command (default: the reference's).")
 @click.option("--criteria", "criteria_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True)
-@click.option("--reference-target", default="cpu", show_default=True)
+@click.option("--reference-target", type=click.Choice(TARGETS_CHOICE), default="cpu",
+              show_default=True)
 @click.option("--agent", "agent_spec", default="none", show_default=True,
               help="claude, claude:MODEL, scripted:FILE, or none (verification only).")
 @click.option("--model", default=None, help="Claude model for --agent claude.")
-@click.option("--policy", type=click.Choice(["ask", "runs-only", "auto"]), default=None,
+@click.option("--policy", type=POLICY, default=None,
               help="Who decides edits: the reviewer (ask), or policy. Default ask, auto when headless.")
 @click.option("--headless", is_flag=True, help="No screen: a log, then the summary.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None)
@@ -357,32 +265,25 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
             headless: bool, timeout_s: float | None, stall_s: float | None, as_json: bool,
             resume: str | None, db: Path | None) -> None:
     """Review a live migration session (with an agent, or verification runs only)."""
-    from portside.core.session import SessionConfig
-
     if resume:
         from .resume import resume_session
 
         sys.exit(resume_session(ctx, resume, db, headless=headless, as_json=as_json))
     if target is None:
         raise click.UsageError("--target is required (e.g. --target tpu)")
-    policy = policy or ("auto" if headless else "ask")
-    if headless and policy == "ask":
-        raise click.UsageError("--headless has no reviewer to ask: use --policy auto or runs-only")
-    criteria = _load_criteria("run", criteria_file, target, reference_target)
-    agent = _agent_from_spec(agent_spec, model)
+    policy = headless_policy(policy, headless)
+    agent = agent_from_option(agent_spec, model)
     if agent is not None and project is None:
         raise click.UsageError("an agent session needs PROJECT (the folder to port)")
-    project = (project or Path.cwd()).resolve()
-    reference = reference or "python train.py"
-    store = _open_store(ctx, db)
-    config = SessionConfig(
-        project=project, target=target, reference_command=reference, candidate_command=candidate,
-        criteria=criteria, criteria_path=str(criteria_file or ""), reference_runs=reference_runs,
-        reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s, agent=agent,
-        policy=policy, mode="headless" if headless else "live", isolate=agent is not None,
-    )
+    config = session_config(
+        "run", project=(project or Path.cwd()).resolve(), target=target,
+        reference=reference or "python train.py", candidate=candidate,
+        criteria_file=criteria_file, reference_runs=reference_runs,
+        reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
+        policy=policy, mode="headless" if headless else "live", agent=agent)
+    store = open_store(ctx, db)
     try:
-        code = run_session(config, store, headless=headless, as_json=as_json)
+        code = drive(new_engine(config, store), store, headless=headless, as_json=as_json)
     finally:
         store.close()
     sys.exit(code)
@@ -391,9 +292,10 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
 @main.command("verify")
 @click.option("--reference", "reference", required=True, help="Reference command (shell string).")
 @click.option("--candidate", "candidate", required=True, help="Candidate command (shell string).")
-@click.option("--target", required=True, help="cpu, cuda, xla, xla:cpu, tpu, tpu:v5e, tpu:v5p, tpu:v6e")
+@click.option("--target", type=click.Choice(TARGETS_CHOICE), required=True, help=TARGET_HELP)
 @click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True)
-@click.option("--reference-target", default="cpu", show_default=True)
+@click.option("--reference-target", type=click.Choice(TARGETS_CHOICE), default="cpu",
+              show_default=True)
 @click.option("--criteria", "criteria_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--cwd", type=click.Path(file_okay=False, exists=True, path_type=Path), default=".")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
@@ -409,36 +311,20 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
                timeout_s: float | None, stall_s: float | None, as_json: bool, verbose: bool,
                db: Path | None) -> None:
     """Verify a candidate run against reference runs, headless (exit 0 pass, 1 fail, 2 usage)."""
-    import asyncio
-
-    from rich.console import Console
-
-    from portside.core.session import SessionConfig, SessionEngine
-
-    from .headless import ConsoleLog, emit_result
-
-    err = Console(stderr=True, highlight=False)
-    criteria = _load_criteria("verify", criteria_file, target, reference_target)
-    store = _open_store(ctx, db)
-    config = SessionConfig(
-        project=cwd.resolve(), target=target, reference_command=reference,
-        candidate_command=candidate, criteria=criteria,
-        criteria_path=str(criteria_file or ""), reference_runs=reference_runs,
+    config = session_config(
+        "verify", project=cwd.resolve(), target=target, reference=reference,
+        candidate=candidate, criteria_file=criteria_file, reference_runs=reference_runs,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
-        policy="auto", mode="verify",
-    )
-    engine = SessionEngine(config, store.recorder)
-    engine.bus.subscribe(ConsoleLog(err, show_output=verbose))
+        policy="auto", mode="verify")
+    store = open_store(ctx, db)
     try:
-        result = asyncio.run(engine.run())
-        _warm(store, engine.session_id)
-    except KeyboardInterrupt:
-        err.print("portside verify: interrupted; runs killed, session recorded as failed")
-        store.close()
-        sys.exit(130)
+        code = drive(new_engine(config, store), store, headless=True, as_json=as_json,
+                     show_output=verbose,
+                     interrupted="portside verify: interrupted; runs killed, session recorded "
+                     "as failed")
     finally:
         store.close()
-    sys.exit(emit_result(result.to_json(), as_json))
+    sys.exit(code)
 
 
 @main.command("replay")
@@ -455,7 +341,7 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
 def replay_cmd(ctx: click.Context, session: str, db: Path | None, speed: float,
                from_: str | None, headless: bool, idle_limit: float) -> None:
     """Replay a session (id, prefix, 'last', or a FILE.jsonl recording) with its original timing."""
-    from .export_cmds import replay
+    from .exports import replay
 
     replay(lambda: _open_store(ctx, db), session, speed, from_, headless, idle_limit)
 
@@ -472,7 +358,7 @@ def stats_cmd(ctx: click.Context, db: Path | None, project: str | None, since: s
               fmt: str) -> None:
     """The study's table: attempts, failures, silent failures, interventions, human minutes and
     cost per session and in total."""
-    from .export_cmds import stats
+    from .exports import stats
 
     stats(_open_store(ctx, db), project, since, fmt)
 

@@ -1,0 +1,3 @@
+from portside.cli.main import main
+
+main()

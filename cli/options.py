@@ -1,0 +1,102 @@
+"""What the run, verify and demo commands share: the store, criteria, agents and one builder of
+the session's config from the options."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from portside.core.checks.runtime import TARGETS
+from portside.core.review import POLICIES
+
+POLICY = click.Choice(POLICIES)
+TARGET_HELP = ", ".join(TARGETS)
+
+
+def db_option(f: Any) -> Any:
+    return click.option(
+        "--db",
+        "db",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="SQLite file (default: $PORTSIDE_DB, else the user data dir's portside.db).",
+    )(f)
+
+
+def db_path(ctx: click.Context, db: Path | None) -> Path:
+    from portside.store import resolve_db_path
+
+    return resolve_db_path(db or (ctx.obj or {}).get("db"))
+
+
+def open_store(ctx: click.Context, db: Path | None) -> Any:
+    from portside.store import Store, StoreError
+
+    path = db_path(ctx, db)
+    try:
+        return Store(path)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:  # sqlite3.DatabaseError on a file that is not a database
+        raise click.ClickException(f"{path}: cannot open as a portside database: {exc}") from None
+
+
+def headless_policy(policy: str | None, headless: bool) -> str:
+    """Default ask on the screen, auto headless; headless has nobody to ask."""
+    policy = policy or ("auto" if headless else "ask")
+    if headless and policy == "ask":
+        raise click.UsageError("--headless has no reviewer to ask: use --policy auto or runs-only")
+    return policy
+
+
+def agent_from_option(spec: str, model: str | None) -> Any:
+    """`claude`, `claude:MODEL` or `scripted:FILE` → an Agent; bad specs are usage errors."""
+    if spec == "none":
+        return None
+    if spec.startswith("scripted:"):
+        from portside.core.agent.scripted import ScriptedAgent
+
+        return ScriptedAgent(Path(spec.removeprefix("scripted:")))
+    if spec == "claude" or spec.startswith("claude:"):
+        from portside.core.agent.claude import ClaudeAgent
+
+        name = spec.partition(":")[2] or model or "claude-sonnet-4-5"
+        return ClaudeAgent(model=name)
+    raise click.BadParameter(f"{spec!r}: use claude, claude:MODEL or scripted:FILE",
+                             param_hint="--agent")
+
+
+def load_criteria(command: str, criteria_file: Path | None, target: str,
+                  reference_target: str) -> Any:
+    """The criteria of a run or verify session, its targets checked; a usage error exits 2."""
+    from portside.core.checks import validate_target
+    from portside.core.criteria import CriteriaError, load_criteria
+
+    try:
+        criteria = load_criteria(criteria_file)
+        validate_target(target)
+        validate_target(reference_target)
+    except (CriteriaError, ValueError, OSError) as exc:
+        click.echo(f"portside {command}: {exc}", err=True)
+        sys.exit(2)
+    return criteria
+
+
+def session_config(command: str, *, project: Path, target: str, reference: str,
+                   candidate: str | None, criteria_file: Path | None, reference_runs: int,
+                   reference_target: str, timeout_s: float | None, stall_s: float | None,
+                   policy: str, mode: str, agent: Any = None) -> Any:
+    """The one builder of a SessionConfig from command-line options."""
+    from portside.core.engine import SessionConfig
+
+    criteria = load_criteria(command, criteria_file, target, reference_target)
+    return SessionConfig(
+        project=project, target=target, reference_command=reference,
+        candidate_command=candidate, criteria=criteria,
+        criteria_path=str(criteria_file or ""), reference_runs=reference_runs,
+        reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s, agent=agent,
+        policy=policy, mode=mode, isolate=agent is not None,  # type: ignore[arg-type]
+    )

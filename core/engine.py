@@ -1,0 +1,416 @@
+"""The session engine: wires agent, review gate, runner and checks, and emits every event.
+
+One engine serves `portside verify` (references, one candidate, verdict from the checks),
+`portside run` without an agent (the same, live, with the reviewer able to re-run, abort and
+decide), and agent sessions (the agent proposes edits through the gate into its workspace and
+asks for candidate runs; the stopping criteria apply; its claim is checked against the alarms).
+
+The agent sees the engine through ``core/host.py``; a killed session continues through
+``core/resume.py``. Every number (cost, human time, attempts, open alarms) comes from the
+session's :class:`~portside.core.ledger.Ledger`, folded from the same events the store keeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import events as ev
+from .agent.base import Agent, AgentAPIError, AgentStopped
+from .bus import EventBus, Sink
+from .checks import Alarm, check_budget
+from .criteria import DEFAULT_CRITERIA, Criteria
+from .ledger import Ledger
+from .review import Policy, ReviewGate
+from .verify import RunReport, Verifier
+from .workspace import Workspace, WorkspaceError
+
+if TYPE_CHECKING:
+    from .resume import Resumed
+
+
+@dataclass
+class SessionConfig:
+    project: Path
+    target: str
+    reference_command: str
+    candidate_command: str | None = None  # defaults to the reference command
+    criteria: Criteria | None = None
+    criteria_path: str = ""
+    reference_runs: int = 2
+    reference_target: str = "cpu"
+    timeout_s: float | None = None
+    stall_s: float | None = None
+    agent: Agent | None = None
+    policy: Policy = "auto"
+    mode: str = "verify"  # verify | live | headless | demo
+    workdir: Path | None = None  # probe files, workspace, pristine copy
+    # Where per-session workdirs go (workdir = work_root/<session id>) when workdir is unset:
+    # the CLI passes <db dir>/work, so a killed session's workspace outlives reboots.
+    work_root: Path | None = None
+    isolate: bool = False  # runs in copies of the project (agent sessions), not in it
+    reviewer: str = ""
+    title: str = ""
+    reference_env: dict[str, str] | None = None
+    candidate_env: dict[str, str] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def candidate(self) -> str:
+        return self.candidate_command or self.reference_command
+
+
+@dataclass
+class SessionResult:
+    session_id: str
+    verdict: str
+    outcome: str
+    reason: str
+    references: list[RunReport]
+    candidates: list[RunReport]
+    cost: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        last = self.candidates[-1] if self.candidates else None
+        alarms = [a.to_dict() for a in last.alarms] if last else []
+        for a in alarms:
+            a.pop("key", None)
+        return {
+            "session": self.session_id,
+            "verdict": self.verdict,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "alarms": alarms,
+            "reference": [r.to_json() for r in self.references],
+            "candidate": last.to_json() if last else None,
+            "attempts": [c.to_json() for c in self.candidates],
+            "cost": self.cost,
+        }
+
+
+class SessionEngine:
+    def __init__(self, config: SessionConfig, sink: Sink | None, session_id: str | None = None,
+                 *, resumed: Resumed | None = None):
+        self.config = config
+        self.criteria = config.criteria or DEFAULT_CRITERIA
+        self.session_id = session_id or ev.new_session_id()
+        self.bus = EventBus(sink)
+        # The ledger learns first, so the gate and the checks see an event's effect at once.
+        self.ledger = Ledger()
+        self.bus.subscribe(self.ledger.apply)
+        self.gate = ReviewGate(self.bus, self.session_id, config.reviewer or None, config.policy,
+                               ledger=self.ledger)
+        self.workdir = config.workdir or default_workdir(config, self.session_id)
+        self.verifier = Verifier(
+            self.bus,
+            self.session_id,
+            self.criteria,
+            config.target,
+            self.workdir / "probe",
+            timeout_s=config.timeout_s,
+            stall_s=config.stall_s,
+        )
+        agent_label = config.agent.label if config.agent else "none"
+        self.info: dict[str, Any] = {
+            "session_id": self.session_id,
+            "project": str(config.project),
+            "target": config.target,
+            "agent": agent_label,
+            "scripted": agent_label.startswith("scripted:"),
+            "mode": config.mode,
+            "title": config.title or Path(config.project).name,
+            "criteria": self.criteria.to_dict(),
+            "criteria_file": config.criteria_path or "defaults",
+            "banner": config.meta.get("banner", ""),
+            "policy": config.policy,
+        }
+        self.workspace: Workspace | None = None
+        self.resumed = resumed
+        if resumed is not None:
+            self.info["resumed"] = True
+        self.result: SessionResult | None = None
+        self._rerun: asyncio.Queue[str] | None = None  # created on the engine's loop in run()
+        self._decided: asyncio.Event | None = None
+        self._stop_reason = ""
+        self._lock_fd: int | None = None
+        self.gate.hooks.abort = self.verifier.abort
+        self.gate.hooks.rerun = self.request_rerun
+        self.gate.hooks.verdict = self.set_verdict
+
+    # --- what the reviewer and the host may do -----------------------------------------------
+
+    @property
+    def stop_reason(self) -> str:
+        return self._stop_reason
+
+    def request_rerun(self) -> None:
+        if self._rerun is not None:
+            self._rerun.put_nowait("rerun")
+
+    def set_verdict(self, verdict: str, note: str) -> None:
+        """The reviewer decided (the intervention is in the ledger already): stop waiting."""
+        del verdict, note
+        if self._decided is not None:
+            self._decided.set()
+
+    def stop(self, reason: str = "stopped by the reviewer") -> None:
+        self._stop_reason = self._stop_reason or reason
+        self.verifier.abort()
+        if self._decided is not None:
+            self._decided.set()
+
+    def raise_alarm(self, alarm: Alarm, run_id: str = "", **evidence: Any) -> ev.AlarmRaised:
+        event = alarm.raised(self.session_id, run_id)
+        if evidence:
+            event.evidence = {**event.evidence, **evidence}
+        return self.bus.publish(event)  # type: ignore[return-value]
+
+    def budget_alarms(self, extra_attempt: bool = False) -> list[Alarm]:
+        """Every stopping criterion reached: attempts made, the ledger's total $ (recorded token
+        cost included) and the reviewer's minutes."""
+        attempts = len(self.verifier.candidates)
+        if not attempts and not extra_attempt:
+            return []
+        return check_budget(self.criteria.budget, attempts, self.ledger.total_usd,
+                            self.ledger.human_minutes)
+
+    async def run_candidate(self, cwd: Path) -> RunReport:
+        return await self.verifier.run_candidate(self.config.candidate, cwd,
+                                                 env=self.config.candidate_env)
+
+    def cost(self) -> dict[str, Any]:
+        cost = self.ledger.cost()
+        cost["candidate_vs_reference"] = self._compare()
+        return cost
+
+    # --- the session -------------------------------------------------------------------------
+
+    def _started(self) -> None:
+        from .resume import resume_meta
+
+        c = self.config
+        self.bus.publish(
+            ev.SessionStarted(
+                session_id=self.session_id,
+                project=str(c.project),
+                target=c.target,
+                agent=self.info["agent"],
+                title=self.info["title"],
+                criteria=self.criteria.to_dict(),
+                reference_command=c.reference_command,
+                candidate_command=c.candidate,
+                reviewer=self.gate.reviewer or getpass.getuser(),
+                mode=c.mode,
+                meta={"policy": c.policy, "reference_runs": c.reference_runs,
+                      "criteria_file": c.criteria_path, **c.meta,
+                      "resume": resume_meta(c, self.workdir)},
+            )
+        )
+
+    def lock(self) -> None:
+        """One engine per session: a second one (a resume while the first still runs) would
+        append with clashing seq. The lock dies with the process, kill -9 included."""
+        from .resume import ResumeError
+
+        if self._lock_fd is not None:
+            return
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no guard
+            return
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        path = self.workdir / f"engine-{self.session_id}.lock"  # a given workdir may be shared
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise ResumeError(f"session {self.session_id} is still running in another portside "
+                              f"process (lock {path})") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _decided_already(self) -> bool:
+        return bool(self._stop_reason) or self.ledger.verdict is not None
+
+    async def run(self) -> SessionResult:
+        self._rerun = asyncio.Queue()
+        self._decided = asyncio.Event()
+        self.lock()
+        if self.resumed is None:
+            self._started()
+        else:
+            from .resume import restore
+
+            restore(self, self.resumed)
+        try:
+            ref_cwd, cand_cwd = self._prepare_dirs()
+            # Resumed: the references already in the log are not run again.
+            for _ in range(max(0, self.config.reference_runs - len(self.verifier.references))):
+                if self._decided_already():
+                    break
+                await self.verifier.run_reference(
+                    self.config.reference_command, ref_cwd,
+                    target=self.config.reference_target, env=self.config.reference_env,
+                )
+            if self._decided_already():
+                pass
+            elif self.config.agent is not None:
+                if not (self.resumed and self.resumed.agent_done):
+                    await self._agent_session()
+            else:
+                await self._verification(cand_cwd)
+        except asyncio.CancelledError:
+            self._stop_reason = self._stop_reason or "cancelled"
+            self._end()
+            self._unlock()
+            raise
+        result = self._end()
+        self._unlock()
+        return result
+
+    def _prepare_dirs(self) -> tuple[Path, Path]:
+        project = Path(self.config.project)
+        if not self.config.isolate:
+            return project, project
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        pristine = self.workdir / "reference"
+        done = self.workdir / "reference.copied"  # a copy cut short by a kill is made again
+        if pristine.exists() and not done.exists():
+            shutil.rmtree(pristine)
+        if not pristine.exists():
+            Workspace.pristine_copy(project, pristine)
+            done.touch()
+        home = self.workdir / "workspaces" / self.session_id
+        self.workspace = None
+        if self.resumed is not None and home.exists():
+            try:
+                self.workspace = Workspace.open(home)  # the agent's edits so far are in it
+            except WorkspaceError:
+                if any(isinstance(e, ev.EditApplied) for e in self.resumed.log):
+                    raise
+                shutil.rmtree(home)  # created half-way before the kill; nothing of value in it
+        if self.workspace is None:
+            self.workspace = Workspace.create(project, self.workdir / "workspaces",
+                                              name=self.session_id)
+        return pristine, self.workspace.root
+
+    async def _verification(self, cwd: Path) -> None:
+        from .resume import ENGINE_KILLED
+
+        done = [c for c in self.verifier.candidates if c.outcome != "aborted"
+                or c.result.reason != ENGINE_KILLED]
+        if not done:
+            await self.run_candidate(cwd)
+        if self.config.policy == "ask":
+            # Live without an agent: the reviewer may re-run, abort, and gives the verdict.
+            assert self._decided is not None and self._rerun is not None
+            while not self._stop_reason and self.ledger.verdict is None:
+                waiter = asyncio.create_task(self._decided.wait())
+                rerun = asyncio.create_task(self._rerun.get())
+                finished, pending = await asyncio.wait({waiter, rerun},
+                                                       return_when=asyncio.FIRST_COMPLETED)
+                for task in pending:
+                    task.cancel()
+                if waiter in finished:
+                    break
+                await self.run_candidate(cwd)
+
+    def _end(self) -> SessionResult:
+        cands = self.verifier.candidates
+        last = cands[-1] if cands else None
+        errors = self.ledger.open_errors()
+        if self.ledger.verdict is not None:
+            verdict, note = self.ledger.verdict
+            reason = f"reviewer: {note}".rstrip(": ")
+        elif self._stop_reason:
+            verdict, reason = "fail", self._stop_reason
+        elif last is None:
+            verdict, reason = "fail", "no candidate run"
+        elif errors:
+            verdict = "fail"
+            reason = "; ".join(sorted({f"{a.check}" for a in errors}))
+        elif last.outcome != "passed":
+            verdict, reason = "fail", f"candidate {last.outcome}"
+        else:
+            verdict, reason = "pass", "no error alarm"
+        outcome = last.outcome if last else "failed-error"
+        cost = self.cost()
+        self.bus.publish(ev.SessionEnded(session_id=self.session_id, verdict=verdict,  # type: ignore[arg-type]
+                                         outcome=outcome, reason=reason))
+        self.result = SessionResult(self.session_id, verdict, outcome, reason,
+                                    list(self.verifier.references), list(cands), cost)
+        return self.result
+
+    def _compare(self) -> dict[str, Any] | None:
+        """The study's "N× faster, M% cheaper": last candidate vs the mean passed reference,
+        whole runs (wall time and device cost)."""
+        from .costs import compare
+
+        refs = [r for r in self.verifier.references if r.outcome == "passed"]
+        cands = self.verifier.candidates
+        if not refs or not cands or cands[-1].outcome != "passed":
+            return None
+        ref_s = sum(r.result.wall_s for r in refs) / len(refs)
+        ref_usd = sum(r.cost_usd or 0.0 for r in refs) / len(refs)
+        cand = cands[-1]
+        return compare(ref_s, ref_usd, cand.result.wall_s, cand.cost_usd or 0.0)
+
+    # --- agent sessions ----------------------------------------------------------------------
+
+    async def _agent_session(self) -> None:
+        from .host import EngineHost
+
+        agent = self.config.agent
+        assert agent is not None
+        host = EngineHost(self)
+        if self.resumed is not None:
+            agent.restore(self.resumed.log, host)
+        while not self._stop_reason:
+            try:
+                await agent.run(host)
+                return
+            except AgentStopped:
+                return
+            except AgentAPIError as exc:
+                # Nothing is lost: the agent keeps its conversation. A reviewer resumes (space)
+                # and the agent continues; with nobody to ask, the session ends failed.
+                if self.config.policy != "ask":
+                    self._stop_reason = f"agent API error: {exc}"
+                    return
+                self.gate.paused = True
+                self.bus.publish(ev.SessionState(
+                    session_id=self.session_id, state="paused",
+                    detail=f"agent API error: {exc} — press space to resume"))
+                await self.gate.wait_if_paused()
+
+    def stop_agent(self, reason: str) -> None:
+        """The host ends the agent's part (budget refused): the session ends failed."""
+        self._stop_reason = self._stop_reason or reason
+
+
+def default_workdir(config: SessionConfig, session_id: str) -> Path:
+    """Durable beside the database when the CLI says where; else a temp dir. Never inside the
+    project: its tree is never written."""
+    tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"portside-{session_id}"
+    if config.work_root is None:
+        return tmp
+    wd = Path(os.path.abspath(config.work_root)) / session_id
+    project = os.path.realpath(config.project)
+    real = os.path.realpath(wd)
+    if os.path.commonpath([real, project]) == project:
+        return tmp
+    return wd
