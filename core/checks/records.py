@@ -155,12 +155,10 @@ class RunRecords:
                 v = rec.get(key)
                 if v is None:
                     continue
-                col = extra.get(key)
-                if col is None:
-                    col = extra[key] = [nan] * i
-                col.extend([nan] * (i - len(col)))
+                ecol = extra.setdefault(key, [])
+                ecol.extend([nan] * (i - len(ecol)))
                 x = float(v) if isinstance(v, bool) else to_float(v)  # clip_reduced: 1/0
-                col.append(nan if x is None else x)
+                ecol.append(nan if x is None else x)
             loss, grad = cols["loss"][-1], cols["grad_norm"][-1]
             nf_loss.append(not math.isfinite(loss) and rec.get("loss") is not None)
             nf_grad.append(not math.isfinite(grad) and rec.get("grad_norm") is not None)
@@ -171,8 +169,8 @@ class RunRecords:
                 x = to_float(lr)
                 lrs.append([nan if x is None else x])
         n = len(steps)
-        for col in extra.values():
-            col.extend([nan] * (n - len(col)))
+        for ecol in extra.values():
+            ecol.extend([nan] * (n - len(ecol)))
         groups = max((len(x) for x in lrs), default=1) or 1
         lr_all = np.full((len(lrs), groups), np.nan)
         for i, row in enumerate(lrs):
@@ -182,7 +180,9 @@ class RunRecords:
                    loss_nonfinite=np.asarray(nf_loss, dtype=bool),
                    grad_norm_nonfinite=np.asarray(nf_grad, dtype=bool),
                    extra={k: np.asarray(v, dtype=np.float64) for k, v in extra.items()},
-                   **kw, **arr)
+                   loss=arr["loss"], grad_norm=arr["grad_norm"], max_norm=arr["max_norm"],
+                   step_s=arr["step_s"], compiles=arr["compiles"], compile_s=arr["compile_s"],
+                   **kw)
 
     @classmethod
     def from_arrays(cls, steps: Any = None, *, loss: Any = None, grad_norm: Any = None,
