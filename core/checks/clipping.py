@@ -27,6 +27,14 @@ RANK_SAME = 1e-6  # …where the reference's agree to within this
 
 
 def clip_stats(r: RunRecords) -> dict[str, Any]:
+    """Memoised per run (references are judged on every live call)."""
+    val = r._cache.get(("clip_stats",))
+    if val is None:
+        val = r._cache[("clip_stats",)] = _clip_stats(r)
+    return val
+
+
+def _clip_stats(r: RunRecords) -> dict[str, Any]:
     mn, gn = r.max_norm, r.grad_norm
     if np.isfinite(mn.sum()) and np.isfinite(gn.sum()):  # fast path: every step clipped and judged
         n_used = judged = r.n
@@ -50,7 +58,14 @@ def clip_stats(r: RunRecords) -> dict[str, Any]:
 
 
 def clip_config(r: RunRecords) -> dict[str, Any]:
-    """What the code asked for, per run: the things clipping-changed compares."""
+    """What the code asked for, per run: the things clipping-changed compares (memoised)."""
+    val = r._cache.get(("clip_config",))
+    if val is None:
+        val = r._cache[("clip_config",)] = _clip_config(r)
+    return val
+
+
+def _clip_config(r: RunRecords) -> dict[str, Any]:
     st = clip_stats(r)
     used = np.isfinite(r.max_norm)
     nt = r.col("norm_type")[used]
@@ -62,8 +77,8 @@ def clip_config(r: RunRecords) -> dict[str, Any]:
     red = r.col("clip_reduced")
     red = red[np.isfinite(red)]
     return {**st,
-            "norm_type": sorted({float(x) for x in nt})[:4],
-            "clip_value": sorted({round(float(x), 9) for x in cv})[:4],
+            "norm_type": np.unique(nt)[:4].tolist(),
+            "clip_value": np.unique(np.round(cv, 9))[:4].tolist(),
             "value_steps": int(cv.size),
             "clip_calls": float(np.median(calls)) if calls.size else None,
             "world_size": r.world_size,

@@ -141,24 +141,16 @@ class RunRecords:
         steps: list[int] = []
         cols: dict[str, list[float]] = {k: [] for k in
                                         ("loss", "grad_norm", "max_norm", "step_s", "compiles", "compile_s")}
-        extra: dict[str, list[float]] = {}
+        extra: dict[str, np.ndarray]
         lrs: list[list[float]] = []
         nf_loss: list[bool] = []
         nf_grad: list[bool] = []
         nan = math.nan
-        for i, rec in enumerate(records):
+        for rec in records:
             steps.append(int(rec.get("step", len(steps))))
             for key, col in cols.items():
                 v = to_float(rec.get(key))
                 col.append(nan if v is None else v)
-            for key in EXTRA:
-                v = rec.get(key)
-                if v is None:
-                    continue
-                ecol = extra.setdefault(key, [])
-                ecol.extend([nan] * (i - len(ecol)))
-                x = float(v) if isinstance(v, bool) else to_float(v)  # clip_reduced: 1/0
-                ecol.append(nan if x is None else x)
             loss, grad = cols["loss"][-1], cols["grad_norm"][-1]
             nf_loss.append(not math.isfinite(loss) and rec.get("loss") is not None)
             nf_grad.append(not math.isfinite(grad) and rec.get("grad_norm") is not None)
@@ -168,9 +160,22 @@ class RunRecords:
             else:
                 x = to_float(lr)
                 lrs.append([nan if x is None else x])
+        extra = {}
         n = len(steps)
-        for ecol in extra.values():
-            ecol.extend([nan] * (n - len(ecol)))
+        present: set[str] = set()
+        for rec in records:
+            present.update(rec.keys())
+        for key in EXTRA:  # column-wise, only those some record carries
+            if key not in present:
+                continue
+            vals = [rec.get(key) for rec in records]
+            if vals.count(None) == n:
+                continue
+            try:  # None -> NaN, bools -> 1/0 (clip_reduced), numbers and "nan"/"inf" as such
+                extra[key] = np.array(vals, dtype=np.float64)
+            except (TypeError, ValueError):
+                extra[key] = np.array([nan if (x := _extra_number(v)) is None else x
+                                       for v in vals], dtype=np.float64)
         groups = max((len(x) for x in lrs), default=1) or 1
         lr_all = np.full((len(lrs), groups), np.nan)
         for i, row in enumerate(lrs):
@@ -179,8 +184,7 @@ class RunRecords:
         return cls(steps=np.asarray(steps, dtype=np.int64), lr=lr_all[:, 0].copy(), lr_all=lr_all,
                    loss_nonfinite=np.asarray(nf_loss, dtype=bool),
                    grad_norm_nonfinite=np.asarray(nf_grad, dtype=bool),
-                   extra={k: np.asarray(v, dtype=np.float64) for k, v in extra.items()},
-                   loss=arr["loss"], grad_norm=arr["grad_norm"], max_norm=arr["max_norm"],
+                   extra=extra, loss=arr["loss"], grad_norm=arr["grad_norm"], max_norm=arr["max_norm"],
                    step_s=arr["step_s"], compiles=arr["compiles"], compile_s=arr["compile_s"],
                    **kw)
 
@@ -236,6 +240,10 @@ class RunRecords:
                           extra={k: pick(v) for k, v in self.extra.items()},
                           ranks={k: r.upto(last_step) for k, r in self.ranks.items()},
                           rank_facts=self.rank_facts)
+
+
+def _extra_number(v: Any) -> float | None:
+    return float(v) if isinstance(v, bool) else to_float(v)
 
 
 def _sorted(a: np.ndarray) -> bool:
