@@ -16,6 +16,7 @@ import numpy as np
 
 from ..criteria import Criteria
 from .alarms import Alarm
+from .ranks import diverged
 from .records import RunRecords
 
 CLIP_SHARE_PP = 0.25  # clipped share differing by more than 25 points…
@@ -168,16 +169,16 @@ def check_clipping(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
         return alarm("calls-per-step", f"clips {cs['clip_calls']:g} time(s) per step vs "
                      f"reference {_fmt(sorted(ref_calls))} (e.g. per micro-batch)")
     if cs["clip_steps"] or cs["value_steps"]:
-        local = _before_reduction(cs, rs)
+        local = _before_reduction(cs, rs, diverged(cand))
         if local:
             return alarm("before-reduction", local)
     return []
 
 
-def _before_reduction(cs: dict[str, Any], rs: list[dict[str, Any]]) -> str:
+def _before_reduction(cs: dict[str, Any], rs: list[dict[str, Any]], cand_diverged: bool) -> str:
     """Why the candidate clips per-rank gradients before they are reduced, or ''."""
-    if cs["world_size"] < 2:
-        return ""
+    if cs["world_size"] < 2 or cand_diverged:
+        return ""  # ranks that never reduce at all: ranks-diverged names that cause
     ref_after = all(s["world_size"] < 2 or (s["before_reduction"] or 0.0) < 0.5 for s in rs)
     if ref_after and (cs["before_reduction"] or 0.0) >= 0.5:
         spread = cs["rank_spread"]

@@ -40,13 +40,18 @@ def rank_divergence(r: RunRecords) -> dict[str, Any] | None:
     return {"steps": common, "spread": spread, "sums": sums}
 
 
+def diverged(r: RunRecords) -> bool:
+    d = rank_divergence(r)
+    return d is not None and bool((d["spread"] > PARAM_RTOL).any())
+
+
 def check_ranks(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:
     d = rank_divergence(cand)
     if d is None:
         return []
     bad = d["spread"] > PARAM_RTOL
-    if not bad.any() or (bad.size >= 2 and bad.sum() < 2):
-        return []  # one checkpoint apart could be a single late step: wait for a second
+    if not bad.any():
+        return []
     for r in refs:
         rd = rank_divergence(r)
         if rd is not None and (rd["spread"] > PARAM_RTOL).any():

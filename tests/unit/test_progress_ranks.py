@@ -130,6 +130,11 @@ def test_parameters_apart_across_ranks_is_ranks_diverged():
     alarms = judge([ranked()], ranked(diverge=True))
     (a,) = [a for a in alarms if a.kind == "ranks-diverged"]
     assert a.is_error and a.evidence["first_step"] == 10 and a.evidence["ranks"] == [0, 1]
+    # never reduced, also clipped unreduced: the cause is the missing reduction, live too
+    cand = RunRecords.from_records(ranked(diverge=True, reduced_flag=False, n=25), None)
+    live = run_checks([RunRecords.from_records(ranked(), OK)], cand, DEFAULT_CRITERIA, "cpu",
+                      False)
+    assert {a.kind for a in live if a.is_error} == {"ranks-diverged"}
 
 
 def test_clipping_before_the_reduction_is_clipping_changed():
