@@ -168,7 +168,8 @@ def check_clipping(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
     if cs["clip_calls"] is not None and ref_calls and cs["clip_calls"] not in ref_calls:
         return alarm("calls-per-step", f"clips {cs['clip_calls']:g} time(s) per step vs "
                      f"reference {_fmt(sorted(ref_calls))} (e.g. per micro-batch)")
-    if cs["clip_steps"] or cs["value_steps"]:
+    waiting = not final and len(cand.ranks) < cand.world_size  # live: ranks still to come
+    if (cs["clip_steps"] or cs["value_steps"]) and not waiting:
         local = _before_reduction(cs, rs, diverged(cand))
         if local:
             return alarm("before-reduction", local)
