@@ -2,12 +2,15 @@
 
 Pure functions, numpy-vectorised, no I/O. `run_checks` is safe on partial series: with
 `final=False` (a live candidate) it raises only what is already decided — drift and learning
-rates over the steps present in every run, non-finite values, hardware from the facts, compile
+rates over the steps present in every run (aligned by training progress when the steps per
+epoch differ: see progress.py), non-finite values, hardware from the facts, compile
 counts so far — and leaves end-of-run verdicts (no-metrics, goal-regression) for `final=True`.
 Call it again as records arrive and dedupe by `Alarm.key`.
 """
 
 from __future__ import annotations
+
+import dataclasses as dc
 
 from ..criteria import Criteria
 from .alarms import (
@@ -21,8 +24,8 @@ from .alarms import (
     jsonable,
     sort_alarms,
 )
+from .clipping import check_clipping, clip_share
 from .numeric import (
-    check_clipping,
     check_drift,
     check_goal,
     check_lr,
@@ -30,6 +33,8 @@ from .numeric import (
     check_slow,
     steady_step_s,
 )
+from .progress import check_step_count
+from .ranks import check_ranks
 from .records import RunEnd, RunRecords, to_float
 from .runtime import (
     TARGETS,
@@ -45,7 +50,7 @@ __all__ = [
     "KINDS", "SEVERITIES", "TARGETS", "Alarm", "Finding", "RunEnd", "RunRecords",
     "agent_claim_contradicted", "budget_exhausted", "check_budget", "check_clipping",
     "check_drift", "check_end", "check_fallback", "check_goal", "check_hardware", "check_lr",
-    "check_nonfinite", "check_recompilation", "check_slow", "device_facts", "jsonable",
+    "check_nonfinite", "check_ranks", "check_recompilation", "check_slow", "check_step_count", "device_facts", "jsonable",
     "run_checks", "sort_alarms", "steady_step_s", "to_float", "validate_target",
 ]
 
@@ -59,12 +64,28 @@ def run_checks(references: list[RunRecords], candidate: RunRecords, criteria: Cr
     alarms += check_end(references, candidate, criteria, final)
     alarms += check_nonfinite(refs, candidate)
     alarms += check_hardware(candidate, criteria, target, final)
-    alarms += check_drift(refs, candidate, criteria)
-    alarms += check_lr(refs, candidate)
-    alarms += check_clipping(refs, candidate, criteria, final)
+    drift = check_drift(refs, candidate, criteria)
+    causes = check_lr(refs, candidate) + check_clipping(refs, candidate, criteria, final)
+    diverged = check_ranks(refs, candidate)
+    if diverged:  # never reduced at all: that is the cause, not where the clipping sits
+        causes = [a for a in causes if a.evidence.get("reason") != "before-reduction"]
+    causes += diverged
+    alarms += causes
     alarms += check_recompilation(candidate, criteria)
     alarms += check_fallback(candidate, criteria)
     alarms += check_slow(refs, candidate, criteria, final)
+    alarms += check_step_count(refs, candidate, final)
+    share = clip_share(refs, candidate)
     if final:
-        alarms += check_goal(references, candidate, criteria)
+        drift += check_goal(references, candidate, criteria)
+    # Consequences point at their likely causes; a clip-rate change with the same clip
+    # configuration is evidence on the drift alarm, never a clipping alarm of its own.
+    named = sorted({a.kind for a in causes if a.is_error})
+    extra: dict = {}
+    if named:
+        extra["likely_causes"] = named
+    if share is not None and share["differs"]:
+        extra["clip_share"] = share
+    drift = [dc.replace(a, evidence={**a.evidence, **extra}) if extra else a for a in drift]
+    alarms += drift
     return sort_alarms(alarms)

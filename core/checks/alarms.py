@@ -9,7 +9,9 @@ Severities (why each is what it is):
 - warning — worth a look, not a verdict: `cpu-fallback` (slow, not wrong), `slow`,
   `unverified-hardware`, clipping that starts but never clips, a non-finite gradient norm that
   the references have too (fp16 loss-scaler overflow steps) while the loss stays finite.
-- info — reported, not counted: compilations after the last training step (evaluation).
+- info — reported, not counted: compilations after the last training step (evaluation),
+  `step-count-differs` (another number of optimizer steps, compared by progress).
+  `ranks-diverged` (error): the ranks' parameters differ, gradients were not reduced.
 
 `key` is stable across incremental calls (kind plus the series or aspect), so a live caller can
 keep the newest alarm per key and raise each key once.
@@ -32,7 +34,7 @@ KINDS = (
     "numeric-drift", "goal-regression", "clipping-changed", "lr-schedule-changed", "non-finite",
     "wrong-hardware", "unverified-hardware", "recompilation", "cpu-fallback", "stalled",
     "timed-out", "crashed", "no-metrics", "slow", "agent-claim-contradicted", "budget-exhausted",
-    "reference-failed",
+    "reference-failed", "ranks-diverged", "step-count-differs",
 )
 
 

@@ -10,14 +10,11 @@ import numpy as np
 
 from ..criteria import Criteria
 from .alarms import Alarm
+from .progress import align, has_progress, map_to, steps_per_epoch
 from .records import RunRecords
 
 SPARK_POINTS = 48
 LR_RTOL = 1e-6  # float noise between schedulers computing the same lr
-CLIP_SHARE_PP = 0.25  # clipped share differing by more than 25 points…
-CLIP_SHARE_RATIO = 3.0  # …or by more than 3x (and by at least 5 points)
-CLIP_SHARE_MIN_PP = 0.05
-CLIP_MIN_STEPS = 20  # clipped-share comparisons need this many clipped-or-not steps
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -145,7 +142,8 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
     if not refs or cand.n == 0:
         return []
     dc = criteria.drift
-    steps, idx = common_steps([cand, *refs])
+    al = align(cand, refs, common_steps)
+    steps, idx = al.steps, al.sel
     if steps.size < dc.window:
         return []
     noise_w = max(4 * dc.smooth, 20)
@@ -189,7 +187,7 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
                 "steps_out": int(in_long.sum()), "window": dc.window, "smooth": dc.smooth,
                 "value_first": _f(c_s[first]), "envelope_first": [_f(elo[first]), _f(ehi[first])],
                 "value_worst": _f(c_s[worst]), "envelope_worst": [_f(elo[worst]), _f(ehi[worst])],
-                "reference_runs": len(refs),
+                "reference_runs": len(refs), "aligned_by": al.mode,
                 "spark": {"steps": downsample(steps), "candidate": downsample(c_s),
                           "lo": downsample(elo), "hi": downsample(ehi)},
             },
@@ -200,118 +198,100 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
 # --- lr-schedule-changed ---------------------------------------------------------------------
 
 
+def _lr_by_step(cand: RunRecords, r: RunRecords) -> dict[str, Any] | None:
+    """First learning-rate difference at the same step index; None when they agree (or
+    cannot be compared)."""
+    steps, (ic, ir) = common_steps([cand, r])
+    if steps.size == 0:
+        return None
+    g = min(cand.lr_all.shape[1], r.lr_all.shape[1])
+    c, rv = cand.lr_all[ic, :g], r.lr_all[ir, :g]
+    both = np.isfinite(c) & np.isfinite(rv)
+    if not both.any():
+        return None
+    with np.errstate(invalid="ignore"):
+        diff = both & (np.abs(c - rv) > LR_RTOL * np.maximum(np.abs(c), np.abs(rv)) + 1e-12)
+    return _lr_evidence(diff, steps, c, rv, rv, cand, r, "step")
+
+
+def _lr_by_progress(cand: RunRecords, r: RunRecords) -> dict[str, Any] | None:
+    """The same by training progress: the candidate's lr must lie within the reference's at
+    the nearest-progress step and its two neighbours (a per-step schedule sampled at 62
+    instead of 63 points per epoch falls between the reference's values)."""
+    m = map_to(cand, r)
+    ok = m >= 0
+    if not ok.any():
+        return None
+    g = min(cand.lr_all.shape[1], r.lr_all.shape[1])
+    j = m[ok]
+    c = cand.lr_all[ok, :g]
+    lo = hi = r.lr_all[j, :g]
+    for d in (-1, 1):
+        nb = r.lr_all[np.clip(j + d, 0, r.n - 1), :g]
+        lo, hi = np.fmin(lo, nb), np.fmax(hi, nb)
+    both = np.isfinite(c) & np.isfinite(lo)
+    if not both.any():
+        return None
+    # Widened by the reference's own change over those steps: a schedule sampled at other
+    # points (a peak between two of the reference's steps, warmup counted in steps) stays in;
+    # a constant stretch (a per-epoch schedule inside an epoch) is compared exactly.
+    tol = LR_RTOL * np.maximum(np.abs(lo), np.abs(hi)) + 1e-12 + (hi - lo)
+    with np.errstate(invalid="ignore"):
+        diff = both & ((c < lo - tol) | (c > hi + tol))
+    return _lr_evidence(diff, cand.steps[ok], c, r.lr_all[j, :g], lo, cand, r, "progress")
+
+
+def _lr_evidence(diff: np.ndarray, steps: np.ndarray, c: np.ndarray, rv: np.ndarray,
+                 _lo: np.ndarray, cand: RunRecords, r: RunRecords,
+                 mode: str) -> dict[str, Any] | None:
+    bad_rows = diff.any(axis=1)
+    if not bad_rows.any():
+        return None
+    i = int(np.argmax(bad_rows))
+    grp = int(np.argmax(diff[i]))
+    return {"first_step": int(steps[i]), "group": grp,
+            "candidate_lr": _f(c[i, grp]), "reference_lr": _f(rv[i, grp]),
+            "steps_differing": int(bad_rows.sum()), "steps_compared": int(steps.size),
+            "groups": [int(cand.lr_all.shape[1]), int(r.lr_all.shape[1])], "aligned_by": mode,
+            "scheduler_steps": [_last_finite(cand.col("sched_steps")),
+                                _last_finite(r.col("sched_steps"))],
+            "spark": {"steps": downsample(steps), "candidate": downsample(c[:, 0]),
+                      "reference": downsample(rv[:, 0])}}
+
+
+def _last_finite(x: np.ndarray) -> float:
+    fin = x[np.isfinite(x)]
+    return float(fin[-1]) if fin.size else 0.0
+
+
 def check_lr(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:
-    """The candidate's learning rates differ (beyond float noise, at a common step) from every
-    reference's. Series lengths alone are not compared: a short candidate is partial or crashed."""
+    """The candidate's learning rates differ (beyond float noise) from every reference's, both
+    at the same step index and at the same training progress (when the probe recorded epochs):
+    a schedule that is the same function of steps, or of progress, passes. Series lengths alone
+    are not compared: a short candidate is partial or crashed."""
     if not refs or cand.n == 0:
         return []
     best: dict[str, Any] | None = None
     for r in refs:
-        steps, (ic, ir) = common_steps([cand, r])
-        if steps.size == 0:
-            return []
-        g = min(cand.lr_all.shape[1], r.lr_all.shape[1])
-        c, rv = cand.lr_all[ic, :g], r.lr_all[ir, :g]
-        both = np.isfinite(c) & np.isfinite(rv)
-        if not both.any():
-            return []  # lr not reported on one side: nothing to compare
-        with np.errstate(invalid="ignore"):
-            diff = both & (np.abs(c - rv) > LR_RTOL * np.maximum(np.abs(c), np.abs(rv)) + 1e-12)
-        bad_rows = diff.any(axis=1)
-        if not bad_rows.any():
-            return []  # matches at least one reference
-        i = int(np.argmax(bad_rows))
-        grp = int(np.argmax(diff[i]))
-        ev = {"first_step": int(steps[i]), "group": grp,
-              "candidate_lr": _f(c[i, grp]), "reference_lr": _f(rv[i, grp]),
-              "steps_differing": int(bad_rows.sum()), "steps_compared": int(steps.size),
-              "groups": [int(cand.lr_all.shape[1]), int(r.lr_all.shape[1])],
-              "spark": {"steps": downsample(steps), "candidate": downsample(c[:, 0]),
-                        "reference": downsample(rv[:, 0])}}
+        by_step = _lr_by_step(cand, r)
+        if by_step is None:
+            return []  # matches at least one reference (or nothing to compare)
+        if has_progress(cand) and has_progress(r):
+            by_prog = _lr_by_progress(cand, r)
+            if by_prog is None:
+                return []
+            by_step = by_prog if steps_per_epoch(cand) != steps_per_epoch(r) else by_step
         if best is None:
-            best = ev
+            best = by_step
     assert best is not None
+    sc, sr = best["scheduler_steps"]
+    why = ""
+    if sc == 0 and sr > 1:
+        why = f" (candidate steps no LR scheduler; reference stepped one {sr:g} times)"
     return [Alarm("lr-schedule-changed", "error",
                   f"learning rate differs from step {best['first_step']}: "
-                  f"{best['candidate_lr']:.6g} vs reference {best['reference_lr']:.6g}",
+                  f"{best['candidate_lr']:.6g} vs reference {best['reference_lr']:.6g}{why}",
                   best, key="lr-schedule-changed")]
-
-
-# --- clipping-changed ------------------------------------------------------------------------
-
-
-def clip_stats(r: RunRecords) -> dict[str, Any]:
-    mn, gn = r.max_norm, r.grad_norm
-    if np.isfinite(mn.sum()) and np.isfinite(gn.sum()):  # fast path: every step clipped and judged
-        n_used = judged = r.n
-        clipped = int(np.count_nonzero(gn > mn))
-        mv = mn
-    else:
-        used = np.isfinite(mn)
-        n_used = int(used.sum())
-        mv = mn[used]
-        with np.errstate(invalid="ignore"):
-            j = used & np.isfinite(gn)
-            clipped = int(np.count_nonzero(j & (gn > mn)))
-        judged = int(j.sum())
-    if n_used and mv.min() == mv.max():
-        values = mv[:1]  # the usual constant max_norm: skip the sort
-    else:
-        values = np.unique(np.round(mv, 9)) if n_used else np.zeros(0)
-    return {"steps": r.n, "clip_steps": n_used,
-            "max_norm": values[:8].tolist(), "uses_share": n_used / r.n if r.n else 0.0,
-            "clipped_share": clipped / judged if judged else None, "judged": judged}
-
-
-def _same_values(a: list[float], b: list[float]) -> bool:
-    return all(any(abs(x - y) <= 1e-6 * max(abs(x), abs(y)) for y in b) for x in a)
-
-
-def check_clipping(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
-                   final: bool) -> list[Alarm]:
-    """max_norm changed, clipping stopped or started, or the clipped share of steps very
-    different. References are cut to the candidate's steps so a live run compares like with
-    like."""
-    if not refs or cand.n == 0:
-        return []
-    last = int(cand.steps.max())
-    rs = [clip_stats(r.upto(last)) for r in refs]
-    cs = clip_stats(cand)
-    min_steps = 1 if final else max(criteria.drift.window, 5)
-    ev: dict[str, Any] = {"candidate": cs, "references": rs}
-    ref_vals = sorted({v for s in rs for v in s["max_norm"]})
-    ref_all_clip = all(s["clip_steps"] > 0 for s in rs)
-    ref_none_clip = all(s["clip_steps"] == 0 for s in rs)
-
-    def alarm(reason: str, title: str, severity: str = "error") -> list[Alarm]:
-        return [Alarm("clipping-changed", severity, title, {**ev, "reason": reason},
-                      key="clipping-changed")]
-
-    if cs["clip_steps"] and ref_vals and not _same_values(cs["max_norm"], ref_vals):
-        return alarm("max_norm", f"max_norm changed: {_fmt(cs['max_norm'])} vs reference "
-                     f"{_fmt(ref_vals)}")
-    if cand.n < min_steps:
-        return []
-    if ref_all_clip and cs["clip_steps"] == 0:
-        return alarm("stopped", f"clipping removed (reference clips at max_norm {_fmt(ref_vals)})")
-    if ref_none_clip and cs["clip_steps"]:
-        active = (cs["clipped_share"] or 0.0) > 0
-        return alarm("started", f"clipping added at max_norm {_fmt(cs['max_norm'])}"
-                     + ("" if active else " (never active so far)"),
-                     "error" if active else "warning")
-    ref_shares = [s["clipped_share"] for s in rs if s["clipped_share"] is not None and
-                  s["judged"] >= CLIP_MIN_STEPS]
-    if cs["clipped_share"] is not None and cs["judged"] >= CLIP_MIN_STEPS and ref_shares:
-        c, r = cs["clipped_share"], float(np.mean(ref_shares))
-        d = abs(c - r)
-        ratio = max(c, r) / max(min(c, r), 1e-12)
-        if d > CLIP_SHARE_PP or (ratio > CLIP_SHARE_RATIO and d >= CLIP_SHARE_MIN_PP):
-            return alarm("share", f"clips {c:.0%} of steps vs reference {r:.0%}")
-    return []
-
-
-def _fmt(vals: list[float]) -> str:
-    return "/".join(f"{v:g}" for v in vals) or "none"
 
 
 # --- non-finite ------------------------------------------------------------------------------

@@ -6,6 +6,10 @@ Missing values (`null` or absent) become NaN in the value arrays; values the pro
 as non-finite ("nan", "inf", "-inf" strings or floats) are also NaN/±inf there, and are kept
 apart in `loss_nonfinite` / `grad_norm_nonfinite` so a NaN loss is never confused with a backend
 that does not report the loss.
+
+Multi-process runs: the records of all ranks come together (each record carries its `rank`).
+The step series are rank 0's (else the lowest rank's); every rank's own series are in `ranks`
+when more than one rank stepped, and every rank's facts in `rank_facts`.
 """
 
 from __future__ import annotations
@@ -36,6 +40,11 @@ class RunEnd:
     stall_s: float | None = None  # the stall limit that was hit, for the evidence
 
 
+# Optional per-step columns (FORMAT.md), NaN where a record lacks them; `extra` holds them.
+EXTRA = ("epoch", "batch", "epoch_batches", "samples", "backward_calls", "clip_calls",
+         "sched_steps", "skipped", "param_sum", "clip_value", "norm_type", "clip_reduced")
+
+
 @dataclass(eq=False)
 class RunRecords:
     """One run's records. Arrays are aligned with `steps` (one entry per step record)."""
@@ -55,6 +64,9 @@ class RunRecords:
     metrics: dict[str, list[float]] = field(default_factory=dict)  # name → values in order
     end: RunEnd | None = None  # None while the run is live
     name: str = ""
+    extra: dict[str, np.ndarray] = field(default_factory=dict)  # EXTRA columns present
+    ranks: dict[int, RunRecords] = field(default_factory=dict)  # per rank, when > 1 stepped
+    rank_facts: dict[int, dict[str, Any]] = field(default_factory=dict)
     # Memo of derived series for the checks (see numeric._cached); not part of the data.
     _cache: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -66,6 +78,21 @@ class RunRecords:
         return {"loss": self.loss, "grad_norm": self.grad_norm, "lr": self.lr,
                 "max_norm": self.max_norm, "step_s": self.step_s}[name]
 
+    def col(self, name: str) -> np.ndarray:
+        """An EXTRA column; all NaN when no record had it."""
+        v = self.extra.get(name)
+        return v if v is not None else np.full(self.n, np.nan)
+
+    def has(self, name: str) -> bool:
+        """Every step record reported this EXTRA column."""
+        v = self.extra.get(name)
+        return v is not None and self.n > 0 and bool(np.isfinite(v).all())
+
+    @property
+    def world_size(self) -> int:
+        ws = (self.facts or {}).get("world_size")
+        return max(int(ws) if isinstance(ws, int) else 1, len(self.ranks) or 1)
+
     def last_metric(self, name: str) -> float | None:
         vals = self.metrics.get(name)
         return vals[-1] if vals else None
@@ -73,39 +100,82 @@ class RunRecords:
     @classmethod
     def from_records(cls, records: Iterable[Mapping[str, Any]], end: RunEnd | None = None,
                      name: str = "") -> RunRecords:
-        steps: list[int] = []
-        cols: dict[str, list[float]] = {k: [] for k in
-                                        ("loss", "grad_norm", "max_norm", "step_s", "compiles", "compile_s")}
-        lrs: list[list[float]] = []
-        nf_loss: list[bool] = []
-        nf_grad: list[bool] = []
-        facts = exit_rec = None
+        by_rank: dict[Any, list[Mapping[str, Any]]] = {}
+        facts: dict[str, Any] | None = None
+        rank_facts: dict[int, dict[str, Any]] = {}
+        exits: dict[Any, dict[str, Any]] = {}
         metrics: dict[str, list[float]] = {}
-        nan = math.nan
         for rec in records:
             typ = rec.get("type")
             if typ == "step":
-                steps.append(int(rec.get("step", len(steps))))
-                for key, col in cols.items():
-                    v = to_float(rec.get(key))
-                    col.append(nan if v is None else v)
-                loss, grad = cols["loss"][-1], cols["grad_norm"][-1]
-                nf_loss.append(not math.isfinite(loss) and rec.get("loss") is not None)
-                nf_grad.append(not math.isfinite(grad) and rec.get("grad_norm") is not None)
-                lr = rec.get("lr")
-                if isinstance(lr, list):
-                    lrs.append([nan if (x := to_float(v)) is None else x for v in lr])
-                else:
-                    x = to_float(lr)
-                    lrs.append([nan if x is None else x])
+                by_rank.setdefault(rec.get("rank", 0), []).append(rec)
             elif typ == "metric":
                 v = to_float(rec.get("value"))
                 if v is not None and rec.get("name"):
                     metrics.setdefault(str(rec["name"]), []).append(v)
             elif typ == "facts":
-                facts = dict(rec)
+                rank = rec.get("rank", 0)
+                if isinstance(rank, int):
+                    rank_facts[rank] = dict(rec)
+                if facts is None or rank in (0, None) or rank == facts.get("rank"):
+                    facts = dict(rec)
             elif typ == "exit":
-                exit_rec = dict(rec)
+                exits[rec.get("rank", 0)] = dict(rec)
+        ranked = sorted(k for k in by_rank if isinstance(k, int))
+        main = ranked[0] if ranked else None
+        steps = by_rank.get(main, []) if ranked else [r for v in by_rank.values() for r in v]
+        if main is not None and main in rank_facts:
+            facts = rank_facts[main]
+        exit_rec = exits.get(main) or exits.get(0) or next(iter(exits.values()), None)
+        out = cls._from_steps(steps, facts=facts, exit=exit_rec, metrics=metrics, end=end,
+                              name=name)
+        if len(ranked) > 1:
+            out.ranks = {k: cls._from_steps(by_rank[k], facts=rank_facts.get(k),
+                                            exit=exits.get(k), name=f"{name}/rank{k}")
+                         for k in ranked}
+        out.rank_facts = rank_facts
+        return out
+
+    @classmethod
+    def _from_steps(cls, records: list[Mapping[str, Any]], **kw: Any) -> RunRecords:
+        steps: list[int] = []
+        cols: dict[str, list[float]] = {k: [] for k in
+                                        ("loss", "grad_norm", "max_norm", "step_s", "compiles", "compile_s")}
+        extra: dict[str, np.ndarray]
+        lrs: list[list[float]] = []
+        nf_loss: list[bool] = []
+        nf_grad: list[bool] = []
+        nan = math.nan
+        for rec in records:
+            steps.append(int(rec.get("step", len(steps))))
+            for key, col in cols.items():
+                v = to_float(rec.get(key))
+                col.append(nan if v is None else v)
+            loss, grad = cols["loss"][-1], cols["grad_norm"][-1]
+            nf_loss.append(not math.isfinite(loss) and rec.get("loss") is not None)
+            nf_grad.append(not math.isfinite(grad) and rec.get("grad_norm") is not None)
+            lr = rec.get("lr")
+            if isinstance(lr, list):
+                lrs.append([nan if (x := to_float(v)) is None else x for v in lr])
+            else:
+                x = to_float(lr)
+                lrs.append([nan if x is None else x])
+        extra = {}
+        n = len(steps)
+        present: set[str] = set()
+        for rec in records:
+            present.update(rec.keys())
+        for key in EXTRA:  # column-wise, only those some record carries
+            if key not in present:
+                continue
+            vals = [rec.get(key) for rec in records]
+            if vals.count(None) == n:
+                continue
+            try:  # None -> NaN, bools -> 1/0 (clip_reduced), numbers and "nan"/"inf" as such
+                extra[key] = np.array(vals, dtype=np.float64)
+            except (TypeError, ValueError):
+                extra[key] = np.array([nan if (x := _extra_number(v)) is None else x
+                                       for v in vals], dtype=np.float64)
         groups = max((len(x) for x in lrs), default=1) or 1
         lr_all = np.full((len(lrs), groups), np.nan)
         for i, row in enumerate(lrs):
@@ -114,7 +184,9 @@ class RunRecords:
         return cls(steps=np.asarray(steps, dtype=np.int64), lr=lr_all[:, 0].copy(), lr_all=lr_all,
                    loss_nonfinite=np.asarray(nf_loss, dtype=bool),
                    grad_norm_nonfinite=np.asarray(nf_grad, dtype=bool),
-                   facts=facts, exit=exit_rec, metrics=metrics, end=end, name=name, **arr)
+                   extra=extra, loss=arr["loss"], grad_norm=arr["grad_norm"], max_norm=arr["max_norm"],
+                   step_s=arr["step_s"], compiles=arr["compiles"], compile_s=arr["compile_s"],
+                   **kw)
 
     @classmethod
     def from_arrays(cls, steps: Any = None, *, loss: Any = None, grad_norm: Any = None,
@@ -122,7 +194,7 @@ class RunRecords:
                     compiles: Any = None, compile_s: Any = None,
                     facts: dict[str, Any] | None = None, exit: dict[str, Any] | None = None,
                     metrics: dict[str, list[float]] | None = None, end: RunEnd | None = None,
-                    name: str = "") -> RunRecords:
+                    name: str = "", extra: dict[str, Any] | None = None) -> RunRecords:
         """Build from arrays (tests, benchmarks); omitted series are all-NaN. `lr` may be 1-D
         (one group) or 2-D (steps × groups). Every non-finite loss/grad_norm counts as seen."""
         lengths = [np.size(x) if np.ndim(x) < 2 else np.shape(x)[0]
@@ -143,7 +215,8 @@ class RunRecords:
                    compile_s=col(compile_s),
                    loss_nonfinite=(~np.isfinite(ls)) if loss is not None else np.zeros(n, bool),
                    grad_norm_nonfinite=(~np.isfinite(gn)) if grad_norm is not None else np.zeros(n, bool),
-                   facts=facts, exit=exit, metrics=dict(metrics or {}), end=end, name=name)
+                   facts=facts, exit=exit, metrics=dict(metrics or {}), end=end, name=name,
+                   extra={k: np.asarray(v, dtype=np.float64) for k, v in (extra or {}).items()})
 
     def upto(self, last_step: int) -> RunRecords:
         """The step series cut at `last_step` (inclusive); facts, exit and end are dropped —
@@ -163,7 +236,14 @@ class RunRecords:
                           compiles=pick(self.compiles), compile_s=pick(self.compile_s),
                           loss_nonfinite=pick(self.loss_nonfinite),
                           grad_norm_nonfinite=pick(self.grad_norm_nonfinite),
-                          facts=self.facts, metrics=self.metrics, name=self.name)
+                          facts=self.facts, metrics=self.metrics, name=self.name,
+                          extra={k: pick(v) for k, v in self.extra.items()},
+                          ranks={k: r.upto(last_step) for k, r in self.ranks.items()},
+                          rank_facts=self.rank_facts)
+
+
+def _extra_number(v: Any) -> float | None:
+    return float(v) if isinstance(v, bool) else to_float(v)
 
 
 def _sorted(a: np.ndarray) -> bool:

@@ -88,6 +88,12 @@ def check_hardware(cand: RunRecords, criteria: Criteria, target: str, final: boo
     count = facts.get("device_count")
     if count is None and isinstance(facts.get("real_devices"), list):
         count = len(facts["real_devices"])
+    if len(cand.rank_facts) > 1:
+        # One process per device (torchrun, mp.spawn): the devices the ranks' parameters are
+        # on, counted across ranks; each rank's own device_count is the whole host's.
+        per_rank = {str(k): f.get("param_devices") for k, f in sorted(cand.rank_facts.items())}
+        ev["rank_devices"] = per_rank
+        count = len({(k, d) for k, ds in per_rank.items() for d in (ds or [])}) or count
     if devices and count is not None and int(count) != devices and not any(
             a.kind == "wrong-hardware" and a.is_error for a in alarms):
         wrong(f"{count} device(s) seen, {devices} expected")

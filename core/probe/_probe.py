@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -24,6 +25,10 @@ FLUSH_EVERY_S = 1.0
 MAX_COMPILE_CAUSES = 50
 NORM_BUDGET = 0.003  # share of the step time the probe's own grad norm may take on CPU
 NORM_MAX_STRIDE = 50
+# Backward passes become steps only after this many with no optimizer step in between: a
+# gradient-accumulation loop runs several backward passes before its first optimizer step.
+BW_CONFIRM = 16
+PARAM_SUM_EVERY = 10  # multi-process runs: a parameter checksum every N steps (ranks compared)
 # At exit, how long to wait for the background writer; on a signal less (the runner kills 1 s
 # after SIGTERM).
 DRAIN_WAIT_S = 5.0
@@ -225,6 +230,30 @@ class Probe:
         self.opt_seen: dict[int, list[Any]] = {}  # id(opt) -> [index, loss_gen at last step]
         self.clip: tuple[Any, Any, Any] | None = None  # (total_norm, max_norm, norm_type)
         self.clip_calls = 0
+        self.clip_value: Any = None  # clip_grad_value_'s clip_value since the previous step
+        self.clip_reduced: bool | None = None  # gradients reduced across ranks when clipped
+        # Training progress: the DataLoader iterator that fed the steps, its epoch and length.
+        self.cur_iter: Any = None
+        self.batch_samples = 0
+        self.train_iter: Any = None  # weakref to the training iterator
+        self.train_num = 0
+        self.epoch = 0
+        self.epoch_len: int | None = None
+        self.sched_steps = 0
+        self.scaler_skipped = 0
+        self.opt_calls = 0  # optimizer pre-step hooks fired
+        # Steps without an optimizer: one per backward pass (see FORMAT.md).
+        self.any_opt = False
+        self.in_opt = 0
+        self.bw_pending: dict[str, Any] | None = None
+        self.bw_leaves: list[Any] | None = None
+        self.bw_clipped = False
+        self.bw_hold: list[dict[str, Any]] | None = []  # unconfirmed backward steps; None: sure
+        # Multi-process: gradient reductions seen since the last backward, DDP in use.
+        self.world: int | None = None
+        self.reduced = False
+        self.reduce_calls = 0
+        self.ddp = False
         self.pre_norm: Any = None
         self.last_norm_step = -(10**9)
         self.norm_auto = 1
@@ -289,6 +318,11 @@ class Probe:
         self._wrap_clip(torch)
         self._wrap_backward(torch)
         self._wrap_scaler(torch)
+        for wrap in (self._wrap_loader, self._wrap_schedulers, self._wrap_distributed):
+            try:
+                wrap(torch)
+            except Exception as e:  # an older torch without one of these: the rest still works
+                _warn(f"{wrap.__name__}: {type(e).__name__}: {e}")
         optimizer.register_optimizer_step_pre_hook(self._pre_step)
         optimizer.register_optimizer_step_post_hook(self._post_step)
         if self.seed_offset:
@@ -322,6 +356,7 @@ class Probe:
                 _patch_attr(mod, name, self._clip_norm_wrapper)
             for name in ("clip_grads_with_norm_", "_clip_grads_with_norm_"):
                 _patch_attr(mod, name, self._clip_with_norm_wrapper)
+            _patch_attr(mod, "clip_grad_value_", self._clip_value_wrapper)
 
     def _reentry(self) -> bool:
         return getattr(self.tls, "depth", 0) > 0
@@ -369,6 +404,105 @@ class Probe:
         setattr(clip_grads_with_norm_, _MARK, True)
         return clip_grads_with_norm_
 
+    def _clip_value_wrapper(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        import functools
+
+        probe = self
+
+        @functools.wraps(fn)
+        def clip_grad_value_(parameters: Any, clip_value: Any, *args: Any, **kwargs: Any) -> Any:
+            result = fn(parameters, clip_value, *args, **kwargs)
+            probe.clip_value = clip_value
+            probe.clip_reduced = probe.ddp or probe.reduced
+            probe.clip_calls += 1
+            return result
+
+        setattr(clip_grad_value_, _MARK, True)
+        return clip_grad_value_
+
+    def _wrap_loader(self, torch: Any) -> None:
+        # Epoch boundaries and samples per step come from the DataLoader iterator that fed the
+        # step: one attribute check and an add per batch.
+        from torch.utils.data import dataloader as dl
+
+        cls = dl._BaseDataLoaderIter
+        nxt = cls.__next__
+        if getattr(nxt, _MARK, False):
+            return
+        probe = self
+
+        def __next__(self: Any) -> Any:
+            batch = nxt(self)
+            if self is not probe.cur_iter:
+                probe.cur_iter = self
+                probe.batch_samples = 0
+            probe.batch_samples += _batch_len(batch)
+            return batch
+
+        setattr(__next__, _MARK, True)
+        cls.__next__ = __next__
+
+    def _wrap_schedulers(self, torch: Any) -> None:
+        import torch.optim.lr_scheduler as sched
+
+        probe = self
+
+        def make(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+                probe.sched_steps += 1
+                return fn(self, *args, **kwargs)
+
+            step.__wrapped__ = fn  # type: ignore[attr-defined]
+            setattr(step, _MARK, True)
+            return step
+
+        for name in ("LRScheduler", "_LRScheduler", "ReduceLROnPlateau"):
+            cls = getattr(sched, name, None)
+            if cls is not None and "step" in cls.__dict__:
+                _patch_attr(cls, "step", make)
+
+    def _wrap_distributed(self, torch: Any) -> None:
+        # Whether gradients were reduced across ranks before they were clipped: DDP reduces
+        # inside backward; a hand-written loop calls all_reduce on the gradients (tensors with
+        # more than one element: a scalar all_reduce is a loss being averaged for logging).
+        import torch.distributed as dist
+
+        probe = self
+        if not dist.is_available():
+            return
+
+        def make(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def all_reduce(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+                with contextlib.suppress(Exception):
+                    if tensor.numel() > 1:
+                        probe.reduced = True
+                        probe.reduce_calls += 1
+                return fn(tensor, *args, **kwargs)
+
+            all_reduce.__wrapped__ = fn  # type: ignore[attr-defined]
+            all_reduce.__name__ = "all_reduce"
+            setattr(all_reduce, _MARK, True)
+            return all_reduce
+
+        import torch.distributed.distributed_c10d as c10d
+
+        for mod in (dist, c10d):
+            _patch_attr(mod, "all_reduce", make)
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        init = DDP.__init__
+
+        def make_init(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+                probe.ddp = True
+                fn(self, *args, **kwargs)
+
+            setattr(__init__, _MARK, True)
+            return __init__
+
+        if not getattr(init, _MARK, False):
+            DDP.__init__ = make_init(init)
+
     def _wrap_backward(self, torch: Any) -> None:
         import functools
 
@@ -384,9 +518,12 @@ class Probe:
                 probe._on_backward(self)
             probe.tls.bw = True
             try:
-                return tensor_backward(self, gradient, *args, **kwargs)
+                out = tensor_backward(self, gradient, *args, **kwargs)
             finally:
                 probe.tls.bw = False
+            if not probe.any_opt and gradient is None:
+                probe._after_backward()
+            return out
 
         @functools.wraps(autograd_backward)
         def autograd_bw(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
@@ -400,9 +537,12 @@ class Probe:
                     probe._on_backward(t)
             probe.tls.bw = True
             try:
-                return autograd_backward(tensors, grad_tensors, *args, **kwargs)
+                out = autograd_backward(tensors, grad_tensors, *args, **kwargs)
             finally:
                 probe.tls.bw = False
+            if not probe.any_opt and grad_tensors is None:
+                probe._after_backward()
+            return out
 
         if not getattr(tensor_backward, _MARK, False):
             setattr(backward, _MARK, True)
@@ -430,6 +570,20 @@ class Probe:
 
         setattr(scaled, _MARK, True)
         cls.scale = scaled
+        step = cls.step
+        probe = self
+
+        @functools.wraps(step)
+        def scaler_step(self: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            probe._optimizer_seen()
+            before = probe.opt_calls
+            out = step(self, optimizer, *args, **kwargs)
+            if probe.opt_calls == before:  # inf/NaN gradients: the scaler skipped the step
+                probe.scaler_skipped += 1
+            return out
+
+        setattr(scaler_step, _MARK, True)
+        cls.step = scaler_step
 
     # ------------------------------------------------------------ events from the program
 
@@ -441,11 +595,95 @@ class Probe:
             loss = loss.detach()
             if loss.device.type not in ("cpu", "xla"):
                 loss = loss.clone()  # async devices: the program may reuse the storage
+            if not self.any_opt and not self.in_opt:
+                if self.bw_pending is not None:
+                    self._emit_backward_step()  # the previous pass was a step of its own
+                if self.bw_leaves is None:
+                    self.bw_leaves = _graph_leaves(t)
+            if self.backward_calls and not self.in_opt and self.loss is not None:
+                # Gradient accumulation: the step's loss is the sum of its micro-batch losses
+                # (each divided by the number of micro-batches, as such loops do). An LBFGS
+                # closure's passes run inside step(): the last one is the step's loss.
+                loss = self.loss + loss
             self.loss = loss
             self.loss_gen += 1
             self.backward_calls += 1
+            self.reduced = False  # new gradients: not reduced yet
         except Exception as e:
             _warn(f"backward hook: {type(e).__name__}: {e}")
+
+    def _after_backward(self) -> None:
+        """No optimizer has stepped in this process: this backward pass may be a training step
+        of a hand-written update. Its record is written at the next backward (or at exit), so
+        that the clipping done in between is part of it."""
+        if self.in_opt or self.any_opt or self.bw_leaves is None:
+            return
+        t0 = time.perf_counter()
+        try:
+            if not self.started:
+                self._start()
+            norm = None
+            if not self.bw_clipped and self._norm_due():
+                grads = [p.grad for p in self.bw_leaves if p.grad is not None]
+                norm = self._own_norm(grads, t0)
+            self.bw_pending = {"loss": self.loss, "norm": norm}
+        except Exception as e:
+            _warn(f"after-backward hook: {type(e).__name__}: {e}")
+        if self.steps > 1:
+            self.probe_s += time.perf_counter() - t0
+
+    def _optimizer_seen(self) -> None:
+        # An optimizer (or a scaler stepping one) exists: backward passes are not steps.
+        if not self.any_opt:
+            self.any_opt = True
+            if self.bw_hold:
+                self.bw_hold.pop(0)
+                self._drop_backward_steps()
+            if self.bw_pending is not None:
+                self.bw_pending = None
+                self.last_norm_step = -(10**9)  # that norm was not this step's
+
+    def _sink(self) -> list[dict[str, Any]]:
+        """Where a new record goes: held back while backward steps are unconfirmed."""
+        return self.bw_hold if self.bw_hold and not self.any_opt else self.queue
+
+    def _confirm_backward_steps(self) -> None:
+        if self.bw_hold:
+            with self.lock:
+                self.queue.extend(self.bw_hold)
+        self.bw_hold = None
+
+    def _drop_backward_steps(self) -> None:
+        """An optimizer stepped after all: the held backward passes were its micro-batches."""
+        held, self.bw_hold = self.bw_hold or [], None
+        for rec in held:
+            if rec["type"] == "step":
+                self.steps -= 1
+                self.backward_calls += rec.get("backward_calls") or 0
+                self.batch_samples += rec.get("samples") or 0
+                if rec.get("loss") is not None and self.loss is not None:
+                    with contextlib.suppress(Exception):  # the step's loss: all its passes
+                        self.loss = self.loss + rec["loss"]
+            elif rec["type"] == "facts" and rec is self.facts:
+                self.facts = None
+
+    def _emit_backward_step(self) -> None:
+        pend, self.bw_pending = self.bw_pending, None
+        if pend is None:
+            return
+        t0 = time.perf_counter()
+        try:
+            self.bw_clipped = self.clip is not None
+            if self.bw_hold is not None and not self.bw_hold:
+                self.bw_hold.append({"type": "hold"})  # a marker: holding starts
+            self._record(None, pend["loss"], pend["norm"], [], "backward")
+            if self.bw_hold is not None and len(self.bw_hold) > BW_CONFIRM:
+                self.bw_hold.pop(0)
+                self._confirm_backward_steps()
+        except Exception as e:
+            _warn(f"backward step: {type(e).__name__}: {e}")
+        if self.steps > 1:
+            self.probe_s += time.perf_counter() - t0
 
     def _on_clip(self, total: Any, max_norm: Any, norm_type: Any) -> None:
         try:
@@ -456,54 +694,64 @@ class Probe:
                     total = total.clone()
             self.clip = (total, max_norm, norm_type)
             self.clip_calls += 1
+            self.clip_reduced = self.ddp or self.reduced
         except Exception as e:
             _warn(f"clip hook: {type(e).__name__}: {e}")
+
+    def _norm_due(self) -> bool:
+        stride = self.norm_every if self.norm_every is not None else self.norm_auto
+        return bool(
+            not self.clip_calls
+            and not self.norm_off
+            and stride
+            and self.steps - self.last_norm_step >= stride
+        )
+
+    def _own_norm(self, grads: list[Any], t0: float) -> Any:
+        """The 2-norm of these gradients (lazily on XLA: no sync), or None."""
+        torch = self.torch
+        if not grads or any(g.is_sparse for g in grads):
+            return None
+        on_xla = grads[0].device.type == "xla"
+        if on_xla:
+            if self.norm_every is None:
+                # Off by default on torch_xla: there the norm can only be part of the step
+                # graph (on its own it would compile), and on XLA:CPU its reductions cost
+                # ~10% of the step (tests/bench/bench_probe_overhead.py). Opt in with
+                # PORTSIDE_PROBE_NORM_EVERY.
+                self.norm_off = "torch_xla default"
+                return None
+            # Every step once asked: steps with and without it would be two graphs.
+            self.norm_every = 1
+        with torch.no_grad():
+            fn = self._orig.get("get_total_norm")
+            # On XLA torch has no foreach kernels and runs these same per-tensor ops, after
+            # ~0.15 ms of Python grouping per step that this skips.
+            if fn is not None and not on_xla:
+                norm = fn(grads, 2.0)
+            else:
+                norm = torch.linalg.vector_norm(
+                    torch.stack([torch.linalg.vector_norm(g.detach()) for g in grads])
+                )
+        self.last_norm_step = self.steps
+        if norm.device.type == "cpu":  # synchronous there, so this is its real cost
+            cost = time.perf_counter() - t0
+            self.norm_cost = cost if self.norm_cost is None else 0.8 * self.norm_cost + 0.2 * cost
+        return norm
 
     def _pre_step(self, opt: Any, args: Any, kwargs: Any) -> None:
         # Unclipped steps: compute the total grad norm ourselves (lazily on XLA: no sync). It
         # is one pass over the gradients; PORTSIDE_PROBE_NORM_EVERY=k thins it out (0: never).
-        stride = self.norm_every if self.norm_every is not None else self.norm_auto
-        if (
-            self.clip_calls
-            or self.norm_off
-            or not stride
-            or self.steps - self.last_norm_step < stride
-        ):
+        self.in_opt += 1  # backward calls inside step() (LBFGS closures) belong to this step
+        self.opt_calls += 1
+        if not self.any_opt:
+            self._optimizer_seen()
+        if not self._norm_due():
             return
         t0 = time.perf_counter()
         try:
-            torch = self.torch
             grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
-            if not grads or any(g.is_sparse for g in grads):
-                return
-            on_xla = grads[0].device.type == "xla"
-            if on_xla:
-                if self.norm_every is None:
-                    # Off by default on torch_xla: there the norm can only be part of the step
-                    # graph (on its own it would compile), and on XLA:CPU its reductions cost
-                    # ~10% of the step (tests/bench/bench_probe_overhead.py). Opt in with
-                    # PORTSIDE_PROBE_NORM_EVERY.
-                    self.norm_off = "torch_xla default"
-                    return
-                # Every step once asked: steps with and without it would be two graphs.
-                self.norm_every = 1
-            with torch.no_grad():
-                fn = self._orig.get("get_total_norm")
-                # On XLA torch has no foreach kernels and runs these same per-tensor ops, after
-                # ~0.15 ms of Python grouping per step that this skips.
-                if fn is not None and not on_xla:
-                    norm = fn(grads, 2.0)
-                else:
-                    norm = torch.linalg.vector_norm(
-                        torch.stack([torch.linalg.vector_norm(g.detach()) for g in grads])
-                    )
-            self.pre_norm = norm
-            self.last_norm_step = self.steps
-            if norm.device.type == "cpu":  # synchronous there, so this is its real cost
-                cost = time.perf_counter() - t0
-                self.norm_cost = (
-                    cost if self.norm_cost is None else 0.8 * self.norm_cost + 0.2 * cost
-                )
+            self.pre_norm = self._own_norm(grads, t0)
         except Exception as e:
             _warn(f"pre-step hook: {type(e).__name__}: {e}")
         if self.steps > 1:  # steady state: the first step's one-time work (facts) left out
@@ -511,6 +759,7 @@ class Probe:
 
     def _post_step(self, opt: Any, args: Any, kwargs: Any) -> None:
         t0 = time.perf_counter()
+        self.in_opt = max(0, self.in_opt - 1)
         try:
             self._record_step(opt)
         except Exception as e:
@@ -519,22 +768,31 @@ class Probe:
             self.probe_s += time.perf_counter() - t0
 
     def _record_step(self, opt: Any) -> None:
-        now = time.perf_counter()
-        if not self.started:
-            self._start()
         seen = self.opt_seen.get(id(opt))
         new_opt = seen is None
         if seen is None:
             seen = self.opt_seen[id(opt)] = [len(self.opt_seen), 0]
         loss = self.loss if self.loss_gen != seen[1] else None  # no backward since its last step
         seen[1] = self.loss_gen
+        lr = [g.get("lr") for g in opt.param_groups]
+        self._record(opt, loss, self.pre_norm, lr, "optimizer", seen[0], new_opt)
+
+    def _record(self, opt: Any, loss: Any, own_norm: Any, lr: list[Any], source: str,
+                opt_index: int | None = None, new_opt: bool = False) -> None:
+        """One step record: from an optimizer step, or (no optimizer) a backward pass."""
+        now = time.perf_counter()
+        if not self.started:
+            self._start()
+        if self.world is None:
+            self.world = _world_size()
         rec: dict[str, Any] = {
             "type": "step",
             "t": time.time(),
             "pid": self.pid,
             "rank": self._get_rank(),
             "step": self.steps,
-            "opt": seen[0],
+            "opt": opt_index,
+            "source": source,
             "loss": loss,
             "backward_calls": self.backward_calls,
         }
@@ -543,13 +801,23 @@ class Probe:
             rec.update(grad_norm=total, grad_norm_source="clip", max_norm=max_norm)
             if norm_type not in (None, 2, 2.0):
                 rec["norm_type"] = norm_type
-        elif self.pre_norm is not None:
-            rec.update(grad_norm=self.pre_norm, grad_norm_source="probe", max_norm=None)
+        elif own_norm is not None:
+            rec.update(grad_norm=own_norm, grad_norm_source="probe", max_norm=None)
         else:
             rec.update(grad_norm=None, grad_norm_source=None, max_norm=None)
+        if self.clip_value is not None:
+            rec["clip_value"] = self.clip_value
         rec["clip_calls"] = self.clip_calls
-        rec["lr"] = [g.get("lr") for g in opt.param_groups]
+        rec["lr"] = lr
         rec["step_s"] = now - self.t_last_step
+        self._progress(rec)
+        if self.world > 1:
+            if self.clip_calls:
+                rec["clip_reduced"] = bool(self.clip_reduced)
+            rec["reduce_calls"] = self.reduce_calls
+            rec["ddp"] = self.ddp
+            if opt is not None and self.steps % PARAM_SUM_EVERY == 0:
+                rec["param_sum"] = _param_sum(self.torch, opt)
         if self.steps and self.norm_cost is not None and self.norm_every is None:
             st = rec["step_s"]
             self.step_ema = st if self.step_ema is None else 0.8 * self.step_ema + 0.2 * st
@@ -559,11 +827,15 @@ class Probe:
         self.steps += 1
         self.clip = None
         self.clip_calls = 0
+        self.clip_value = None
         self.pre_norm = None
         self.backward_calls = 0
+        self.reduce_calls = 0
 
-        if self.facts is None or new_opt:
+        if opt is not None and (self.facts is None or new_opt):
             self._update_facts(opt)
+        elif self.facts is None:
+            self._update_facts_params(self.bw_leaves or [])
 
         kind = self._kind(rec)
         if self.tpu_stats is None:  # looked up once: torch.__getattr__ is not free
@@ -580,7 +852,7 @@ class Probe:
             except Exception:
                 pass
         with self.lock:
-            self.queue.append(rec)
+            self._sink().append(rec)
             if kind == "xla":
                 rec["_wait"] = True
                 self.xla["xm"].add_step_closure(self._xla_closure, args=(rec,))
@@ -688,16 +960,44 @@ class Probe:
         return "auto (every step; on CPU stretched to cost <= 0.3% of the step)"
 
     def _update_facts(self, opt: Any) -> None:
+        self._update_facts_params([p for g in opt.param_groups for p in g["params"]])
+
+    def _progress(self, rec: dict[str, Any]) -> None:
+        """Where in training the step is: epoch and batch of the DataLoader iterator that fed
+        it (a new iterator, or the same one restarted, is a new epoch), samples since the last
+        step, scheduler steps so far, steps the GradScaler skipped since the last record."""
+        it = self.cur_iter
+        if it is not None:
+            num = getattr(it, "_num_yielded", None)
+            known = self.train_iter() if self.train_iter is not None else None
+            if known is not it or (isinstance(num, int) and num < self.train_num):
+                if self.train_iter is not None:
+                    self.epoch += 1
+                self.train_iter = weakref.ref(it)
+                try:
+                    self.epoch_len = len(it)
+                except Exception:
+                    self.epoch_len = None
+            self.train_num = num if isinstance(num, int) else 0
+            rec.update(epoch=self.epoch, batch=num, epoch_batches=self.epoch_len,
+                       samples=self.batch_samples)
+            self.batch_samples = 0
+        if self.sched_steps:
+            rec["sched_steps"] = self.sched_steps
+        if self.scaler_skipped:
+            rec["skipped"] = self.scaler_skipped
+            self.scaler_skipped = 0
+
+    def _update_facts_params(self, params: list[Any]) -> None:
         torch = self.torch
         devices: list[str] = []
         dtypes: list[str] = []
-        for g in opt.param_groups:
-            for p in g["params"]:
-                d, t = str(p.device), str(p.dtype)
-                if d not in devices:
-                    devices.append(d)
-                if t not in dtypes:
-                    dtypes.append(t)
+        for p in params:
+            d, t = str(p.device), str(p.dtype)
+            if d not in devices:
+                devices.append(d)
+            if t not in dtypes:
+                dtypes.append(t)
         if self.facts is not None:
             old_d, old_t = self.facts["param_devices"], self.facts["param_dtypes"]
             new_d = old_d + [d for d in devices if d not in old_d]
@@ -705,7 +1005,7 @@ class Probe:
             if new_d == old_d and new_t == old_t:
                 return
             self.facts = dict(self.facts, t=time.time(), param_devices=new_d, param_dtypes=new_t)
-            self.queue.append(self.facts)
+            self._sink().append(self.facts)
             return
         self._load_xla()
         facts: dict[str, Any] = {
@@ -763,7 +1063,7 @@ class Probe:
             except Exception:
                 facts["world_size"] = None
         self.facts = facts
-        self.queue.append(facts)
+        self._sink().append(facts)
 
     def _facts_xla(self, facts: dict[str, Any], device: str) -> None:
         x = self.xla
@@ -831,8 +1131,9 @@ class Probe:
         return v
 
     def _resolve(self, rec: dict[str, Any], force: bool = True) -> None:
-        for key in ("loss", "grad_norm", "max_norm"):
-            rec[key] = self._value(rec.get(key), force)
+        for key in ("loss", "grad_norm", "max_norm", "clip_value", "param_sum"):
+            if key in rec:
+                rec[key] = self._value(rec[key], force)
         rec["lr"] = [self._value(v, force) for v in rec["lr"]]
         rec.pop("_wait", None)
 
@@ -1021,6 +1322,12 @@ class Probe:
                 "reason": reason,
                 "probe_s": self.probe_s,
             }
+            if self.bw_pending is not None:  # the last step of a loop without an optimizer
+                self._emit_backward_step()
+            if self.bw_hold:
+                self.bw_hold.pop(0)
+                self._confirm_backward_steps()
+            rec["steps"] = self.steps
             # On a signal XLA values still on the device stay null: reading them could compile.
             self.flush(final=True, force=force)
             if self.xla is not None:
@@ -1049,6 +1356,60 @@ class Probe:
                         if len(causes) >= MAX_COMPILE_CAUSES:
                             break
             rec["compile_causes"] = causes
+
+
+def _batch_len(batch: Any) -> int:
+    """Samples in a DataLoader batch: the first dimension of its first tensor."""
+    b = batch
+    for _ in range(4):
+        if isinstance(b, dict) and b:
+            b = next(iter(b.values()))
+        elif isinstance(b, (list, tuple)) and b and not isinstance(b[0], (str, bytes)):
+            b = b[0]
+        else:
+            break
+    shape = getattr(b, "shape", None)
+    if shape:
+        return int(shape[0])
+    return len(b) if isinstance(b, (list, tuple)) else 1
+
+
+def _graph_leaves(t: Any) -> list[Any]:
+    """The leaf tensors (parameters) a backward from t accumulates gradients into."""
+    out: list[Any] = []
+    seen: set[int] = set()
+    stack = [t.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        var = getattr(fn, "variable", None)
+        if var is not None:
+            out.append(var)
+            continue
+        stack.extend(nxt for nxt, _ in fn.next_functions)
+    return out
+
+
+def _world_size() -> int:
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_world_size())
+    except Exception:
+        pass
+    ws = os.environ.get("WORLD_SIZE", "")
+    return int(ws) if ws.isdigit() and int(ws) > 0 else 1
+
+
+def _param_sum(torch: Any, opt: Any) -> Any:
+    """A cheap checksum of the stepped parameters (float64), to compare ranks."""
+    params = [p for g in opt.param_groups for p in g["params"]]
+    if not params or params[0].device.type == "xla":  # on XLA it would be a graph of its own
+        return None
+    with torch.no_grad():
+        return torch.stack([p.detach().sum(dtype=torch.float64) for p in params]).sum()
 
 
 def _cpu_name() -> str:

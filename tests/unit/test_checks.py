@@ -238,8 +238,9 @@ def test_lr_second_group_compared():
 # --- clipping-changed ------------------------------------------------------------------------
 
 
-def _clip(n: int = 50, max_norm: float | None = 1.0, grad=lambda i: 0.5 + (i % 10 == 0)) -> list[dict]:
-    return steps(n, max_norm=max_norm, grad_norm=grad)
+def _clip(n: int = 50, max_norm: float | None = 1.0, grad=lambda i: 0.5 + (i % 10 == 0),
+          **cols) -> list[dict]:
+    return steps(n, max_norm=max_norm, grad_norm=grad, **cols)
 
 
 def _clip_alarm(ref: list[dict], cand: list[dict], final: bool = True) -> Alarm | None:
@@ -274,15 +275,40 @@ def test_clipping_removed_live_waits_for_enough_steps():
     assert _clip_alarm(_clip(), _clip(n=25, max_norm=None), final=False) is not None
 
 
-@pytest.mark.parametrize(("cand_every", "fires"), [(10, False), (2, True), (4, False), (3, True)])
-def test_clipping_share(cand_every: int, fires: bool):
-    # reference clips 10% of steps; candidate 10%, 50%, 25% (+15 pp, 2.5x), 34% (+24 pp, 3.4x)
+@pytest.mark.parametrize("cand_every", [10, 2, 4, 3])
+def test_clip_share_alone_is_no_clipping_alarm(cand_every: int):
+    # reference clips 10% of steps; candidate 10%, 50%, 25%, 34% with the same max_norm: the
+    # gradients changed, not the clipping code (issue 14). It was clipping-changed before.
     ref = _clip(n=100)
     cand = _clip(n=100, grad=lambda i: 0.5 + (i % cand_every == 0))
-    a = _clip_alarm(ref, cand)
-    assert (a is not None) is fires
-    if a:
-        assert a.evidence["reason"] == "share"
+    alarms = run_checks([run(ref)], run(cand, end=OK), crit(drift={"series": ("loss",)}), "cpu",
+                        True)
+    assert "clipping-changed" not in kinds(alarms) and not errors(alarms)
+
+
+def test_clip_share_rides_on_the_drift_alarm():
+    ref = _clip(n=100)
+    cand = _clip(n=100, grad=lambda i: 0.5 + (i % 2 == 0))
+    alarms = run_checks([run(ref)], run(cand, end=OK), DEFAULT_CRITERIA, "cpu", True)
+    drift = [a for a in alarms if a.kind == "numeric-drift"]
+    assert drift and all(a.key != "numeric-drift:clip-share" for a in drift)
+    assert drift[0].evidence["clip_share"]["candidate"] == 0.5
+    assert "clipping-changed" not in kinds(alarms)
+
+
+def test_clip_config_changes_name_their_cause():
+    base = {"clip_calls": 1}
+    ref = _clip(n=40, **base)
+    for cand, reason in (
+        (_clip(n=40, norm_type="inf", clip_calls=1), "norm_type"),
+        (_clip(n=40, clip_calls=4), "calls-per-step"),
+        (_clip(n=40, max_norm=None, clip_value=0.5, clip_calls=1), "value-added"),
+    ):
+        a = _clip_alarm(ref, cand)
+        assert a and a.severity == "error" and a.evidence["reason"] == reason, (reason, a)
+    a = _clip_alarm(_clip(n=40, max_norm=None, clip_value=0.5),
+                    _clip(n=40, max_norm=None, clip_value=0.1))
+    assert a and a.evidence["reason"] == "clip_value"
 
 
 # --- goal-regression -------------------------------------------------------------------------

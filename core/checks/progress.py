@@ -1,0 +1,156 @@
+"""Aligning runs by training progress instead of raw step index.
+
+A correct port may take a different number of optimizer steps per epoch than its reference
+(`drop_last=True` for XLA's static shapes, another per-device batch, world size, gradient
+accumulation, fp16 steps the GradScaler skipped). Comparing step k with step k then compares
+different points of training: a per-epoch schedule steps "earlier" in the one with fewer steps.
+
+Progress of a step = epoch + (batches of the epoch consumed at the step) / (batches in the
+epoch), from the probe's `epoch`, `batch`, `epoch_batches`. A candidate step is matched to the
+reference step of the same epoch with the nearest progress. Runs without that information, or
+with the same steps per epoch, are aligned by step index as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .alarms import Alarm
+from .records import RunRecords
+
+
+@dataclass(frozen=True)
+class Alignment:
+    mode: str  # "step" | "progress"
+    steps: np.ndarray  # candidate step numbers of the compared points (for evidence)
+    sel: list[slice | np.ndarray]  # candidate's selector first, then one per reference
+
+
+def has_progress(r: RunRecords) -> bool:
+    return r.has("epoch") and r.has("batch") and r.has("epoch_batches")
+
+
+def progress(r: RunRecords) -> np.ndarray:
+    """epoch + fraction of the epoch consumed, per step record (NaN without the columns)."""
+    key = ("progress",)
+    val = r._cache.get(key)
+    if val is None:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            val = r.col("epoch") + r.col("batch") / np.maximum(r.col("epoch_batches"), 1)
+        r._cache[key] = val
+    return val
+
+
+def steps_per_epoch(r: RunRecords, attempted: bool = False) -> dict[int, int]:
+    """Step records per epoch (the last one may be partial in a live run); with `attempted`,
+    plus the steps the GradScaler skipped (they consumed batches but updated nothing)."""
+    if not has_progress(r):
+        return {}
+    ep = r.col("epoch").astype(np.int64)
+    w = np.nan_to_num(r.col("skipped")) + 1 if attempted else None
+    uniq, inv = np.unique(ep, return_inverse=True)
+    counts = np.bincount(inv, weights=w)
+    return {int(e): int(round(c)) for e, c in zip(uniq, counts, strict=True)}
+
+
+def differs(cand: RunRecords, refs: list[RunRecords]) -> bool:
+    """Batches per epoch differ (known from the first step), or steps per epoch differ on an
+    epoch complete in both runs (gradient accumulation). Steps the GradScaler skipped count
+    as steps here: the k-th update of both runs is the same point of training, so such runs are
+    compared by step index (updates), not progress."""
+    c = steps_per_epoch(cand, attempted=True)
+    if not c:
+        return False
+    nb = cand.col("epoch_batches")[0]
+    for r in refs:
+        if r.n and r.col("epoch_batches")[0] != nb:
+            return True
+        rs = steps_per_epoch(r, attempted=True)
+        if any(c[e] != rs[e] for e in c if e in rs and e != max(c) and e != max(rs)):
+            return True
+    return False
+
+
+def map_to(cand: RunRecords, ref: RunRecords) -> np.ndarray:
+    """For each candidate step record, the index of the reference step record of the same
+    epoch with the nearest progress; -1 where the reference has no such epoch."""
+    pc, pr = progress(cand), progress(ref)
+    ec = cand.col("epoch").astype(np.int64)
+    er = ref.col("epoch").astype(np.int64)
+    if not (np.all(np.diff(pr) >= 0)):
+        order = np.argsort(pr, kind="stable")
+        pr, er = pr[order], er[order]
+    else:
+        order = None
+    j = np.searchsorted(pr, pc)
+    lo = np.clip(j - 1, 0, max(pr.size - 1, 0))
+    hi = np.clip(j, 0, max(pr.size - 1, 0))
+    if pr.size == 0:
+        return np.full(cand.n, -1, np.int64)
+    ok_lo = er[lo] == ec
+    ok_hi = er[hi] == ec
+    d_lo = np.where(ok_lo, np.abs(pc - pr[lo]), np.inf)
+    d_hi = np.where(ok_hi, np.abs(pr[hi] - pc), np.inf)
+    pick = np.where(d_hi < d_lo, hi, lo)
+    out = np.where(ok_lo | ok_hi, pick, -1)
+    if order is not None:
+        out = np.where(out >= 0, order[np.maximum(out, 0)], -1)
+    return out.astype(np.int64)
+
+
+def align(cand: RunRecords, refs: list[RunRecords], common_steps: object) -> Alignment:
+    """By progress when every run reports it and the steps per epoch differ; else by step."""
+    if refs and has_progress(cand) and all(has_progress(r) for r in refs) and differs(cand, refs):
+        maps = [map_to(cand, r) for r in refs]
+        ok = np.ones(cand.n, bool)
+        for m in maps:
+            ok &= m >= 0
+        idx = np.flatnonzero(ok)
+        return Alignment("progress", cand.steps[idx], [idx, *[m[idx] for m in maps]])
+    steps, sel = common_steps([cand, *refs])  # type: ignore[operator]
+    return Alignment("step", steps, sel)
+
+
+def check_step_count(refs: list[RunRecords], cand: RunRecords, final: bool) -> list[Alarm]:
+    """Info: the candidate takes another number of optimizer steps than the references (per
+    epoch, or in total) and is therefore compared by progress, not judged for it."""
+    if not final or not refs or cand.n == 0:
+        return []
+    totals = sorted({r.n for r in refs})
+    per_c = steps_per_epoch(cand)
+    per_r = steps_per_epoch(refs[0])
+    if cand.n in totals and per_c == per_r:
+        return []
+    by = "progress" if (has_progress(cand) and all(has_progress(r) for r in refs)
+                        and differs(cand, refs)) else "step"
+    ev: dict[str, Any] = {
+        "candidate_steps": cand.n, "reference_steps": totals, "aligned_by": by,
+        "candidate_steps_per_epoch": _first(per_c), "reference_steps_per_epoch": _first(per_r),
+        "candidate_batches_per_epoch": _col0(cand, "epoch_batches"),
+        "reference_batches_per_epoch": _col0(refs[0], "epoch_batches"),
+        "candidate_samples_per_step": _col0(cand, "samples"),
+        "reference_samples_per_step": _col0(refs[0], "samples"),
+        "candidate_world_size": cand.world_size, "reference_world_size": refs[0].world_size,
+        "skipped": [float(np.nansum(cand.col("skipped"))),
+                    float(np.nansum(refs[0].col("skipped")))],
+    }
+    per = ""
+    if ev["candidate_steps_per_epoch"] and ev["reference_steps_per_epoch"]:
+        per = (f" ({ev['candidate_steps_per_epoch']} vs {ev['reference_steps_per_epoch']} per "
+               "epoch)")
+    return [Alarm("step-count-differs", "info",
+                  f"{cand.n} optimizer steps vs reference {'/'.join(map(str, totals))}{per}: "
+                  f"compared by {'training progress' if by == 'progress' else 'step index'}",
+                  ev, key="step-count-differs")]
+
+
+def _first(per: dict[int, int]) -> int | None:
+    return per[min(per)] if per else None
+
+
+def _col0(r: RunRecords, name: str) -> float | None:
+    v = r.col(name)
+    return float(v[0]) if v.size and np.isfinite(v[0]) else None

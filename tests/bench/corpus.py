@@ -1,0 +1,40 @@
+"""The corpus of correct ports and planted failures, through the real verification path.
+
+    .venv/bin/python tests/bench/corpus.py [--case NAME ...] [--parallel 2]
+
+Prints one row per candidate: case, candidate, expected ("pass" or the alarm kind naming the
+planted cause), got (the error alarm kinds, or "pass"), ok, and the other (info/warning) alarms.
+Exits 1 when a row is not as expected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.corpus.harness import run, table  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case", action="append", help="only these cases (repeatable)")
+    ap.add_argument("--parallel", type=int, default=2)
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every alarm's title")
+    args = ap.parse_args()
+    rows, wall = run(args.case, args.parallel)
+    print(table(rows))
+    if args.verbose:
+        for r in rows:
+            print(f"\n{r.case} / {r.candidate}: {r.steps} steps (references {r.reference_steps})")
+            for t in r.titles:
+                print("  " + t)
+    bad = [r for r in rows if not r.ok]
+    print(f"\n{len(rows) - len(bad)}/{len(rows)} as expected in {wall:.0f} s")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

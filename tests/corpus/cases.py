@@ -1,0 +1,94 @@
+"""The corpus: correct ports and planted silent failures, in the style of widely used training
+scripts (written here; synthetic data, tiny models). Each case: a reference command, candidates
+with what the verdict must be — "pass" (no error alarm against three reference seeds) or the
+alarm kind that names the planted cause."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+ACCURACY = """
+[goal]
+metric = "accuracy"
+pattern = 'accuracy (?P<value>[0-9.]+)'
+direction = "max"
+tolerance = 0.02
+"""
+FINAL_LOSS = """
+[goal]
+metric = "final_loss"
+pattern = 'final_loss (?P<value>[0-9.eE+-]+)'
+direction = "min"
+rtol = 0.05
+"""
+
+
+def _python(py: str) -> str:
+    return py
+
+
+def _torchrun(py: str) -> str:
+    return f"{py} -m torch.distributed.run --standalone --nproc_per_node 2"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    script: str
+    reference: str
+    candidates: tuple[tuple[str, str, str], ...]  # (label, flags, expected)
+    criteria: str = ACCURACY
+    launcher: Callable[[str], str] = _python
+    cwd: Path = HERE
+
+
+AMP = "--accum 1 --batch 32"
+FP16 = f"{AMP} --scaler --dtype float16 --init-scale 16777216"
+
+CASES: tuple[Case, ...] = (
+    Case("steplr", "mnist_steplr.py", "", (
+        ("drop_last", "--drop-last", "pass"),
+        ("drop_last+workers", "--drop-last --workers 2", "pass"),
+        ("drop_last,no schedule", "--drop-last --no-sched", "lr-schedule-changed"),
+        ("other gamma", "--gamma 0.5", "lr-schedule-changed"),
+        ("weight decay added", "--weight-decay 0.05", "numeric-drift !clipping-changed"),
+    )),
+    Case("onecycle", "schedules.py", "--sched onecycle", (
+        ("drop_last", "--sched onecycle --drop-last", "pass"),
+        ("other max_lr", "--sched onecycle --lr 1e-3", "lr-schedule-changed"),
+    )),
+    Case("cosine-warmup", "schedules.py", "--sched cosine", (
+        ("drop_last", "--sched cosine --drop-last", "pass"),
+        ("warmup removed", "--sched cosine --warmup 0", "lr-schedule-changed"),
+    )),
+    Case("plateau", "schedules.py", "--sched plateau", (
+        ("drop_last", "--sched plateau --drop-last", "pass"),
+        ("other factor", "--sched plateau --factor 0.1", "lr-schedule-changed"),
+    )),
+    Case("accumulation", "accum_amp.py", "", (
+        ("2x16 for 4x8", "--accum 2 --batch 16", "pass"),
+        ("loss not divided", "--no-divide", "numeric-drift"),
+        ("clip per micro-batch", "--clip-micro", "clipping-changed"),
+    )),
+    Case("amp-scaler", "accum_amp.py", FP16, (
+        ("bf16, no scaler", AMP, "pass"),
+        ("clip before unscale", f"{FP16} --no-unscale", "numeric-drift"),
+    )),
+    Case("manual-update", "manual_lm.py", "", (
+        ("another seed", "--seed 99", "pass"),
+        ("tightened clip", "--clip 0.1", "clipping-changed"),
+    ), criteria=FINAL_LOSS),
+    Case("lbfgs", "lbfgs.py", "", (
+        ("another seed", "--seed 7", "pass"),
+        ("other lr", "--lr 0.4", "lr-schedule-changed"),
+    ), criteria=FINAL_LOSS),
+    Case("ddp-torchrun", "ddp.py", "--mode ddp", (
+        ("all_reduce, then clip", "--mode allreduce", "pass"),
+        ("clip before all_reduce", "--mode allreduce --clip-before", "clipping-changed"),
+        ("never reduced", "--mode noreduce", "ranks-diverged !clipping-changed"),
+    ), launcher=_torchrun),
+)

@@ -1,0 +1,98 @@
+"""Runs the corpus through the real verification path: the probe injected by the runner,
+`Verifier` with three reference runs (seed offsets 0, 1, 2) and each candidate at offset 0,
+every alarm from `run_checks`. Cases run concurrently, a few processes at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from portside.core.bus import EventBus, MemorySink
+from portside.core.criteria import parse_criteria
+from portside.core.verify import Verifier
+
+from .cases import CASES, Case
+
+REFERENCES = 3
+
+
+@dataclass
+class Row:
+    case: str
+    candidate: str
+    expected: str  # "pass" or the alarm kind naming the planted cause; "!kind": must not appear
+    errors: list[str]  # error/critical alarm kinds
+    alarms: list[str]  # every alarm, "severity:kind"
+    titles: list[str] = field(default_factory=list)
+    steps: int = 0
+    reference_steps: list[int] = field(default_factory=list)
+
+    @property
+    def got(self) -> str:
+        return "pass" if not self.errors else ",".join(sorted(set(self.errors)))
+
+    @property
+    def ok(self) -> bool:
+        kinds = {a.split(":", 1)[1] for a in self.alarms}
+        want = [w for w in self.expected.split() if not w.startswith("!")]
+        banned = [w[1:] for w in self.expected.split() if w.startswith("!")]
+        if any(b in kinds for b in banned):
+            return False
+        return not self.errors if want == ["pass"] else all(w in self.errors for w in want)
+
+
+def _command(case: Case, flags: str) -> str:
+    return f"{case.launcher(sys.executable)} {case.script} {flags}".strip()
+
+
+async def run_case(case: Case, root: Path, slots: asyncio.Semaphore) -> list[Row]:
+    crit = parse_criteria(case.criteria, f"corpus:{case.name}")
+    v = Verifier(EventBus(MemorySink()), f"corpus-{case.name}", crit, "cpu", root / case.name,
+                 timeout_s=300, stall_s=120)
+    refs = []
+    for _ in range(REFERENCES):
+        async with slots:
+            refs.append(await v.run_reference(_command(case, case.reference), case.cwd))
+    ref_steps = [r.records.n for r in refs]
+    rows = []
+    for label, flags, expected in case.candidates:
+        async with slots:
+            rep = await v.run_candidate(_command(case, flags), case.cwd)
+        rows.append(Row(case.name, label, expected,
+                        [a.kind for a in rep.alarms if a.is_error],
+                        [f"{a.severity}:{a.kind}" for a in rep.alarms],
+                        [f"[{a.severity}] {a.kind}: {a.title}" for a in rep.alarms],
+                        rep.records.n, ref_steps))
+    if any(r.alarms and r.alarms[0].startswith("error:reference") for r in rows) or any(
+            a.kind == "reference-failed" for r in refs for a in r.alarms):
+        raise RuntimeError(f"{case.name}: a reference run failed: "
+                           f"{[r.result.tail[-5:] for r in refs]}")
+    return rows
+
+
+async def run_all(names: list[str] | None = None, parallel: int = 2) -> list[Row]:
+    slots = asyncio.Semaphore(parallel)
+    cases = [c for c in CASES if not names or c.name in names]
+    with tempfile.TemporaryDirectory(prefix="portside-corpus-") as tmp:
+        results = await asyncio.gather(*(run_case(c, Path(tmp), slots) for c in cases))
+    return [row for rows in results for row in rows]
+
+
+def run(names: list[str] | None = None, parallel: int = 2) -> tuple[list[Row], float]:
+    t0 = time.perf_counter()
+    rows = asyncio.run(run_all(names, parallel))
+    return rows, time.perf_counter() - t0
+
+
+def table(rows: list[Row]) -> str:
+    head = f"{'case':<14} {'candidate':<26} {'expected':<20} {'got':<36} ok  alarms"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        others = [a for a in r.alarms if not a.startswith(("error:", "critical:"))]
+        lines.append(f"{r.case:<14} {r.candidate:<26} {r.expected:<20} {r.got:<36} "
+                     f"{'yes' if r.ok else 'NO ':<3} {', '.join(others) or '-'}")
+    return "\n".join(lines)

@@ -1,0 +1,53 @@
+"""Corpus: an MNIST-example-style classifier — Adadelta, per-epoch StepLR, a shuffling
+DataLoader (optionally with workers and drop_last), BatchNorm with train/eval switching,
+gradient clipping. Synthetic data; a few seconds on one CPU thread."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+from torch import nn
+from torch.optim.lr_scheduler import StepLR
+from torch.utils.data import DataLoader
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _data import classification, evaluate  # noqa: E402
+
+p = argparse.ArgumentParser()
+p.add_argument("--epochs", type=int, default=8)
+p.add_argument("--batch", type=int, default=64)
+p.add_argument("--lr", type=float, default=1.0)
+p.add_argument("--gamma", type=float, default=0.7)
+p.add_argument("--drop-last", action="store_true")
+p.add_argument("--workers", type=int, default=0)
+p.add_argument("--no-sched", action="store_true")
+p.add_argument("--weight-decay", type=float, default=0.0)
+p.add_argument("--max-norm", type=float, default=1.0)
+p.add_argument("--forget-train", action="store_true", help="planted: BN stays in eval mode")
+a = p.parse_args()
+
+torch.set_num_threads(1)
+torch.manual_seed(1)
+train, test = classification(1000, 1), classification(500, 2)
+loader = DataLoader(train, batch_size=a.batch, shuffle=True, drop_last=a.drop_last,
+                    num_workers=a.workers)
+model = nn.Sequential(nn.Linear(20, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 10))
+opt = torch.optim.Adadelta(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
+sched = StepLR(opt, step_size=1, gamma=a.gamma)
+for epoch in range(a.epochs):
+    if epoch == 0 or not a.forget_train:
+        model.train()
+    for x, y in loader:
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), a.max_norm)
+        opt.step()
+    test_loss, acc = evaluate(model, test)
+    print(f"epoch {epoch} test_loss {test_loss:.5f}")
+    if not a.no_sched:
+        sched.step()
+print(f"accuracy {acc:.5f}")

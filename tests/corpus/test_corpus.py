@@ -1,0 +1,37 @@
+"""The corpus through the real verification path (probe, runner, Verifier, checks): every
+correct port passes against three reference seeds, every planted failure is flagged with the
+alarm kind that names its cause. ~55 short runs, two at a time (a few minutes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .harness import Row, run, table
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[Row]:
+    out, _ = run(parallel=2)
+    print("\n" + table(out))
+    return out
+
+
+@pytest.mark.slow
+def test_correct_ports_pass_and_planted_failures_name_their_cause(rows: list[Row]) -> None:
+    bad = [r for r in rows if not r.ok]
+    assert not bad, "\n" + table(bad) + "\n" + "\n".join(t for r in bad for t in r.titles)
+    assert sum(r.expected == "pass" for r in rows) >= 10
+    assert sum(r.expected != "pass" for r in rows) >= 13
+
+
+@pytest.mark.slow
+def test_weight_decay_is_drift_not_clipping(rows: list[Row]) -> None:
+    (wd,) = [r for r in rows if r.candidate == "weight decay added"]
+    assert "numeric-drift" in wd.errors or "goal-regression" in wd.errors
+    assert not any(a.endswith(":clipping-changed") for a in wd.alarms)
+
+
+@pytest.mark.slow
+def test_uniform_step_difference_is_info(rows: list[Row]) -> None:
+    (dl,) = [r for r in rows if (r.case, r.candidate) == ("steplr", "drop_last")]
+    assert dl.steps < min(dl.reference_steps) and "info:step-count-differs" in dl.alarms
