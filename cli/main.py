@@ -17,7 +17,10 @@ from .options import (
     TARGET_HELP,
     agent_from_option,
     headless_policy,
+    host_options,
     open_store,
+    remote_hosts,
+    run_with_hosts,
     session_config,
 )
 from .options import db_option as _db_option
@@ -253,13 +256,15 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
 @click.option("--stall", "stall_s", type=click.FloatRange(min=0, min_open=True), default=None)
 @click.option("--json", "as_json", is_flag=True, help="With --headless: one JSON object on stdout.")
 @click.option("--resume", "resume", default=None, help="Continue a killed session from its log.")
+@host_options
 @_db_option
 @click.pass_context
 def run_cmd(ctx: click.Context, project: Path | None, target: str | None, reference: str | None,
             candidate: str | None, criteria_file: Path | None, reference_runs: int,
             reference_target: str, agent_spec: str, model: str | None, policy: str | None,
             headless: bool, timeout_s: float | None, stall_s: float | None, as_json: bool,
-            resume: str | None, db: Path | None) -> None:
+            resume: str | None, reference_host: str | None, candidate_host: str | None,
+            ssh_config: Path | None, keep_remote: bool, db: Path | None) -> None:
     """Review a live migration session (with an agent, or verification runs only)."""
     if resume:
         from .resume import resume_session
@@ -277,7 +282,9 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
         criteria_file=criteria_file, reference_runs=reference_runs,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
         policy=policy, mode="headless" if headless else "live", agent=agent)
-    sys.exit(run_config(config, open_store(ctx, db), headless=headless, as_json=as_json))
+    hosts = remote_hosts("run", reference_host, candidate_host, ssh_config)
+    sys.exit(run_with_hosts(config, open_store(ctx, db), hosts, ssh_config, keep_remote,
+                            headless=headless, as_json=as_json))
 
 
 @main.command("verify")
@@ -295,21 +302,25 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
               help="Kill a run with no new step record and no output for this long.")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the runs' output lines too.")
+@host_options
 @_db_option
 @click.pass_context
 def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
                reference_runs: int, reference_target: str, criteria_file: Path | None, cwd: Path,
                timeout_s: float | None, stall_s: float | None, as_json: bool, verbose: bool,
-               db: Path | None) -> None:
+               reference_host: str | None, candidate_host: str | None, ssh_config: Path | None,
+               keep_remote: bool, db: Path | None) -> None:
     """Verify a candidate run against reference runs, headless (exit 0 pass, 1 fail, 2 usage)."""
     config = session_config(
         "verify", project=cwd.resolve(), target=target, reference=reference,
         candidate=candidate, criteria_file=criteria_file, reference_runs=reference_runs,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
         policy="auto", mode="verify")
-    sys.exit(run_config(config, open_store(ctx, db), headless=True, as_json=as_json,
-                        show_output=verbose, interrupted="portside verify: interrupted; runs "
-                        "killed, session recorded as failed"))
+    hosts = remote_hosts("verify", reference_host, candidate_host, ssh_config)
+    sys.exit(run_with_hosts(config, open_store(ctx, db), hosts, ssh_config, keep_remote,
+                            headless=True, as_json=as_json, show_output=verbose,
+                            interrupted="portside verify: interrupted; runs killed, session "
+                            "recorded as failed"))
 
 
 @main.command("replay")

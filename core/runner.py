@@ -78,6 +78,7 @@ class RunSpec:
     stall_s: float | None = None
     env: Mapping[str, str] | None = None  # base environment (default: os.environ), scrubbed
     patterns: list[OutputPattern] = field(default_factory=list)
+    executor: Executor | None = None  # where this run executes (default: the runner's)
 
 
 @dataclass
@@ -345,9 +346,11 @@ class _Watch:
         abort = asyncio.Event()
         self.runner._aborts[spec.run_id] = abort
         try:
-            handle, stream = await self.runner.executor.start(spec.command, spec.cwd, env)
-        except OSError as exc:
-            return self._finish(None, None, "crashed", 0.0, "OSError", f"could not start: {exc}")
+            executor = spec.executor or self.runner.executor
+            handle, stream = await executor.start(spec.command, spec.cwd, env)
+        except OSError as exc:  # a remote executor's RemoteError names its own reason
+            return self._finish(None, None, getattr(exc, "reason", "crashed"), 0.0,
+                                getattr(exc, "error_type", "OSError"), f"could not start: {exc}")
         stop = asyncio.Event()
         reader = asyncio.create_task(self._read_output(stream))
         ticker = asyncio.create_task(self._ticker(stop))
@@ -390,6 +393,9 @@ class _Watch:
         self._flush_output()
         self._poll_records()
         wall = time.monotonic() - t0
+        fault = getattr(handle, "fault", None)  # a remote run's own end: connection lost
+        if fault is not None and reason == "exit":
+            return self._finish(None, None, fault[0], wall, fault[1], fault[2])
         code, sig = (returncode, None)
         if returncode is not None and returncode < 0:
             code, sig = None, -returncode

@@ -20,7 +20,7 @@ from .checks import Alarm, RunEnd, RunRecords, run_checks, sort_alarms
 from .costs import PriceTable, load_prices, run_cost_from_facts
 from .criteria import Criteria
 from .outcome import classify_outcome, summarize_run
-from .runner import TAIL_LINES, OutputPattern, Runner, RunResult, RunSpec
+from .runner import TAIL_LINES, Executor, OutputPattern, Runner, RunResult, RunSpec
 
 LIVE_CHECK_S = 1.0
 
@@ -105,6 +105,7 @@ class Verifier:
         self.timeout_s = timeout_s
         self.stall_s = stall_s
         self.runner = Runner(session_id, bus.publish, probe_dir)
+        self.executors: dict[str, Executor] = {}  # by role: where that role's runs execute
         self.prices = prices or load_prices(criteria.price_overrides)
         self.references: list[RunReport] = []
         self.candidates: list[RunReport] = []
@@ -129,6 +130,7 @@ class Verifier:
             stall_s=self.stall_s,
             env=env,
             patterns=output_patterns(self.criteria),
+            executor=self.executors.get(role),
         )
 
     def _cost(self, result: RunResult, records: RunRecords) -> float | None:
