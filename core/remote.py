@@ -292,7 +292,7 @@ class SSHExecutor:
         self._shipped_tools = False
         self._used = False
 
-    async def _ssh(self, remote_command: str, stdin: object) -> tuple[int, str]:
+    async def _ssh(self, remote_command: str, stdin: Any) -> tuple[int, str]:
         try:
             proc = await asyncio.create_subprocess_exec(
                 *ssh_argv(self.host, remote_command, self.config), stdin=stdin,

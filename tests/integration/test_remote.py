@@ -251,3 +251,45 @@ def test_parse_host_forms() -> None:
     for bad in ("ssh://", "ssh://h:x", "-oProxyCommand=x", "a b", "ssh://@h", "ssh://h;rm"):
         with pytest.raises(ValueError, match="ssh://"):
             parse_host(bad)
+
+
+def test_portside_killed_mid_run_leaves_no_run_on_the_host(tmp_path: Path, sshd: LoopbackSSHD,
+                                                           project: Path) -> None:
+    """SIGKILL of portside itself: its end of the connection closes and the watchdog acts."""
+    env = {k: v for k, v in os.environ.items() if k != "PORTSIDE_DB"}
+    cli = subprocess.Popen(
+        [PY, "-m", "portside.cli", "verify", "--db", str(tmp_path / "p.db"), "--reference",
+         f"{BASE} --sleep-at 3 --sleep 300", "--candidate", BASE, "--target", "cpu",
+         "--reference-runs", "1", "--cwd", str(project), "--reference-host", ALIAS,
+         "--ssh-config", str(sshd.config)], env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not any("train_tiny" in p for p in sshd.processes_under_home()):
+            assert cli.poll() is None and time.monotonic() < deadline, "the run never started"
+            time.sleep(0.1)
+        cli.kill()
+        cli.wait()
+        killed = time.monotonic()
+        while sshd.processes_under_home() and time.monotonic() - killed < 10:
+            time.sleep(0.1)
+        assert sshd.processes_under_home() == []
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+        for p in sshd.home.glob(".portside-*"):  # portside died before its cleanup: ours to do
+            shutil.rmtree(p)
+
+
+def test_host_lost_between_runs_is_an_outcome(tmp_path: Path, sshd: LoopbackSSHD,
+                                              project: Path) -> None:
+    verifier, _ = _runner_parts(tmp_path)
+    closed = LoopbackSSHD.__new__(LoopbackSSHD)
+    closed.root = tmp_path
+    dead = closed.client_config(str(sshd.root / "userkey"), name="dead_config", port=1)
+    verifier.executors["candidate"] = SSHExecutor(ALIAS, "sess-gone", ssh_config=dead)
+    report = asyncio.run(verifier.run_candidate(BASE, project))
+    assert report.result.reason == "host-unreachable"
+    assert report.result.error_type == "HostUnreachable"
+    assert ALIAS in report.result.error_message and "refused" in report.result.error_message
+    assert report.outcome == "failed-error"
