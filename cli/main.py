@@ -16,6 +16,7 @@ from .options import (
     POLICY,
     TARGET_HELP,
     agent_from_option,
+    claude_code_task,
     headless_policy,
     host_options,
     open_store,
@@ -247,7 +248,12 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
 @click.option("--reference-target", type=click.Choice(TARGETS_CHOICE), default="cpu",
               show_default=True)
 @click.option("--agent", "agent_spec", default="none", show_default=True,
-              help="claude, claude:MODEL, scripted:FILE, or none (verification only).")
+              help="claude, claude:MODEL, claude-code[:MODEL] (a real Claude Code session), "
+              "scripted:FILE, or none (verification only).")
+@click.option("--task", "task", default=None, help="The task for --agent claude-code "
+              "(default: a numerics-preserving port to --target).")
+@click.option("--task-file", "task_file", type=click.Path(dir_okay=False, exists=True,
+              path_type=Path), default=None, help="Read the task from this file.")
 @click.option("--model", default=None, help="Claude model for --agent claude.")
 @click.option("--policy", type=POLICY, default=None,
               help="Who decides edits: the reviewer (ask), or policy. Default ask, auto when headless.")
@@ -263,8 +269,10 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
             candidate: str | None, criteria_file: Path | None, reference_runs: int,
             reference_target: str, agent_spec: str, model: str | None, policy: str | None,
             headless: bool, timeout_s: float | None, stall_s: float | None, as_json: bool,
-            resume: str | None, reference_host: str | None, candidate_host: str | None,
-            ssh_config: Path | None, keep_remote: bool, db: Path | None) -> None:
+            resume: str | None, db: Path | None, task: str | None = None,
+            task_file: Path | None = None, reference_host: str | None = None,
+            candidate_host: str | None = None, ssh_config: Path | None = None,
+            keep_remote: bool = False) -> None:
     """Review a live migration session (with an agent, or verification runs only)."""
     if resume:
         from .resume import resume_session
@@ -274,6 +282,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
         raise click.UsageError("--target is required (e.g. --target tpu)")
     policy = headless_policy(policy, headless)
     agent = agent_from_option(agent_spec, model)
+    meta = claude_code_task(agent, target, task, task_file)
     if agent is not None and project is None:
         raise click.UsageError("an agent session needs PROJECT (the folder to port)")
     config = session_config(
@@ -282,6 +291,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
         criteria_file=criteria_file, reference_runs=reference_runs,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
         policy=policy, mode="headless" if headless else "live", agent=agent)
+    config.meta.update(meta)
     hosts = remote_hosts("run", reference_host, candidate_host, ssh_config)
     sys.exit(run_with_hosts(config, open_store(ctx, db), hosts, ssh_config, keep_remote,
                             headless=headless, as_json=as_json))

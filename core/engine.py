@@ -174,7 +174,7 @@ class SessionEngine:
     def budget_alarms(self, extra_attempt: bool = False) -> list[Alarm]:
         """Every stopping criterion reached: attempts made, the ledger's total $ (recorded token
         cost included) and the reviewer's minutes."""
-        attempts = len(self.verifier.candidates)
+        attempts = self.ledger.attempts
         if not attempts and not extra_attempt:
             return []
         return check_budget(self.criteria.budget, attempts, self.ledger.total_usd,
@@ -309,7 +309,7 @@ class SessionEngine:
         return pristine, self.workspace.root
 
     async def _verification(self, cwd: Path) -> None:
-        from .resume import ENGINE_KILLED
+        from .ledger import ENGINE_KILLED
 
         done = [c for c in self.verifier.candidates if c.outcome != "aborted"
                 or c.result.reason != ENGINE_KILLED]

@@ -22,13 +22,13 @@ from . import events as ev
 from .agent.base import AgentSpecError
 from .agent.registry import agent_from_spec
 from .criteria import Criteria, CriteriaError, parse_criteria
+from .ledger import ENGINE_KILLED
 from .review import Policy
 
 if TYPE_CHECKING:
     from .engine import SessionConfig, SessionEngine
 
 RESUME_VERSION = 1
-ENGINE_KILLED = "engine-killed"
 
 
 class ResumeError(RuntimeError):

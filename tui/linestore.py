@@ -11,6 +11,7 @@ append per line. Search reads the whole log in windows: every line, not just wha
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from array import array
@@ -66,9 +67,8 @@ class LineStore:
     def _spill(self) -> None:
         """Move the buffer (whole lines only: it always ends at a separator) to the file."""
         if self._file is None:
-            fh = tempfile.TemporaryFile(prefix="portside-log-", dir=self._spill_dir)
-            self._file = os.dup(fh.fileno())
-            fh.close()
+            with tempfile.TemporaryFile(prefix="portside-log-", dir=self._spill_dir) as fh:
+                self._file = os.dup(fh.fileno())  # the unlinked file lives while the dup does
         view = memoryview(self._hot)
         written = 0
         while written < len(view):
@@ -83,10 +83,8 @@ class LineStore:
             self._file = None
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown: the OS reclaims the fd
             self.close()
-        except Exception:  # interpreter shutdown: the OS reclaims the fd anyway
-            pass
 
     def _abs(self, index: int) -> int:
         seg = bisect_right(self._segments, index) - 1
