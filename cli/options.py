@@ -145,9 +145,10 @@ def host_options(f: Any) -> Any:
 
 def remote_hosts(command: str, reference_host: str | None, candidate_host: str | None,
                  ssh_config: Path | None) -> dict[str, Any]:
-    """role → Host, each host reached once before the session starts: a host that cannot be
-    used is a clear error and exit 2, not a session of failed runs."""
-    from portside.core.remote import RemoteError, check_host, parse_host
+    """role → its hosts (one, or a comma-separated slice), each reached once before the
+    session starts: a host that cannot be used is a clear error and exit 2, not a session of
+    failed runs."""
+    from portside.core.remote import RemoteError, check_host, parse_hosts
 
     hosts: dict[str, Any] = {}
     checked: set[Any] = set()
@@ -156,14 +157,15 @@ def remote_hosts(command: str, reference_host: str | None, candidate_host: str |
         if not spec:
             continue
         try:
-            host = parse_host(spec)
-            if host not in checked:
-                check_host(host, ssh_config)
-                checked.add(host)
+            slice_ = parse_hosts(spec)
+            for host in slice_:
+                if host not in checked:
+                    check_host(host, ssh_config)
+                    checked.add(host)
         except (ValueError, RemoteError) as exc:
             click.echo(f"portside {command}: {flag} {exc}", err=True)
             sys.exit(2)
-        hosts[role] = host
+        hosts[role] = slice_
     return hosts
 
 
@@ -171,20 +173,21 @@ def run_with_hosts(config: Any, store: Any, hosts: dict[str, Any], ssh_config: P
                    keep_remote: bool, **how: Any) -> int:
     """run_config, with the roles in ``hosts`` executed over SSH; their folders on the hosts
     are removed at the end (unless keep_remote), whatever the end."""
-    from portside.core.remote import SSHExecutor
+    from portside.core.remote import SliceExecutor, SSHExecutor
 
     from .drive import drive, new_engine
 
     executors: list[Any] = []
     try:
         engine = new_engine(config, store)
-        by_host: dict[Any, Any] = {}
-        for role, host in hosts.items():
-            if host not in by_host:
-                by_host[host] = SSHExecutor(host, engine.session_id, ssh_config=ssh_config,
-                                            keep=keep_remote)
-                executors.append(by_host[host])
-            engine.verifier.executors[role] = by_host[host]
+        by_hosts: dict[Any, Any] = {}
+        for role, slice_ in hosts.items():
+            if slice_ not in by_hosts:
+                each = [SSHExecutor(h, engine.session_id, ssh_config=ssh_config,
+                                    keep=keep_remote) for h in slice_]
+                by_hosts[slice_] = each[0] if len(each) == 1 else SliceExecutor(each)
+                executors.append(by_hosts[slice_])
+            engine.verifier.executors[role] = by_hosts[slice_]
         return drive(engine, store, **how)
     finally:
         for executor in executors:

@@ -169,8 +169,9 @@ def _drop_connections() -> None:
 
 class _RemoteHandle:
     def __init__(self, host: Host, proc: asyncio.subprocess.Process, marker: bytes,
-                 local_dir: Path, prefix: str) -> None:
+                 local_dir: Path, prefix: str, worker: int = 0) -> None:
         self.host = host
+        self.worker = worker  # a slice's host index: files and lines of workers 1.. are tagged
         self.proc = proc
         self.pid = proc.pid
         self.marker = marker
@@ -199,6 +200,8 @@ class _RemoteHandle:
                     break
                 if raw.startswith(head):
                     self._control(raw[len(head):].rstrip(b"\n"))
+                elif self.worker:
+                    self.reader.feed_data(b"[w%d] " % self.worker + raw)
                 else:
                     self.reader.feed_data(raw)
         finally:
@@ -218,6 +221,8 @@ class _RemoteHandle:
             # The host names the file: only this run's record files, inside the probe folder.
             if "/" in text or not text.startswith(self.prefix) or not text.endswith(".jsonl"):
                 return
+            if self.worker:  # run.rank4.jsonl of worker 1 → run.w1.rank4.jsonl: no collisions
+                text = f"{self.prefix}.w{self.worker}{text[len(self.prefix):]}"
             fd = self._files.get(text)
             if fd is None:
                 fd = os.open(self.local_dir / text, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -318,7 +323,7 @@ class SSHExecutor:
                               f"could not copy the run's files there: {_last(err)}")
         self._shipped_tools = True
 
-    async def start(self, command: str, cwd: Path, env: dict[str, str]
+    async def start(self, command: str, cwd: Path, env: dict[str, str], worker: int = 0
                     ) -> tuple[_RemoteHandle, asyncio.StreamReader]:
         local_out = Path(env["PORTSIDE_PROBE_OUT"])
         prefix = local_out.stem  # the run id: remote files are named as the local ones
@@ -334,7 +339,7 @@ class SSHExecutor:
             stderr=asyncio.subprocess.PIPE, limit=1 << 22, start_new_session=True)
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(job).encode() + b"\n")
-        handle = _RemoteHandle(self.host, proc, marker, local_out.parent, prefix)
+        handle = _RemoteHandle(self.host, proc, marker, local_out.parent, prefix, worker)
         return handle, handle.reader
 
     def close(self) -> None:
@@ -345,3 +350,90 @@ class SSHExecutor:
             subprocess.run(ssh_argv(self.host, f"rm -rf -- {self.dir_expr}", self.config),
                            stdin=subprocess.DEVNULL, capture_output=True,
                            timeout=CONNECT_TIMEOUT_S + 20)
+
+
+class _SliceHandle:
+    """Every worker's run as one: ends when all have; one failing ends the others (a slice
+    with a dead worker only waits on its collectives, on hardware that costs money)."""
+
+    def __init__(self, handles: list[_RemoteHandle]) -> None:
+        self.handles = handles
+        self.pid = handles[0].pid
+        self.fault: tuple[str, str, str] | None = None
+        self.reader = asyncio.StreamReader(limit=1 << 20)
+        self._pumps = [asyncio.create_task(self._pump(h.reader)) for h in handles]
+        self._eof = asyncio.create_task(self._close_when_done())
+
+    async def _pump(self, source: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                raw = await source.readline()
+            except ValueError:
+                raw = await source.read(1 << 20)
+            if not raw:
+                return
+            self.reader.feed_data(raw)
+
+    async def _close_when_done(self) -> None:
+        await asyncio.gather(*self._pumps, return_exceptions=True)
+        self.reader.feed_eof()
+
+    async def wait(self) -> int:
+        first: tuple[int, _RemoteHandle] | None = None  # the first to fail is the cause
+        pending = {asyncio.create_task(h.wait()): h for h in self.handles}
+        while pending:
+            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                handle, code = pending.pop(task), task.result()
+                if code != 0 and first is None:
+                    first = (code, handle)
+                    for h in self.handles:
+                        h.kill_all(signal.SIGTERM)
+        if first is None:
+            return 0
+        self.fault = first[1].fault
+        return first[0]
+
+    def kill_all(self, sig: int) -> None:
+        for h in self.handles:
+            h.kill_all(sig)
+
+
+class SliceExecutor:
+    """One run on every host of a multi-host slice (``host1,host2,...``): the same command in
+    each host's copy of the folder, with PORTSIDE_HOST_INDEX / PORTSIDE_HOST_COUNT set (e.g. for
+    ``torchrun --node_rank``); every worker's output and ranks come back as one run's."""
+
+    def __init__(self, executors: list[SSHExecutor]) -> None:
+        self.executors = executors
+
+    async def start(self, command: str, cwd: Path, env: dict[str, str]
+                    ) -> tuple[_SliceHandle, asyncio.StreamReader]:
+        n = len(self.executors)
+        started = await asyncio.gather(*(
+            ex.start(command, cwd, {**env, "PORTSIDE_HOST_INDEX": str(i),
+                                    "PORTSIDE_HOST_COUNT": str(n)}, worker=i)
+            for i, ex in enumerate(self.executors)), return_exceptions=True)
+        handles = [h for h, _ in (s for s in started if not isinstance(s, BaseException))]
+        failed = [s for s in started if isinstance(s, BaseException)]
+        if failed:
+            for h in handles:  # a slice is all its workers or none
+                h.kill_all(signal.SIGKILL)
+            raise failed[0]
+        handle = _SliceHandle(handles)
+        return handle, handle.reader
+
+    def close(self) -> None:
+        for ex in self.executors:
+            ex.close()
+
+
+def parse_hosts(spec: str) -> tuple[Host, ...]:
+    """One host, or a comma-separated slice of them."""
+    parts = [p.strip() for p in spec.split(",")]
+    if any(not p for p in parts):
+        raise ValueError(f"{spec!r}: an empty host in the list")
+    hosts = tuple(parse_host(p) for p in parts)
+    if len(set(hosts)) != len(hosts):
+        raise ValueError(f"{spec!r}: a host is named twice")
+    return hosts

@@ -59,10 +59,11 @@ class LoopbackSSHD:
         self.bad_config = self.client_config("otherkey", name="ssh_config_badkey")
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def client_config(self, key: str, name: str = "ssh_config", port: int | None = None) -> Path:
+    def client_config(self, key: str, name: str = "ssh_config", port: int | None = None,
+                      alias: str = f"{ALIAS} 127.0.0.1") -> Path:
         path = self.root / name
         path.write_text(
-            f"Host {ALIAS} 127.0.0.1\n  HostName 127.0.0.1\n  Port {port or self.port}\n  User root\n"
+            f"Host {alias}\n  HostName 127.0.0.1\n  Port {port or self.port}\n  User root\n"
             f"  IdentityFile {self.root / key}\n  IdentitiesOnly yes\n"
             "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n")
         return path

@@ -226,6 +226,8 @@ def test_cli_unreachable_host_and_bad_key_exit_2(tmp_path: Path, sshd: LoopbackS
     assert "Permission denied" in done.stderr
     done = _verify_cli(tmp_path, project, "--candidate-host", "ssh://h:99999")
     assert done.returncode == 2 and "port '99999'" in done.stderr
+    done = _verify_cli(tmp_path, project, "--candidate-host", f"{ALIAS},,w1")
+    assert done.returncode == 2 and "an empty host in the list" in done.stderr
 
 
 @pytest.mark.slow
@@ -293,3 +295,40 @@ def test_host_lost_between_runs_is_an_outcome(tmp_path: Path, sshd: LoopbackSSHD
     assert report.result.error_type == "HostUnreachable"
     assert ALIAS in report.result.error_message and "refused" in report.result.error_message
     assert report.outcome == "failed-error"
+
+
+def test_two_host_slice_is_one_run_with_both_hosts_ranks(tmp_path: Path, sshd: LoopbackSSHD,
+                                                         project: Path) -> None:
+    other = _start_sshd(tmp_path / "sshd2")
+    try:
+        config = tmp_path / "slice_config"
+        config.write_text(
+            sshd.client_config(str(sshd.root / "userkey"), name="w0", alias="w0").read_text()
+            + other.client_config(str(other.root / "userkey"), name="w1", alias="w1").read_text())
+        from portside.core.remote import SliceExecutor, parse_hosts
+
+        workers = [SSHExecutor(h, "sess-slice", ssh_config=config) for h in parse_hosts("w0,w1")]
+        verifier, _ = _runner_parts(tmp_path)
+        verifier.executors["candidate"] = SliceExecutor(workers)
+        homes = (sshd.listing(), other.listing())
+        report = asyncio.run(verifier.run_candidate(
+            f"RANK=$PORTSIDE_HOST_INDEX WORLD_SIZE=$PORTSIDE_HOST_COUNT {BASE} --steps 15",
+            project))
+        assert report.result.reason == "exit" and report.result.exit_code == 0, report.result
+        ranks = {r.get("rank") for r in report.result.records if r.get("type") == "step"}
+        assert ranks == {0, 1}
+        steps = [r for r in report.result.records if r.get("type") == "step"]
+        assert len(steps) == 30 and report.result.steps == 15
+        assert any(line.startswith("[w1] step=") for line in report.result.tail)
+        assert any(line.startswith("step=") for line in report.result.tail)
+        # A worker that fails ends the slice: the other one is not left training.
+        report = asyncio.run(verifier.run_candidate(
+            f"if [ $PORTSIDE_HOST_INDEX = 1 ]; then exit 3; fi; {BASE} --sleep-at 2 --sleep 300",
+            project))
+        assert report.result.exit_code == 3 and report.outcome == "failed-error"
+        assert report.result.wall_s < 60
+        assert sshd.processes_under_home() == other.processes_under_home() == []
+        verifier.executors["candidate"].close()
+        assert (sshd.listing(), other.listing()) == homes
+    finally:
+        other.kill()
