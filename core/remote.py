@@ -297,6 +297,10 @@ class SSHExecutor:
         self._shipped_tools = False
         self._used = False
 
+    @property
+    def label(self) -> str:
+        return self.host.spec
+
     async def _ssh(self, remote_command: str, stdin: Any) -> tuple[int, str]:
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -331,7 +335,7 @@ class SSHExecutor:
         await self._ship(run_dir, Path(cwd))
         marker = b"\x1e" + secrets.token_hex(8).encode()
         job = {"command": command, "cwd": run_dir, "env": remote_env(env), "records": "records",
-               "prefix": prefix, "marker": marker.decode()}
+               "prefix": prefix, "marker": marker.decode(), "keep": self.keep}
         proc = await asyncio.create_subprocess_exec(
             *ssh_argv(self.host, f"cd {self.dir_expr} && exec {shlex.quote(self.python)} "
                       "agent.py", self.config),
@@ -406,6 +410,10 @@ class SliceExecutor:
 
     def __init__(self, executors: list[SSHExecutor]) -> None:
         self.executors = executors
+
+    @property
+    def label(self) -> str:
+        return ",".join(ex.label for ex in self.executors)
 
     async def start(self, command: str, cwd: Path, env: dict[str, str]
                     ) -> tuple[_SliceHandle, asyncio.StreamReader]:

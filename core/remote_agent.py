@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -162,6 +163,12 @@ def main() -> None:
     pump.join(timeout=5)
     tail.poll()
     _write(marker + b" X " + str(code).encode() + b"\n")
+    if not job.get("keep"):  # one copy of the folder per run: a long session must not fill the disk
+        shutil.rmtree(os.path.abspath(job["cwd"]), ignore_errors=True)
+        for name in os.listdir(records):
+            if name.startswith(job["prefix"]):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(records, name))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ class RunReport:
     summary: dict[str, Any]
     alarms: list[Alarm] = field(default_factory=list)
     cost_usd: float | None = None
+    host: str = ""  # where it ran, when not here (a remote executor's label)
 
     def to_json(self) -> dict[str, Any]:
         s = self.summary
@@ -63,6 +64,7 @@ class RunReport:
             "metrics": s.get("metrics", {}),
             "device": s.get("device", {}),
             "cost_usd": self.cost_usd,
+            **({"host": self.host} if self.host else {}),
         }
 
 
@@ -148,7 +150,8 @@ class Verifier:
         if result.reason == "aborted":
             outcome = "aborted"
         report = RunReport(spec.run_id, spec.role, spec.attempt, outcome, result, records,
-                           summary, alarms, self._cost(result, records))
+                           summary, alarms, self._cost(result, records),
+                           host=getattr(spec.executor, "label", ""))
         steady = summary.get("steady_step_s")
         self.bus.publish(
             ev.RunFinished(

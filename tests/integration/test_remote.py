@@ -108,8 +108,10 @@ def test_remote_candidate_gives_the_local_alarms(harness: _Harness, sshd: Loopba
         # The probe's records came back over the connection, as many steps as locally.
         assert remote.summary["steps"] == local.summary["steps"] > 0
     assert remote.result.error_type == local.result.error_type == "RuntimeError"
-    # The session's folder was on the host while it ran, and only there.
-    assert any(p.startswith(".portside-sess-match") for p in sshd.listing())
+    # The session's folder is on the host until the end; each run's copy went with its run.
+    left = [p for p in sshd.listing() if p.startswith(".portside-sess-match")]
+    assert ".portside-sess-match/agent.py" in left
+    assert not [p for p in left if p.startswith(".portside-sess-match/runs/cand")], left
     executor.close()
     assert sshd.listing() == before_home
     assert _tree_hash(project) == before_project
@@ -241,6 +243,8 @@ def test_cli_verify_on_hosts_fails_the_planted_case_and_cleans_up(
     out = json.loads(done.stdout)
     assert "clipping-changed" in {a["kind"] for a in out["alarms"]}
     assert out["reference"][0]["outcome"] == "passed"
+    assert out["candidate"]["host"] == ALIAS
+    assert out["reference"][0]["host"] == f"ssh://root@127.0.0.1:{sshd.port}"
     assert sshd.listing() == before_home
     assert _tree_hash(project) == before_project
 
