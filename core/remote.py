@@ -55,7 +55,8 @@ class RemoteError(OSError):
         self.reason = reason
         self.host = host
         self.error_type = {"host-unreachable": "HostUnreachable", "auth-failed": "AuthFailed",
-                           "connection-lost": "ConnectionLost"}.get(reason, "RemoteError")
+                           "connection-lost": "ConnectionLost",
+                           "host-disk-full": "HostDiskFull"}.get(reason, "RemoteError")
 
 
 @dataclass(frozen=True)
@@ -323,8 +324,10 @@ class SSHExecutor:
             reason = classify_failure(err)
             raise RemoteError(reason, self.host.spec, f"{reason}: {_last(err)}")
         if rc != 0:
-            raise RemoteError("remote-error", self.host.spec,
-                              f"could not copy the run's files there: {_last(err)}")
+            full = [ln.strip() for ln in err.splitlines() if "No space left on device" in ln]
+            raise RemoteError("host-disk-full" if full else "remote-error", self.host.spec,
+                              f"could not copy the run's files there: "
+                              f"{full[0][:300] if full else _last(err)}")
         self._shipped_tools = True
 
     async def start(self, command: str, cwd: Path, env: dict[str, str], worker: int = 0

@@ -336,3 +336,29 @@ def test_two_host_slice_is_one_run_with_both_hosts_ranks(tmp_path: Path, sshd: L
         assert (sshd.listing(), other.listing()) == homes
     finally:
         other.kill()
+
+
+def test_disk_full_on_the_host_is_an_outcome(tmp_path: Path, sshd: LoopbackSSHD,
+                                             project: Path) -> None:
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root with CAP_SYS_ADMIN)")
+    try:
+        big = tmp_path / "big-project"
+        shutil.copytree(project, big)
+        (big / "data.bin").write_bytes(os.urandom(256 * 1024))
+        verifier, _ = _runner_parts(tmp_path)
+        verifier.executors["candidate"] = SSHExecutor(
+            f"ssh://root@127.0.0.1:{sshd.port}{full}", "sess-full", ssh_config=sshd.config)
+        report = asyncio.run(verifier.run_candidate(BASE, big))
+        assert report.result.reason == "host-disk-full", report.result
+        assert report.result.error_type == "HostDiskFull"
+        assert "No space left on device" in report.result.error_message
+        assert f"127.0.0.1:{sshd.port}" in report.result.error_message
+        assert report.outcome == "failed-error"
+        verifier.executors["candidate"].close()
+        assert list(full.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(full)], check=False)
