@@ -28,8 +28,9 @@ from .checks import Alarm, check_budget
 from .criteria import DEFAULT_CRITERIA, Criteria
 from .ledger import Ledger
 from .review import Policy, ReviewGate
+from .secrets import redact_command
 from .verify import RunReport, Verifier
-from .workspace import Workspace, WorkspaceError
+from .workspace import Workspace, WorkspaceError, _git_repo
 
 if TYPE_CHECKING:
     from .resume import Resumed
@@ -203,8 +204,9 @@ class SessionEngine:
                 agent=self.info["agent"],
                 title=self.info["title"],
                 criteria=self.criteria.to_dict(),
-                reference_command=c.reference_command,
-                candidate_command=c.candidate,
+                # Stored without inline secrets (HF_TOKEN=… python train.py → HF_TOKEN=***).
+                reference_command=redact_command(c.reference_command),
+                candidate_command=redact_command(c.candidate),
                 reviewer=self.gate.reviewer or getpass.getuser(),
                 mode=c.mode,
                 meta={"policy": c.policy, "reference_runs": c.reference_runs,
@@ -249,7 +251,13 @@ class SessionEngine:
     async def run(self) -> SessionResult:
         self._rerun = asyncio.Queue()
         self._decided = asyncio.Event()
-        self.lock()
+        try:
+            self.lock()
+        except OSError as exc:  # the workdir cannot be made (a ResumeError is no OSError)
+            if self.resumed is None:
+                self._started()
+                self._failed(exc)
+            raise
         if self.resumed is None:
             self._started()
         else:
@@ -278,9 +286,18 @@ class SessionEngine:
             self._end()
             self._unlock()
             raise
+        except Exception as exc:
+            self._failed(exc)
+            self._unlock()
+            raise
         result = self._end()
         self._unlock()
         return result
+
+    def _failed(self, exc: Exception) -> None:
+        """Recorded as the session's end, so `show`, replay and the screen can say why."""
+        self._stop_reason = f"engine failed: {type(exc).__name__}: {exc}"
+        self._end()
 
     def _prepare_dirs(self) -> tuple[Path, Path]:
         project = Path(self.config.project)
@@ -409,8 +426,13 @@ def default_workdir(config: SessionConfig, session_id: str) -> Path:
     if config.work_root is None:
         return tmp
     wd = Path(os.path.abspath(config.work_root)) / session_id
-    project = os.path.realpath(config.project)
     real = os.path.realpath(wd)
-    if os.path.commonpath([real, project]) == project:
+    # The workspace refuses a root inside the project's git checkout, not only its folder.
+    project = os.path.realpath(config.project)
+    guards = {project}
+    repo = _git_repo(Path(project)) if os.path.isdir(project) else None
+    if repo:
+        guards.add(str(repo[0]))
+    if any(os.path.commonpath([real, g]) == g for g in guards):
         return tmp
     return wd

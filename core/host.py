@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from typing import TYPE_CHECKING, Any
 
 from . import events as ev
 from .agent.base import AgentStopped, EditOutcome
 from .checks import Alarm, agent_claim_contradicted
+from .criteria import PatternError, compile_pattern
 from .review import Decision
+from .risk import risk_marks
 from .textsafe import clean_line
 from .workspace import Edit, WorkspaceError
 
@@ -97,7 +98,8 @@ class EngineHost:
         else:
             proposed = e.bus.publish(
                 ev.EditProposed(session_id=e.session_id, edit_id=edit.edit_id, path=edit.path,
-                                before=edit.before, after=edit.after, rationale=rationale)
+                                before=edit.before, after=edit.after, rationale=rationale,
+                                risks=risk_marks(edit.path, edit.before, edit.after))
             )
             decision = await e.gate.review_edit(proposed)  # type: ignore[arg-type]
         if decision.action == "reject":
@@ -176,8 +178,8 @@ class EngineHost:
         lines = [clean_line(x) for x in report.result.tail]
         if grep:
             try:
-                rx = re.compile(grep)
-            except re.error as exc:
+                rx = compile_pattern(grep)  # the agent's regex: RE2, linear time
+            except PatternError as exc:
                 return f"bad regex {grep!r}: {exc}"
             lines = [x for x in lines if rx.search(x)]
         return "\n".join(lines[-max(1, min(tail, 500)):]) or "(no matching lines)"

@@ -50,7 +50,7 @@ class Resumed:
 def resume_meta(config: SessionConfig, workdir: Path) -> dict[str, Any]:
     """What `portside run --resume` needs and cannot derive from the other events. No
     secrets: environments are scrubbed like a run's, the API key is read again at resume."""
-    from .runner import scrub_env
+    from .secrets import scrub_env
 
     c = config
     toml = None
