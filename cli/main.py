@@ -18,7 +18,10 @@ from .options import (
     agent_from_option,
     claude_code_task,
     headless_policy,
+    host_options,
     open_store,
+    remote_hosts,
+    run_with_hosts,
     session_config,
 )
 from .options import db_option as _db_option
@@ -281,6 +284,7 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
                    "where none is available).")
 @click.option("--trust", is_flag=True, help="With --resume: allow resuming an imported recording "
               "(it runs the recording's commands).")
+@host_options
 @_db_option
 @click.pass_context
 def run_cmd(ctx: click.Context, project: Path | None, target: str | None, reference: str | None,
@@ -288,7 +292,9 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
             reference_target: str, agent_spec: str, model: str | None, policy: str | None,
             headless: bool, timeout_s: float | None, stall_s: float | None, as_json: bool,
             resume: str | None, no_sandbox: bool, db: Path | None, task: str | None = None,
-            task_file: Path | None = None, trust: bool = False) -> None:
+            task_file: Path | None = None, trust: bool = False,
+            reference_host: str | None = None, candidate_host: str | None = None,
+            ssh_config: Path | None = None, keep_remote: bool = False) -> None:
     """Review a live migration session (with an agent, or verification runs only)."""
     if resume:
         from .resume import resume_session
@@ -314,7 +320,9 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
         policy=policy, mode="headless" if headless else "live", agent=agent)
     config.sandbox = not no_sandbox
     config.meta.update(meta)
-    sys.exit(run_config(config, open_store(ctx, db), headless=headless, as_json=as_json))
+    hosts = remote_hosts("run", reference_host, candidate_host, ssh_config)
+    sys.exit(run_with_hosts(config, open_store(ctx, db), hosts, ssh_config, keep_remote,
+                            headless=headless, as_json=as_json))
 
 
 # `verify` runs unattended (CI): a run that neither steps nor prints for this long is hung.
@@ -338,12 +346,14 @@ VERIFY_STALL_S = 1800.0
                    f"(default {VERIFY_STALL_S:g} s: a first XLA compile fits, a hang ends).")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the runs' output lines too.")
+@host_options
 @_db_option
 @click.pass_context
 def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
                reference_runs: int, reference_target: str, criteria_file: Path | None, cwd: Path,
                timeout_s: float | None, stall_s: float | None, as_json: bool, verbose: bool,
-               db: Path | None) -> None:
+               reference_host: str | None, candidate_host: str | None, ssh_config: Path | None,
+               keep_remote: bool, db: Path | None) -> None:
     """Verify a candidate run against reference runs, headless (exit 0 pass, 1 fail, 2 usage)."""
     stall_s = VERIFY_STALL_S if stall_s is None else stall_s
     config = session_config(
@@ -351,9 +361,11 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
         candidate=candidate, criteria_file=criteria_file, reference_runs=reference_runs,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
         policy="auto", mode="verify")
-    sys.exit(run_config(config, open_store(ctx, db), headless=True, as_json=as_json,
-                        show_output=verbose, interrupted="portside verify: interrupted; runs "
-                        "killed, session recorded as failed"))
+    hosts = remote_hosts("verify", reference_host, candidate_host, ssh_config)
+    sys.exit(run_with_hosts(config, open_store(ctx, db), hosts, ssh_config, keep_remote,
+                            headless=True, as_json=as_json, show_output=verbose,
+                            interrupted="portside verify: interrupted; runs killed, session "
+                            "recorded as failed"))
 
 
 @main.command("replay")

@@ -124,3 +124,72 @@ def session_config(command: str, *, project: Path, target: str, reference: str,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s, agent=agent,
         policy=policy, mode=mode, isolate=agent is not None,  # type: ignore[arg-type]
     )
+
+
+def host_options(f: Any) -> Any:
+    """--reference-host / --candidate-host / --ssh-config / --keep-remote."""
+    for opt in reversed([
+        click.option("--reference-host", default=None, metavar="HOST",
+                     help="Run the references there: ssh://[user@]host[:port][/dir] or a Host "
+                          "alias of the ssh config."),
+        click.option("--candidate-host", default=None, metavar="HOST",
+                     help="Run the candidate there (same forms as --reference-host)."),
+        click.option("--ssh-config", type=click.Path(dir_okay=False, exists=True,
+                     path_type=Path), default=None, help="An ssh config file of its own (ssh -F)."),
+        click.option("--keep-remote", is_flag=True,
+                     help="Leave the session's folder on the hosts (default: removed at the end)."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def remote_hosts(command: str, reference_host: str | None, candidate_host: str | None,
+                 ssh_config: Path | None) -> dict[str, Any]:
+    """role → its hosts (one, or a comma-separated slice), each reached once before the
+    session starts: a host that cannot be used is a clear error and exit 2, not a session of
+    failed runs."""
+    from portside.core.remote import RemoteError, check_host, parse_hosts
+
+    hosts: dict[str, Any] = {}
+    checked: set[Any] = set()
+    for role, spec, flag in (("reference", reference_host, "--reference-host"),
+                             ("candidate", candidate_host, "--candidate-host")):
+        if not spec:
+            continue
+        try:
+            slice_ = parse_hosts(spec)
+            for host in slice_:
+                if host not in checked:
+                    check_host(host, ssh_config)
+                    checked.add(host)
+        except (ValueError, RemoteError) as exc:
+            click.echo(f"portside {command}: {flag} {exc}", err=True)
+            sys.exit(2)
+        hosts[role] = slice_
+    return hosts
+
+
+def run_with_hosts(config: Any, store: Any, hosts: dict[str, Any], ssh_config: Path | None,
+                   keep_remote: bool, **how: Any) -> int:
+    """run_config, with the roles in ``hosts`` executed over SSH; their folders on the hosts
+    are removed at the end (unless keep_remote), whatever the end."""
+    from portside.core.remote import SliceExecutor, SSHExecutor
+
+    from .drive import drive, new_engine
+
+    executors: list[Any] = []
+    try:
+        engine = new_engine(config, store)
+        by_hosts: dict[Any, Any] = {}
+        for role, slice_ in hosts.items():
+            if slice_ not in by_hosts:
+                each = [SSHExecutor(h, engine.session_id, ssh_config=ssh_config,
+                                    keep=keep_remote) for h in slice_]
+                by_hosts[slice_] = each[0] if len(each) == 1 else SliceExecutor(each)
+                executors.append(by_hosts[slice_])
+            engine.verifier.executors[role] = by_hosts[slice_]
+        return drive(engine, store, **how)
+    finally:
+        for executor in executors:
+            executor.close()
+        store.close()

@@ -75,6 +75,7 @@ class RunSpec:
     stall_s: float | None = None
     env: Mapping[str, str] | None = None  # base environment (default: os.environ), scrubbed
     patterns: list[OutputPattern] = field(default_factory=list)
+    executor: Executor | None = None  # where this run executes (default: the runner's)
 
 
 @dataclass
@@ -416,9 +417,11 @@ class _Watch:
         abort = asyncio.Event()
         self.runner._aborts[spec.run_id] = abort
         try:
-            handle, stream = await self.runner.executor.start(spec.command, spec.cwd, env)
-        except OSError as exc:
-            return self._finish(None, None, "crashed", 0.0, "OSError", f"could not start: {exc}")
+            executor = spec.executor or self.runner.executor
+            handle, stream = await executor.start(spec.command, spec.cwd, env)
+        except OSError as exc:  # a remote executor's RemoteError names its own reason
+            return self._finish(None, None, getattr(exc, "reason", "crashed"), 0.0,
+                                getattr(exc, "error_type", "OSError"), f"could not start: {exc}")
         stop = asyncio.Event()
         reader = asyncio.create_task(self._read_output(stream))
         ticker = asyncio.create_task(self._ticker(stop))
@@ -469,6 +472,9 @@ class _Watch:
         if self.sink_error is not None:
             raise RecordingFailed(f"run {spec.run_id} stopped: {self.sink_error}") from self.sink_error
         wall = time.monotonic() - t0
+        fault = getattr(handle, "fault", None)  # a remote run's own end: connection lost
+        if fault is not None and reason == "exit":
+            return self._finish(None, None, fault[0], wall, fault[1], fault[2])
         code, sig = (returncode, None)
         if returncode is not None and returncode < 0:
             code, sig = None, -returncode

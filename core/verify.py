@@ -20,7 +20,7 @@ from .checks import Alarm, RunEnd, RunRecords, run_checks, sort_alarms
 from .costs import PriceTable, load_prices, run_cost_from_facts
 from .criteria import Criteria
 from .outcome import classify_outcome, summarize_run
-from .runner import TAIL_LINES, OutputPattern, Runner, RunResult, RunSpec
+from .runner import TAIL_LINES, Executor, OutputPattern, Runner, RunResult, RunSpec
 
 LIVE_CHECK_S = 1.0
 
@@ -38,6 +38,7 @@ class RunReport:
     summary: dict[str, Any]
     alarms: list[Alarm] = field(default_factory=list)
     cost_usd: float | None = None
+    host: str = ""  # where it ran, when not here (a remote executor's label)
 
     def to_json(self) -> dict[str, Any]:
         s = self.summary
@@ -63,6 +64,7 @@ class RunReport:
             "metrics": s.get("metrics", {}),
             "device": s.get("device", {}),
             "cost_usd": self.cost_usd,
+            **({"host": self.host} if self.host else {}),
         }
 
 
@@ -105,6 +107,7 @@ class Verifier:
         self.timeout_s = timeout_s
         self.stall_s = stall_s
         self.runner = Runner(session_id, bus.publish, probe_dir)
+        self.executors: dict[str, Executor] = {}  # by role: where that role's runs execute
         self.prices = prices or load_prices(criteria.price_overrides)
         self.references: list[RunReport] = []
         self.candidates: list[RunReport] = []
@@ -129,6 +132,7 @@ class Verifier:
             stall_s=self.stall_s,
             env=env,
             patterns=output_patterns(self.criteria),
+            executor=self.executors.get(role),
         )
 
     def _cost(self, result: RunResult, records: RunRecords) -> float | None:
@@ -146,7 +150,8 @@ class Verifier:
         if result.reason == "aborted":
             outcome = "aborted"
         report = RunReport(spec.run_id, spec.role, spec.attempt, outcome, result, records,
-                           summary, alarms, self._cost(result, records))
+                           summary, alarms, self._cost(result, records),
+                           host=getattr(spec.executor, "label", ""))
         steady = summary.get("steady_step_s")
         self.bus.publish(
             ev.RunFinished(

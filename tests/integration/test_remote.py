@@ -1,0 +1,364 @@
+"""Runs on a remote host over SSH, against a real OpenSSH server on a loopback port.
+
+The "host" is this machine reached through sshd (its own throwaway keys, its own remote home):
+every run goes through the real ssh client, the shipped files, the host-side agent and the
+multiplexed record stream. Ground truth comes from outside the code under test: the same
+verify run locally, the remote home's listing and hashes, psutil's process table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from portside.core import events as ev
+from portside.core.bus import EventBus, MemorySink
+from portside.core.criteria import load_criteria
+from portside.core.remote import SSHExecutor, parse_host
+from portside.core.verify import RunReport, Verifier
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from loopback_sshd import ALIAS, LoopbackSSHD, why_not  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
+CRITERIA = REPO / "sessions" / "demo" / "criteria.toml"
+PY = sys.executable
+BASE = f"{PY} train_tiny.py"  # relative: local runs use the project, remote ones its copy
+
+pytestmark = pytest.mark.skipif(bool(why_not()), reason=why_not() or "ok")
+
+
+def _tree_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        h.update(str(p.relative_to(root)).encode())
+        if p.is_file():
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> object:
+    server = LoopbackSSHD(tmp_path_factory.mktemp("sshd")).start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("project")
+    shutil.copy(TINY, root / "train_tiny.py")
+    return root
+
+
+class _Harness:
+    def __init__(self, tmp: Path, project: Path) -> None:
+        self.sink = MemorySink()
+        self.bus = EventBus(self.sink)
+        self.verifier = Verifier(self.bus, "remote-test", load_criteria(CRITERIA), "cpu",
+                                 tmp / "probe", stall_s=20.0, timeout_s=240)
+        self.loop = asyncio.new_event_loop()
+        self.project = project
+
+    def reference(self) -> RunReport:
+        return self.loop.run_until_complete(self.verifier.run_reference(BASE, self.project))
+
+    def candidate(self, flags: str, executor: SSHExecutor | None = None) -> RunReport:
+        if executor is None:
+            self.verifier.executors.pop("candidate", None)
+        else:
+            self.verifier.executors["candidate"] = executor
+        return self.loop.run_until_complete(
+            self.verifier.run_candidate(f"{BASE} {flags}", self.project))
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory, project: Path) -> _Harness:
+    h = _Harness(tmp_path_factory.mktemp("verify"), project)
+    assert [h.reference().outcome, h.reference().outcome] == ["passed", "passed"]
+    return h
+
+
+def _kinds(report: RunReport) -> set[str]:
+    return {a.kind for a in report.alarms if a.is_error}
+
+
+@pytest.mark.slow
+def test_remote_candidate_gives_the_local_alarms(harness: _Harness, sshd: LoopbackSSHD,
+                                                  project: Path) -> None:
+    before_home, before_project = sshd.listing(), _tree_hash(project)
+    executor = SSHExecutor(ALIAS, "sess-match", ssh_config=sshd.config)
+    for flags, kind, outcome in (("--max-norm 0.05", "clipping-changed", "failed-silent"),
+                                 ("--raise-at 5", "crashed", "failed-error")):
+        local = harness.candidate(flags)
+        remote = harness.candidate(flags, executor)
+        assert kind in _kinds(local), local.alarms
+        assert _kinds(remote) == _kinds(local), (remote.alarms, remote.result.tail[-5:])
+        assert (remote.outcome, local.outcome) == (outcome, outcome)
+        # The probe's records came back over the connection, as many steps as locally.
+        assert remote.summary["steps"] == local.summary["steps"] > 0
+    assert remote.result.error_type == local.result.error_type == "RuntimeError"
+    # The session's folder is on the host until the end; each run's copy went with its run.
+    left = [p for p in sshd.listing() if p.startswith(".portside-sess-match")]
+    assert ".portside-sess-match/agent.py" in left
+    assert not [p for p in left if p.startswith(".portside-sess-match/runs/cand")], left
+    executor.close()
+    assert sshd.listing() == before_home
+    assert _tree_hash(project) == before_project
+    assert sshd.processes_under_home() == []
+
+
+def _start_sshd(tmp: Path) -> LoopbackSSHD:
+    return LoopbackSSHD(tmp).start()
+
+
+def _runner_parts(tmp: Path) -> tuple[Verifier, MemorySink]:
+    sink = MemorySink()
+    verifier = Verifier(EventBus(sink), "remote-fault", load_criteria(CRITERIA), "cpu",
+                        tmp / "probe", stall_s=30.0, timeout_s=120)
+    return verifier, sink
+
+
+def test_sshd_killed_mid_run_is_connection_lost_and_leaves_nothing(tmp_path: Path,
+                                                                   project: Path) -> None:
+    server = _start_sshd(tmp_path / "sshd")
+    verifier, sink = _runner_parts(tmp_path)
+    verifier.executors["candidate"] = SSHExecutor(ALIAS, "sess-drop", ssh_config=server.config)
+    killed_at: list[float] = []
+
+    async def scenario() -> RunReport:
+        task = asyncio.create_task(verifier.run_candidate(
+            f"{BASE} --sleep-at 4 --sleep 300", project))
+        # Kill the server once steps have arrived over the connection: the run is live there.
+        while not any(isinstance(e, ev.RunRecord) and any(r.get("type") == "step"
+                      for r in e.records) for e in sink.events):
+            assert not task.done(), "the run ended before any step arrived"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        assert server.processes_under_home(), "no training process on the host side"
+        server.kill()
+        killed_at.append(time.monotonic())
+        return await task
+
+    try:
+        report = asyncio.run(scenario())
+        took = time.monotonic() - killed_at[0]
+        assert report.result.reason == "connection-lost", report.result
+        assert report.result.error_type == "ConnectionLost"
+        assert ALIAS in report.result.error_message
+        assert report.outcome == "failed-error"
+        assert took < 10, f"classified {took:.1f} s after the server died"
+        deadline = time.monotonic() + 5
+        while server.processes_under_home() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server.processes_under_home() == []
+    finally:
+        server.kill()
+
+
+def test_stall_on_the_host_kills_the_remote_group(tmp_path: Path, sshd: LoopbackSSHD,
+                                                  project: Path) -> None:
+    verifier, _ = _runner_parts(tmp_path)
+    verifier.stall_s = 3.0
+    executor = SSHExecutor(ALIAS, "sess-stall", ssh_config=sshd.config)
+    verifier.executors["candidate"] = executor
+    report = asyncio.run(verifier.run_candidate(f"{BASE} --sleep-at 3 --sleep 300", project))
+    assert report.result.reason == "stalled"
+    assert report.outcome == "failed-timeout"
+    assert sshd.processes_under_home() == []
+    executor.close()
+
+
+def test_secrets_stay_home_and_a_host_without_torch_is_an_outcome(
+        tmp_path: Path, sshd: LoopbackSSHD, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-must-not-travel")
+    monkeypatch.setenv("PORTSIDE_TEST_LOCAL_ONLY", "local-value")
+    verifier, _ = _runner_parts(tmp_path)
+    executor = SSHExecutor(ALIAS, "sess-env", ssh_config=sshd.config)
+    verifier.executors["candidate"] = executor
+    env = dict(os.environ, RUN_NAMED="named-value")
+    report = asyncio.run(verifier.run_candidate("env; /usr/bin/python3 train_tiny.py", project,
+                                                env=env))
+    text = "\n".join(report.result.tail)
+    assert "sk-must-not-travel" not in text and "ANTHROPIC_API_KEY" not in text
+    assert "PORTSIDE_TEST_LOCAL_ONLY" not in text  # portside's own environment stays home
+    assert "RUN_NAMED=named-value" in text  # what the run's env sets explicitly goes
+    if subprocess.run(["/usr/bin/python3", "-c", "import torch"],
+                      capture_output=True).returncode == 0:
+        pytest.skip("the system python3 has torch: no torch-less python to test with")
+    assert report.outcome == "failed-error"
+    assert report.result.error_type == "ModuleNotFoundError"
+    assert "torch" in report.result.error_message
+    executor.close()
+
+
+def _verify_cli(tmp: Path, project: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PORTSIDE_DB"}
+    return subprocess.run(
+        [PY, "-m", "portside.cli", "verify", "--db", str(tmp / "p.db"), "--reference",
+         BASE, "--candidate", f"{BASE} --max-norm 0.05", "--target", "cpu",
+         "--reference-runs", "1", "--cwd", str(project), "--criteria", str(CRITERIA),
+         "--json", *extra], capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_cli_unreachable_host_and_bad_key_exit_2(tmp_path: Path, sshd: LoopbackSSHD,
+                                                 project: Path) -> None:
+    closed = LoopbackSSHD.__new__(LoopbackSSHD)
+    closed.root, closed.port = tmp_path, 1  # nothing listens on port 1 of loopback
+    dead = closed.client_config(str(sshd.root / "userkey"), name="dead_config", port=1)
+    done = _verify_cli(tmp_path, project, "--candidate-host", ALIAS, "--ssh-config", str(dead))
+    assert done.returncode == 2, done.stderr
+    assert "--candidate-host portside-test: host-unreachable" in done.stderr
+    assert "Connection refused" in done.stderr
+    done = _verify_cli(tmp_path, project, "--reference-host", ALIAS,
+                       "--ssh-config", str(sshd.bad_config))
+    assert done.returncode == 2, done.stderr
+    assert "--reference-host portside-test: auth-failed" in done.stderr
+    assert "Permission denied" in done.stderr
+    done = _verify_cli(tmp_path, project, "--candidate-host", "ssh://h:99999")
+    assert done.returncode == 2 and "port '99999'" in done.stderr
+    done = _verify_cli(tmp_path, project, "--candidate-host", f"{ALIAS},,w1")
+    assert done.returncode == 2 and "an empty host in the list" in done.stderr
+
+
+@pytest.mark.slow
+def test_cli_verify_on_hosts_fails_the_planted_case_and_cleans_up(
+        tmp_path: Path, sshd: LoopbackSSHD, project: Path) -> None:
+    before_home, before_project = sshd.listing(), _tree_hash(project)
+    done = _verify_cli(tmp_path, project, "--candidate-host", ALIAS,
+                       "--reference-host", f"ssh://root@127.0.0.1:{sshd.port}",
+                       "--ssh-config", str(sshd.config))
+    assert done.returncode == 1, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    assert "clipping-changed" in {a["kind"] for a in out["alarms"]}
+    assert out["reference"][0]["outcome"] == "passed"
+    assert out["candidate"]["host"] == ALIAS
+    assert out["reference"][0]["host"] == f"ssh://root@127.0.0.1:{sshd.port}"
+    assert sshd.listing() == before_home
+    assert _tree_hash(project) == before_project
+
+
+def test_parse_host_forms() -> None:
+    h = parse_host("ssh://me@tpu-vm:2222/data/runs/")
+    assert (h.dest, h.user, h.port, h.base) == ("tpu-vm", "me", 2222, "/data/runs")
+    assert parse_host("tpu-vm").dest == "tpu-vm" and parse_host("tpu-vm").port is None
+    assert parse_host("ssh://tpu-vm").base is None
+    for bad in ("ssh://", "ssh://h:x", "-oProxyCommand=x", "a b", "ssh://@h", "ssh://h;rm"):
+        with pytest.raises(ValueError, match="ssh://"):
+            parse_host(bad)
+
+
+def test_portside_killed_mid_run_leaves_no_run_on_the_host(tmp_path: Path, sshd: LoopbackSSHD,
+                                                           project: Path) -> None:
+    """SIGKILL of portside itself: its end of the connection closes and the watchdog acts."""
+    env = {k: v for k, v in os.environ.items() if k != "PORTSIDE_DB"}
+    cli = subprocess.Popen(
+        [PY, "-m", "portside.cli", "verify", "--db", str(tmp_path / "p.db"), "--reference",
+         f"{BASE} --sleep-at 3 --sleep 300", "--candidate", BASE, "--target", "cpu",
+         "--reference-runs", "1", "--cwd", str(project), "--reference-host", ALIAS,
+         "--ssh-config", str(sshd.config)], env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not any("train_tiny" in p for p in sshd.processes_under_home()):
+            assert cli.poll() is None and time.monotonic() < deadline, "the run never started"
+            time.sleep(0.1)
+        cli.kill()
+        cli.wait()
+        killed = time.monotonic()
+        while sshd.processes_under_home() and time.monotonic() - killed < 10:
+            time.sleep(0.1)
+        assert sshd.processes_under_home() == []
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+        for p in sshd.home.glob(".portside-*"):  # portside died before its cleanup: ours to do
+            shutil.rmtree(p)
+
+
+def test_host_lost_between_runs_is_an_outcome(tmp_path: Path, sshd: LoopbackSSHD,
+                                              project: Path) -> None:
+    verifier, _ = _runner_parts(tmp_path)
+    closed = LoopbackSSHD.__new__(LoopbackSSHD)
+    closed.root = tmp_path
+    dead = closed.client_config(str(sshd.root / "userkey"), name="dead_config", port=1)
+    verifier.executors["candidate"] = SSHExecutor(ALIAS, "sess-gone", ssh_config=dead)
+    report = asyncio.run(verifier.run_candidate(BASE, project))
+    assert report.result.reason == "host-unreachable"
+    assert report.result.error_type == "HostUnreachable"
+    assert ALIAS in report.result.error_message and "refused" in report.result.error_message
+    assert report.outcome == "failed-error"
+
+
+def test_two_host_slice_is_one_run_with_both_hosts_ranks(tmp_path: Path, sshd: LoopbackSSHD,
+                                                         project: Path) -> None:
+    other = _start_sshd(tmp_path / "sshd2")
+    try:
+        config = tmp_path / "slice_config"
+        config.write_text(
+            sshd.client_config(str(sshd.root / "userkey"), name="w0", alias="w0").read_text()
+            + other.client_config(str(other.root / "userkey"), name="w1", alias="w1").read_text())
+        from portside.core.remote import SliceExecutor, parse_hosts
+
+        workers = [SSHExecutor(h, "sess-slice", ssh_config=config) for h in parse_hosts("w0,w1")]
+        verifier, _ = _runner_parts(tmp_path)
+        verifier.executors["candidate"] = SliceExecutor(workers)
+        homes = (sshd.listing(), other.listing())
+        report = asyncio.run(verifier.run_candidate(
+            f"RANK=$PORTSIDE_HOST_INDEX WORLD_SIZE=$PORTSIDE_HOST_COUNT {BASE} --steps 15",
+            project))
+        assert report.result.reason == "exit" and report.result.exit_code == 0, report.result
+        ranks = {r.get("rank") for r in report.result.records if r.get("type") == "step"}
+        assert ranks == {0, 1}
+        steps = [r for r in report.result.records if r.get("type") == "step"]
+        assert len(steps) == 30 and report.result.steps == 15
+        assert any(line.startswith("[w1] step=") for line in report.result.tail)
+        assert any(line.startswith("step=") for line in report.result.tail)
+        # A worker that fails ends the slice: the other one is not left training.
+        report = asyncio.run(verifier.run_candidate(
+            f"if [ $PORTSIDE_HOST_INDEX = 1 ]; then exit 3; fi; {BASE} --sleep-at 2 --sleep 300",
+            project))
+        assert report.result.exit_code == 3 and report.outcome == "failed-error"
+        assert report.result.wall_s < 60
+        assert sshd.processes_under_home() == other.processes_under_home() == []
+        verifier.executors["candidate"].close()
+        assert (sshd.listing(), other.listing()) == homes
+    finally:
+        other.kill()
+
+
+def test_disk_full_on_the_host_is_an_outcome(tmp_path: Path, sshd: LoopbackSSHD,
+                                             project: Path) -> None:
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root with CAP_SYS_ADMIN)")
+    try:
+        big = tmp_path / "big-project"
+        shutil.copytree(project, big)
+        (big / "data.bin").write_bytes(os.urandom(256 * 1024))
+        verifier, _ = _runner_parts(tmp_path)
+        verifier.executors["candidate"] = SSHExecutor(
+            f"ssh://root@127.0.0.1:{sshd.port}{full}", "sess-full", ssh_config=sshd.config)
+        report = asyncio.run(verifier.run_candidate(BASE, big))
+        assert report.result.reason == "host-disk-full", report.result
+        assert report.result.error_type == "HostDiskFull"
+        assert "No space left on device" in report.result.error_message
+        assert f"127.0.0.1:{sshd.port}" in report.result.error_message
+        assert report.outcome == "failed-error"
+        verifier.executors["candidate"].close()
+        assert list(full.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(full)], check=False)
