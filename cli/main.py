@@ -327,6 +327,28 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
     sys.exit(code)
 
 
+@main.command("localize")
+@click.option("--reference", "reference", required=True, help="Reference command (shell string).")
+@click.option("--candidate", "candidate", required=True, help="Candidate command (shell string).")
+@click.option("--steps", type=click.IntRange(1, 100), default=2, show_default=True,
+              help="Optimizer steps to trace and compare.")
+@click.option("--cwd", type=click.Path(file_okay=False, exists=True, path_type=Path), default=".")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
+              default=900.0, show_default=True, help="Wall limit per run, seconds.")
+@click.option("--rtol", type=click.FloatRange(min=0), default=None,
+              help="Relative tolerance for every dtype (default: by dtype, e.g. 1e-4 for fp32).")
+@click.option("--keep", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write the traces into this folder (default: a fresh temporary one).")
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
+def localize_cmd(reference: str, candidate: str, steps: int, cwd: Path, timeout_s: float,
+                 rtol: float | None, keep: Path | None, as_json: bool) -> None:
+    """Where the candidate first diverges from the reference: input, a module, the loss, a
+    gradient, clipping or an update (exit 0 none, 1 found, 2 could not trace)."""
+    from .localize import localize_cmd_body
+
+    sys.exit(localize_cmd_body(reference, candidate, steps, cwd, as_json, timeout_s, keep, rtol))
+
+
 @main.command("replay")
 @click.argument("session")
 @_db_option

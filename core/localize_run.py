@@ -1,0 +1,103 @@
+"""Run the reference and the candidate in trace mode under the runner, then compare the traces.
+
+The reference runs first and saves its initial parameters; the candidate loads them by
+qualified name before its first forward (trace mode only), so both start from the same weights
+even when the port creates the model on a device whose RNG differs. Both use the same seed.
+Each run stops itself after the K traced steps.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import events as ev
+from .localize import TraceError, compare, read_trace
+from .runner import Runner, RunResult, RunSpec
+
+TRACE_ENV = ("PORTSIDE_TRACE_OUT", "PORTSIDE_TRACE_STEPS", "PORTSIDE_TRACE_SEED",
+             "PORTSIDE_TRACE_INIT", "PORTSIDE_TRACE_SAVE_INIT", "PORTSIDE_TRACE_EXIT")
+DEFAULT_STEPS = 2
+DEFAULT_TIMEOUT_S = 900.0
+
+
+def trace_env(base: Mapping[str, str], out: Path, steps: int, seed: int, *,
+              save_init: Path | None = None, init: Path | None = None) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if k not in TRACE_ENV}
+    env.update(PORTSIDE_TRACE_OUT=str(out), PORTSIDE_TRACE_STEPS=str(steps),
+               PORTSIDE_TRACE_SEED=str(seed), PORTSIDE_TRACE_EXIT="1")
+    if save_init is not None:
+        env["PORTSIDE_TRACE_SAVE_INIT"] = str(save_init)
+    if init is not None:
+        env["PORTSIDE_TRACE_INIT"] = str(init)
+    return env
+
+
+def _run_json(role: str, result: RunResult, trace: Path) -> dict[str, Any]:
+    error = f"{result.error_type}: {result.error_message}".strip(": ")
+    return {"role": role, "run": result.run_id, "exit_code": result.exit_code,
+            "reason": result.reason, "wall_s": round(result.wall_s, 3), "error": error,
+            "trace": str(trace) if trace.exists() else None}
+
+
+async def localize(
+    reference: str,
+    candidate: str,
+    cwd: Path,
+    workdir: Path,
+    *,
+    steps: int = DEFAULT_STEPS,
+    seed: int = 0,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
+    candidate_cwd: Path | None = None,
+    session_id: str = "localize",
+    emit: Callable[[ev.Event], object] | None = None,
+    rtol: float | None = None,
+) -> dict[str, Any]:
+    """The comparison (core.localize.compare's object) plus the two runs; on failure an
+    ``error`` and ``divergence`` None."""
+    t0 = time.monotonic()
+    workdir.mkdir(parents=True, exist_ok=True)
+    runner = Runner(session_id, emit or (lambda e: None), workdir / "probe")
+    base = dict(os.environ if env is None else env)
+    init = workdir / "reference.init.pt"
+    out: dict[str, Any] = {"steps": steps, "seed": seed, "runs": []}
+    traces = {}
+    for role, command, where in (("reference", reference, cwd),
+                                 ("candidate", candidate, candidate_cwd or cwd)):
+        trace = workdir / f"{role}.trace.jsonl"
+        for stale in (trace, *([init] if role == "reference" else [])):
+            stale.unlink(missing_ok=True)
+        run_env = trace_env(base, trace, steps, seed,
+                            save_init=init if role == "reference" else None,
+                            init=init if role == "candidate" and init.exists() else None)
+        spec = RunSpec(run_id=f"localize-{role[:3]}-{ev.new_id()[:6]}",
+                       role="reference" if role == "reference" else "candidate", attempt=0,
+                       command=command, cwd=where, target="cpu", seed_offset=0,
+                       timeout_s=timeout_s, env=run_env)
+        result = await runner.run(spec)
+        out["runs"].append(_run_json(role, result, trace))
+        if not trace.exists():
+            why = result.error_message or f"{result.reason}, exit {result.exit_code}"
+            out.update(divergence=None, wall_s=round(time.monotonic() - t0, 3),
+                       error=f"the {role} run recorded no trace (it never called a model with "
+                             f"parameters, or failed first): {why}"[:500])
+            return out
+        traces[role] = trace
+    try:
+        ref, cand = read_trace(traces["reference"]), read_trace(traces["candidate"])
+    except TraceError as e:
+        out.update(divergence=None, error=str(e), wall_s=round(time.monotonic() - t0, 3))
+        return out
+    out.update(compare(ref, cand, rtol))
+    out["devices"] = {"reference": ref.header.get("device"), "candidate": cand.header.get("device")}
+    for role, tr in (("reference", ref), ("candidate", cand)):
+        if tr.end is None or tr.end.get("reason") != "steps":
+            out.setdefault("notes", []).append(
+                f"the {role} traced {tr.steps} of {steps} step(s) before it ended")
+    out["wall_s"] = round(time.monotonic() - t0, 3)
+    return out
