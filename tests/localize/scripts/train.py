@@ -71,7 +71,7 @@ else:
     model = Net().to(dev)
 opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, weight_decay=a.wd)
 data = torch.Generator().manual_seed(1234)  # the data does not depend on the model's seed
-for step in range(a.steps):
+for _step in range(a.steps):
     x = torch.randn(128, 16, generator=data) * 2.0 + 0.5
     y = torch.randint(0, 4, (128,), generator=data)
     x, y = ((x - a.norm_mean) / 2.0).to(dev), y.to(dev)
