@@ -476,8 +476,17 @@ class Tracer:
             self._stop()
         xm = sys.modules.get("torch_xla.core.xla_model")
         if xm is not None and any(_on_xla(r.get("_s")) for r in batch):
+            # One graph output for the step's statistics instead of one per event: XLA's compile
+            # time grows with the outputs.
+            live = [r for r in batch if _on_xla(r.get("_s"))]
+            packed = self.torch.cat([r["_s"] for r in live])
+            i = 0
+            for r in live:
+                n = r["_s"].numel()
+                r["_s"] = _Slice(packed, i, n)
+                i += n
             # After the step's graph ran: the values are read, nothing more is compiled.
-            xm.add_step_closure(self._write_step, args=(batch, done))
+            xm.add_step_closure(self._write_step, args=(batch, done, "steps", True))
         else:
             self._write_step(batch, done)
 
@@ -506,7 +515,9 @@ class Tracer:
         self._write([self.header, *self.weights])
         return True
 
-    def _write_step(self, batch: list[dict[str, Any]], done: bool, reason: str = "steps") -> None:
+    def _write_step(
+        self, batch: list[dict[str, Any]], done: bool, reason: str = "steps", closure: bool = False
+    ) -> None:
         with self.lock:
             try:
                 if os.getpid() != self.pid or not self._claim():
@@ -520,21 +531,41 @@ class Tracer:
                 _warn(f"write failed ({type(e).__name__}: {e})")
                 return
         if done and self.exit_after and reason == "steps":
-            # The traced steps are all a comparison needs: end here, not after a full run.
-            for f in (sys.stdout, sys.stderr):
-                with contextlib.suppress(Exception):
-                    f.flush()
-            os._exit(0)
+            if not closure:
+                self._exit_now()
+            # Inside torch_xla's sync: end at the program's next model call or step instead.
+            import torch.nn.modules.module as module
+            import torch.optim.optimizer as optimizer
+
+            self.handles = [
+                module.register_module_forward_pre_hook(lambda *a: self._exit_now()),
+                optimizer.register_optimizer_step_pre_hook(lambda *a: self._exit_now()),
+            ]
+
+    def _exit_now(self) -> None:
+        """The traced steps are all a comparison needs: end here, not after a full run. The
+        exit handlers run (the probe writes its records), then the process exits with 0."""
+        import atexit
+
+        for f in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                f.flush()
+        with contextlib.suppress(BaseException):
+            atexit._run_exitfuncs()
+        os._exit(0)
 
     def _resolve(self, batch: list[dict[str, Any]]) -> None:
         torch = self.torch
         tensors = [r["_s"] for r in batch if r.get("_s") is not None]
-        xla = [t for t in tensors if _on_xla(t)]
         got: dict[int, list[float]] = {}
-        if xla:
-            cpu = sys.modules["torch_xla"]._XLAC._xla_get_cpu_tensors(xla)  # one copy, no compile
-            got.update((id(t), c.tolist()) for t, c in zip(xla, cpu, strict=True))
-        rest = [t for t in tensors if not _on_xla(t)]
+        slices = [t for t in tensors if isinstance(t, _Slice)]
+        packed = list({id(t.packed): t.packed for t in slices}.values())
+        if packed:
+            cpu = sys.modules["torch_xla"]._XLAC._xla_get_cpu_tensors(packed)  # a copy, no compile
+            flat = {id(t): c.tolist() for t, c in zip(packed, cpu, strict=True)}
+            for t in slices:
+                got[id(t)] = flat[id(t.packed)][t.start : t.start + t.n]
+        rest = [t for t in tensors if not isinstance(t, _Slice)]
         if rest:
             flat = torch.cat([t.to("cpu") for t in rest]).tolist()  # one sync on async devices
             i = 0
@@ -564,6 +595,15 @@ class Tracer:
         if self.events or self.roots:
             self._stop()
             self._write_step(self.events, True, reason="exit")
+
+
+class _Slice:
+    """Where an event's statistics sit in its step's packed tensor (torch_xla)."""
+
+    __slots__ = ("packed", "start", "n")
+
+    def __init__(self, packed: Any, start: int, n: int) -> None:
+        self.packed, self.start, self.n = packed, start, n
 
 
 def torch_norm(torch: Any, t: Any) -> Any:
