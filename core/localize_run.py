@@ -43,6 +43,49 @@ def _run_json(role: str, result: RunResult, trace: Path) -> dict[str, Any]:
             "trace": str(trace) if trace.exists() else None}
 
 
+async def trace_run(
+    runner: Runner,
+    role: str,
+    command: str,
+    cwd: Path,
+    trace: Path,
+    *,
+    steps: int = DEFAULT_STEPS,
+    seed: int = 0,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
+    save_init: Path | None = None,
+    init: Path | None = None,
+) -> RunResult:
+    """One run in trace mode under the runner (probe injected as for any run)."""
+    for stale in (trace, *([save_init] if save_init is not None else [])):
+        stale.unlink(missing_ok=True)
+    run_env = trace_env(dict(os.environ if env is None else env), trace, steps, seed,
+                        save_init=save_init, init=init)
+    spec = RunSpec(run_id=f"localize-{role[:3]}-{ev.new_id()[:6]}",
+                   role="reference" if role == "reference" else "candidate", attempt=0,
+                   command=command, cwd=cwd, target="cpu", seed_offset=0,
+                   timeout_s=timeout_s, env=run_env)
+    return await runner.run(spec)
+
+
+def compare_files(reference: Path, candidate: Path, steps: int,
+                  rtol: float | None = None) -> dict[str, Any]:
+    """compare() of two trace files, with the devices and notes on a side that stopped early;
+    an unreadable trace gives ``error``."""
+    try:
+        ref, cand = read_trace(reference), read_trace(candidate)
+    except TraceError as e:
+        return {"divergence": None, "error": str(e)}
+    out = compare(ref, cand, rtol)
+    out["devices"] = {"reference": ref.header.get("device"), "candidate": cand.header.get("device")}
+    for role, tr in (("reference", ref), ("candidate", cand)):
+        if tr.end is None or tr.end.get("reason") != "steps":
+            out.setdefault("notes", []).append(
+                f"the {role} traced {tr.steps} of {steps} step(s) before it ended")
+    return out
+
+
 async def localize(
     reference: str,
     candidate: str,
@@ -63,23 +106,16 @@ async def localize(
     t0 = time.monotonic()
     workdir.mkdir(parents=True, exist_ok=True)
     runner = Runner(session_id, emit or (lambda e: None), workdir / "probe")
-    base = dict(os.environ if env is None else env)
     init = workdir / "reference.init.pt"
     out: dict[str, Any] = {"steps": steps, "seed": seed, "runs": []}
     traces = {}
     for role, command, where in (("reference", reference, cwd),
                                  ("candidate", candidate, candidate_cwd or cwd)):
         trace = workdir / f"{role}.trace.jsonl"
-        for stale in (trace, *([init] if role == "reference" else [])):
-            stale.unlink(missing_ok=True)
-        run_env = trace_env(base, trace, steps, seed,
-                            save_init=init if role == "reference" else None,
-                            init=init if role == "candidate" and init.exists() else None)
-        spec = RunSpec(run_id=f"localize-{role[:3]}-{ev.new_id()[:6]}",
-                       role="reference" if role == "reference" else "candidate", attempt=0,
-                       command=command, cwd=where, target="cpu", seed_offset=0,
-                       timeout_s=timeout_s, env=run_env)
-        result = await runner.run(spec)
+        result = await trace_run(
+            runner, role, command, where, trace, steps=steps, seed=seed, timeout_s=timeout_s,
+            env=env, save_init=init if role == "reference" else None,
+            init=init if role == "candidate" and init.exists() else None)
         out["runs"].append(_run_json(role, result, trace))
         if not trace.exists():
             why = result.error_message or f"{result.reason}, exit {result.exit_code}"
@@ -88,16 +124,6 @@ async def localize(
                              f"parameters, or failed first): {why}"[:500])
             return out
         traces[role] = trace
-    try:
-        ref, cand = read_trace(traces["reference"]), read_trace(traces["candidate"])
-    except TraceError as e:
-        out.update(divergence=None, error=str(e), wall_s=round(time.monotonic() - t0, 3))
-        return out
-    out.update(compare(ref, cand, rtol))
-    out["devices"] = {"reference": ref.header.get("device"), "candidate": cand.header.get("device")}
-    for role, tr in (("reference", ref), ("candidate", cand)):
-        if tr.end is None or tr.end.get("reason") != "steps":
-            out.setdefault("notes", []).append(
-                f"the {role} traced {tr.steps} of {steps} step(s) before it ended")
+    out.update(compare_files(traces["reference"], traces["candidate"], steps, rtol))
     out["wall_s"] = round(time.monotonic() - t0, 3)
     return out
