@@ -304,18 +304,22 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
               help="Kill a run with no new step record and no output for this long.")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the runs' output lines too.")
+@click.option("--localize", "localize_", is_flag=True,
+              help="After a drift, clipping or goal alarm: find where the candidate first "
+              "diverges (portside localize) and add it as `divergence`.")
 @_db_option
 @click.pass_context
 def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
                reference_runs: int, reference_target: str, criteria_file: Path | None, cwd: Path,
                timeout_s: float | None, stall_s: float | None, as_json: bool, verbose: bool,
-               db: Path | None) -> None:
+               localize_: bool, db: Path | None) -> None:
     """Verify a candidate run against reference runs, headless (exit 0 pass, 1 fail, 2 usage)."""
     config = session_config(
         "verify", project=cwd.resolve(), target=target, reference=reference,
         candidate=candidate, criteria_file=criteria_file, reference_runs=reference_runs,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
         policy="auto", mode="verify")
+    config.localize = localize_
     store = open_store(ctx, db)
     try:
         code = drive(new_engine(config, store), store, headless=True, as_json=as_json,

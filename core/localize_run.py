@@ -127,3 +127,39 @@ async def localize(
     out.update(compare_files(traces["reference"], traces["candidate"], steps, rtol))
     out["wall_s"] = round(time.monotonic() - t0, 3)
     return out
+
+
+# Alarms that say the candidate computes something else: localizing answers "where".
+TRIGGERS = ("numeric-drift", "clipping-changed", "goal-regression")
+
+
+async def localize_alarm(engine: Any, report: Any, cwd: Path) -> None:
+    """After a candidate run (``verify --localize``): for its first drift, clipping or goal
+    alarm, trace both commands, publish ``alarm.localized`` and set ``report.localize``."""
+    alarms = sorted((a for a in engine.ledger.alarms.values()
+                     if a.run_id == report.run_id and a.check in TRIGGERS), key=lambda a: a.seq)
+    if not alarms:
+        report.localize = {"divergence": None,
+                           "skipped": "no numeric-drift, clipping-changed or goal-regression alarm"}
+        return
+    alarm = alarms[0]
+    config = engine.config
+    work = engine.workdir / "localize" / report.run_id
+    result = await localize(config.reference_command, config.candidate, Path(config.project),
+                            work, env=config.candidate_env, candidate_cwd=cwd,
+                            session_id=engine.session_id,
+                            timeout_s=config.timeout_s or DEFAULT_TIMEOUT_S)
+    from .localize import summary_line
+
+    summary = summary_line(result) if not result.get("error") else ""
+    engine.bus.publish(ev.AlarmLocalized(
+        session_id=engine.session_id, alarm_id=alarm.alarm_id, run_id=report.run_id,
+        divergence=result.get("divergence"), summary=summary, error=result.get("error", ""),
+        wall_s=float(result.get("wall_s") or 0.0)))
+    report.localize = {"alarm": alarm.check, "alarm_id": alarm.alarm_id,
+                       "divergence": result.get("divergence"), "summary": summary,
+                       "error": result.get("error", ""), "wall_s": result.get("wall_s"),
+                       "weights": result.get("weights"),
+                       "only_reference": result.get("only_reference"),
+                       "only_candidate": result.get("only_candidate"),
+                       "workdir": str(work)}

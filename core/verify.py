@@ -38,6 +38,7 @@ class RunReport:
     summary: dict[str, Any]
     alarms: list[Alarm] = field(default_factory=list)
     cost_usd: float | None = None
+    localize: dict[str, Any] | None = None  # set by `verify --localize` (core/localize_run.py)
 
     def to_json(self) -> dict[str, Any]:
         s = self.summary
