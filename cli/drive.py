@@ -1,5 +1,5 @@
 """One way to drive a session engine, headless or on the screen, for run, verify, demo and
-resume: the exit status is 0 pass, 1 fail, 130 interrupted."""
+resume: the exit status is 0 pass, 1 fail, 3 recording failed, 130 interrupted."""
 
 from __future__ import annotations
 
@@ -34,11 +34,17 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
         err = Console(stderr=True, highlight=False)
         log = ConsoleLog(err, show_output=show_output)
         engine.bus.subscribe(lambda e: log(e) if e.seq > after_seq else None)
+        from portside.core.bus import RecordingFailed
+        from portside.store import StoreError
+
         try:
             result = asyncio.run(engine.run())
+            store.recorder.flush()  # the verdict stands only once its record is on disk
         except KeyboardInterrupt:
             err.print(interrupted or "interrupted: runs killed; the session is recorded as failed")
             return 130
+        except (StoreError, RecordingFailed) as exc:
+            return recording_failed(store, engine.session_id, exc)
         warm(store, engine.session_id)
         return emit_result(result.to_json(), as_json)
     from portside.tui.app import make_app
@@ -54,6 +60,31 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
 
 
 REVIEWER_QUIT = "the reviewer closed portside"
+# The exit status when the record could not be written (0 pass, 1 fail, 2 usage, 130 ^C).
+EXIT_RECORDING_FAILED = 3
+
+
+def recording_failed(store: Any, session_id: str, exc: BaseException) -> int:
+    """The store could not record (the runs were stopped): close the session in the log if
+    the file takes a write again, say what happened in one line, exit non-zero."""
+    import click
+
+    from portside.core.textsafe import clean_line
+
+    reason = clean_line(f"recording failed: {exc}", 400)
+    closed = store.end_failed_session(session_id, reason)
+    where = ("the session is closed in the log as failed" if closed else
+             "the session could not be closed in the log (it will show as open)")
+    click.echo(f"portside: {reason}; runs stopped; {where}", err=True)
+    return EXIT_RECORDING_FAILED
+
+
+def run_config(config: Any, store: Any, **how: Any) -> int:
+    """A new session from ``config``, driven to its end; the store is closed after."""
+    try:
+        return drive(new_engine(config, store), store, **how)
+    finally:
+        store.close()
 
 
 def new_engine(config: Any, store: Any, session_id: str | None = None) -> Any:

@@ -49,7 +49,9 @@ def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str 
         try:
             events = read_recording(path)
         except RecordingError as exc:
-            _fail(str(exc))
+            from portside.core.textsafe import clean_line
+
+            _fail(clean_line(str(exc)))
         session_id = events[0].session_id
         source = SequenceSource(events)
         subject: Any = events
@@ -124,7 +126,17 @@ def export(store: Any, session: str | None, what: str, fmt: str | None, output: 
     except StoreError as exc:
         _fail(str(exc))
     if what == "events":
-        if output is None:
+        if output is None and sys.stdout.isatty():
+            # To a terminal the bytes matter less than what they do: C1 controls as \u escapes.
+            import io
+
+            from portside.core.textsafe import json_safe
+
+            buf = io.BytesIO()
+            export_session(store, sids[0], buf)
+            sys.stdout.write(json_safe(buf.getvalue().decode()))
+            sys.stdout.flush()
+        elif output is None:
             export_session(store, sids[0], sys.stdout.buffer)
         else:
             with open(output, "wb") as fh:

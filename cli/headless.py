@@ -13,6 +13,7 @@ from rich.text import Text
 
 from portside.core import events as ev
 from portside.core.render import describe
+from portside.core.textsafe import markup_free as _safe
 
 _STYLE = {"critical": "bold white on red", "error": "bold red", "warning": "yellow", "info": "dim"}
 
@@ -40,7 +41,7 @@ class ConsoleLog:
             style = "bold green" if event.verdict == "pass" else "bold red"
         if isinstance(event, ev.RunOutput):
             for line in event.lines:
-                self.console.print(Text(f"{stamp}  │ {line}", style="dim"), soft_wrap=True)
+                self.console.print(Text(f"{stamp}  │ {_safe(line)}", style="dim"), soft_wrap=True)
             return
         # Text, never markup: event text comes from runs and agents.
         self.console.print(Text(stamp + describe(event), style=style), soft_wrap=True)
@@ -67,7 +68,8 @@ def emit_result(data: dict[str, Any], as_json: bool) -> int:
 
 
 def print_summary(console: Console, result: dict[str, Any]) -> None:
-    runs = Table(title=f"session {result['session']}", title_justify="left")
+    # Every value may come from a run or a recording: cleaned, and Text (never markup).
+    runs = Table(title=Text(f"session {_safe(result['session'])}"), title_justify="left")
     for col in ("run", "role", "outcome", "exit", "wall s", "compile s", "steady step s",
                 "steps", "metrics", "device"):
         runs.add_column(col, overflow="fold")
@@ -77,20 +79,21 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
         device = r.get("device") or {}
         dev = " ".join(str(device.get(k)) for k in ("backend", "device_kind", "device_name")
                        if device.get(k))
-        runs.add_row(r["run"], r["role"], r["outcome"], _fmt(r["exit_code"]), _fmt(r["wall_s"], 1),
-                     _fmt(r.get("compile_s"), 2), _fmt(r.get("steady_step_s"), 4),
-                     _fmt(r.get("steps")), metrics, dev)
+        cells = (r["run"], r["role"], r["outcome"], _fmt(r["exit_code"]), _fmt(r["wall_s"], 1),
+                 _fmt(r.get("compile_s"), 2), _fmt(r.get("steady_step_s"), 4),
+                 _fmt(r.get("steps")), metrics, dev)
+        runs.add_row(*(Text(_safe(c)) for c in cells))
     console.print(runs)
     alarms = result.get("alarms") or []
     if alarms:
         console.print(Text("alarms", style="bold"))
     for a in alarms:
-        console.print(Text(f"  {a['severity']:8} {a['kind']}: {a['title']}",
+        console.print(Text(_safe(f"  {a['severity']:8} {a['kind']}: {a['title']}"),
                            style=_STYLE.get(a["severity"], "")))
         evidence = json.dumps(a.get("evidence", {}), sort_keys=True, default=str)
         if len(evidence) > 300:
             evidence = evidence[:300] + "…"
-        console.print(Text(f"           evidence {evidence}", style="dim"), soft_wrap=True)
+        console.print(Text(f"           evidence {_safe(evidence)}", style="dim"), soft_wrap=True)
     loc = result.get("localize")
     if loc:
         console.print(Text(f"localize ({loc.get('alarm', '-')}): "
@@ -105,7 +108,8 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
         )
         vs = cost.get("candidate_vs_reference") or {}
         if vs.get("line"):
-            console.print(f"candidate vs reference: {vs['line']}")
+            console.print(Text(f"candidate vs reference: {_safe(vs['line'])}"))
     verdict = result["verdict"]
-    console.print(Text(f"verdict: {verdict.upper()} ({result['outcome']}; {result.get('reason', '')})",
+    console.print(Text(_safe(f"verdict: {verdict.upper()} ({result['outcome']}; "
+                             f"{result.get('reason', '')})"),
                        style="bold green" if verdict == "pass" else "bold red"))

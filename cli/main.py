@@ -11,11 +11,12 @@ import click
 from portside.core import __version__
 from portside.core.checks.runtime import TARGETS as TARGETS_CHOICE
 
-from .drive import drive, new_engine, warm
+from .drive import run_config, warm
 from .options import (
     POLICY,
     TARGET_HELP,
     agent_from_option,
+    claude_code_task,
     headless_policy,
     open_store,
     session_config,
@@ -27,7 +28,10 @@ from .options import open_store as _open_store
 def _when(ts: float | None) -> str:
     if not ts:
         return "-"
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, ValueError, OSError):  # a time no calendar holds: say so, go on
+        return "?"
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -53,15 +57,19 @@ def sessions_cmd(ctx: click.Context, db: Path | None = None, plain: bool = False
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from portside.core.textsafe import markup_free
 
     store = _open_store(ctx, db)
     rows = store.sessions()
     # Piped output keeps whole ids (rich would wrap to 80 columns).
     console = Console(width=None if sys.stdout.isatty() else 200)
     if not rows:
-        console.print(f"No sessions in {store.path} yet.")
+        console.print(Text(f"No sessions in {markup_free(store.path)} yet."))
         return
-    table = Table(title=f"sessions in {store.path}")
+    # Ids and paths may come from imported recordings: cleaned, and Text, never rich markup.
+    table = Table(title=Text(f"sessions in {markup_free(store.path)}"))
     for col in (
         "session",
         "project",
@@ -77,7 +85,7 @@ def sessions_cmd(ctx: click.Context, db: Path | None = None, plain: bool = False
     ):
         table.add_column(col)
     for r in rows:
-        table.add_row(
+        cells = (
             r["session_id"],
             Path(r["project"] or "").name or "-",
             r["target"] or "-",
@@ -90,6 +98,7 @@ def sessions_cmd(ctx: click.Context, db: Path | None = None, plain: bool = False
             f"{(r['human_s'] or 0) / 60:.1f}",
             r["verdict"] or "open",
         )
+        table.add_row(*(Text(markup_free(c)) for c in cells))
     console.print(table)
 
 
@@ -134,13 +143,15 @@ def show_cmd(ctx: click.Context, session: str, db: Path | None, limit: int) -> N
         info = store.session(sid)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
+    from portside.core.textsafe import markup_free
+
     led = store.ledger(sid)
     cost = led.cost()
     console = Console(highlight=False)
     # Text, never markup: ids and paths may hold brackets.
     console.print(Text.assemble(
-        (sid, "bold"), f"  project {info['project']}  target {info['target']}  "
-        f"agent {info['agent']}  verdict {info['verdict'] or 'open'}"))
+        (markup_free(sid), "bold"), markup_free(f"  project {info['project']}  target "
+        f"{info['target']}  agent {info['agent']}  verdict {info['verdict'] or 'open'}")))
     console.print(Text(
         f"attempts {led.attempts}  failures {led.failures} (silent {led.silent_failures})  "
         f"interventions {led.interventions} (steering {led.steering})  "
@@ -172,7 +183,9 @@ def import_cmd(ctx: click.Context, file: Path, db: Path | None, rename_to: str |
     try:
         sid = import_file(store, file, rename_to)
     except (RecordingError, StoreError) as exc:
-        raise click.ClickException(str(exc)) from None
+        from portside.core.textsafe import clean_line
+
+        raise click.ClickException(clean_line(str(exc))) from None
     warm(store, sid)
     click.echo(f"imported {sid} ({store.event_count(sid)} events) into {store.path}")
 
@@ -231,11 +244,7 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
     except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"portside demo · {banner}", err=True)
-    try:
-        code = drive(new_engine(config, store), store, headless=headless, as_json=as_json)
-    finally:
-        store.close()
-    sys.exit(code)
+    sys.exit(run_config(config, store, headless=headless, as_json=as_json))
 
 
 @main.command("run")
@@ -248,7 +257,12 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
 @click.option("--reference-target", type=click.Choice(TARGETS_CHOICE), default="cpu",
               show_default=True)
 @click.option("--agent", "agent_spec", default="none", show_default=True,
-              help="claude, claude:MODEL, scripted:FILE, or none (verification only).")
+              help="claude, claude:MODEL, claude-code[:MODEL] (a real Claude Code session), "
+              "scripted:FILE, or none (verification only).")
+@click.option("--task", "task", default=None, help="The task for --agent claude-code "
+              "(default: a numerics-preserving port to --target).")
+@click.option("--task-file", "task_file", type=click.Path(dir_okay=False, exists=True,
+              path_type=Path), default=None, help="Read the task from this file.")
 @click.option("--model", default=None, help="Claude model for --agent claude.")
 @click.option("--policy", type=POLICY, default=None,
               help="Who decides edits: the reviewer (ask), or policy. Default ask, auto when headless.")
@@ -257,22 +271,27 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
 @click.option("--stall", "stall_s", type=click.FloatRange(min=0, min_open=True), default=None)
 @click.option("--json", "as_json", is_flag=True, help="With --headless: one JSON object on stdout.")
 @click.option("--resume", "resume", default=None, help="Continue a killed session from its log.")
+@click.option("--trust", is_flag=True, help="With --resume: allow resuming an imported recording "
+              "(it runs the recording's commands).")
 @_db_option
 @click.pass_context
 def run_cmd(ctx: click.Context, project: Path | None, target: str | None, reference: str | None,
             candidate: str | None, criteria_file: Path | None, reference_runs: int,
             reference_target: str, agent_spec: str, model: str | None, policy: str | None,
             headless: bool, timeout_s: float | None, stall_s: float | None, as_json: bool,
-            resume: str | None, db: Path | None) -> None:
+            resume: str | None, db: Path | None, task: str | None = None,
+            task_file: Path | None = None, trust: bool = False) -> None:
     """Review a live migration session (with an agent, or verification runs only)."""
     if resume:
         from .resume import resume_session
 
-        sys.exit(resume_session(ctx, resume, db, headless=headless, as_json=as_json))
+        sys.exit(resume_session(ctx, resume, db, headless=headless, as_json=as_json,
+                                trust=trust))
     if target is None:
         raise click.UsageError("--target is required (e.g. --target tpu)")
     policy = headless_policy(policy, headless)
     agent = agent_from_option(agent_spec, model)
+    meta = claude_code_task(agent, target, task, task_file)
     if agent is not None and project is None:
         raise click.UsageError("an agent session needs PROJECT (the folder to port)")
     config = session_config(
@@ -281,12 +300,13 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
         criteria_file=criteria_file, reference_runs=reference_runs,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
         policy=policy, mode="headless" if headless else "live", agent=agent)
-    store = open_store(ctx, db)
-    try:
-        code = drive(new_engine(config, store), store, headless=headless, as_json=as_json)
-    finally:
-        store.close()
-    sys.exit(code)
+    config.meta.update(meta)
+    sys.exit(run_config(config, open_store(ctx, db), headless=headless, as_json=as_json))
+
+
+# `verify` runs unattended (CI): a run that neither steps nor prints for this long is hung.
+# 30 min leaves room for the first XLA compile of a large model, which prints nothing.
+VERIFY_STALL_S = 1800.0
 
 
 @main.command("verify")
@@ -301,7 +321,8 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Wall limit per run, seconds.")
 @click.option("--stall", "stall_s", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Kill a run with no new step record and no output for this long.")
+              help="Kill a run with no new step record and no output for this long "
+                   f"(default {VERIFY_STALL_S:g} s: a first XLA compile fits, a hang ends).")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the runs' output lines too.")
 @click.option("--localize", "localize_", is_flag=True,
@@ -314,21 +335,16 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
                timeout_s: float | None, stall_s: float | None, as_json: bool, verbose: bool,
                localize_: bool, db: Path | None) -> None:
     """Verify a candidate run against reference runs, headless (exit 0 pass, 1 fail, 2 usage)."""
+    stall_s = VERIFY_STALL_S if stall_s is None else stall_s
     config = session_config(
         "verify", project=cwd.resolve(), target=target, reference=reference,
         candidate=candidate, criteria_file=criteria_file, reference_runs=reference_runs,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
         policy="auto", mode="verify")
     config.localize = localize_
-    store = open_store(ctx, db)
-    try:
-        code = drive(new_engine(config, store), store, headless=True, as_json=as_json,
-                     show_output=verbose,
-                     interrupted="portside verify: interrupted; runs killed, session recorded "
-                     "as failed")
-    finally:
-        store.close()
-    sys.exit(code)
+    sys.exit(run_config(config, open_store(ctx, db), headless=True, as_json=as_json,
+                        show_output=verbose, interrupted="portside verify: interrupted; runs "
+                        "killed, session recorded as failed"))
 
 
 @main.command("localize")

@@ -53,20 +53,44 @@ def headless_policy(policy: str | None, headless: bool) -> str:
 
 
 def agent_from_option(spec: str, model: str | None) -> Any:
-    """`claude`, `claude:MODEL` or `scripted:FILE` → an Agent; bad specs are usage errors."""
+    """`claude[:MODEL]`, `claude-code[:MODEL]` or `scripted:FILE` → an Agent; bad specs are usage errors."""
     if spec == "none":
         return None
     if spec.startswith("scripted:"):
         from portside.core.agent.scripted import ScriptedAgent
 
         return ScriptedAgent(Path(spec.removeprefix("scripted:")))
+    if spec == "claude-code" or spec.startswith("claude-code:"):
+        from portside.core.agent.claude_code import ClaudeCodeAgent
+
+        return ClaudeCodeAgent(spec.partition(":")[2] or model or None)
     if spec == "claude" or spec.startswith("claude:"):
         from portside.core.agent.claude import ClaudeAgent
 
         name = spec.partition(":")[2] or model or "claude-sonnet-4-5"
         return ClaudeAgent(model=name)
-    raise click.BadParameter(f"{spec!r}: use claude, claude:MODEL or scripted:FILE",
-                             param_hint="--agent")
+    raise click.BadParameter(f"{spec!r}: use claude, claude:MODEL, claude-code, "
+                             "claude-code:MODEL or scripted:FILE", param_hint="--agent")
+
+
+def claude_code_task(agent: Any, target: str, task: str | None,
+                     task_file: Path | None) -> dict[str, Any]:
+    """--task / --task-file for a Claude Code agent; its session id for the session's meta."""
+    from portside.core.agent.claude_code import ClaudeCodeAgent, default_task
+
+    if not isinstance(agent, ClaudeCodeAgent):
+        if task or task_file:
+            raise click.UsageError("--task and --task-file go with --agent claude-code")
+        return {}
+    if task and task_file:
+        raise click.UsageError("give --task or --task-file, not both")
+    if task_file:
+        try:
+            task = task_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(f"{task_file}: {exc}", param_hint="--task-file") from None
+    agent.task = task or default_task(target)
+    return {"claude_code_session": agent.session_id}
 
 
 def load_criteria(command: str, criteria_file: Path | None, target: str,

@@ -13,7 +13,7 @@ import click
 
 
 def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: bool,
-                   as_json: bool = False) -> int:
+                   as_json: bool = False, trust: bool = False) -> int:
     """Resume session ``ref`` (id, prefix or 'last'); returns the exit status (0 pass, 1 fail)."""
     from rich.console import Console
     from rich.text import Text
@@ -21,6 +21,7 @@ def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: b
     from portside.core import events as ev
     from portside.core.resume import ResumeError, engine_from_log
     from portside.store import StoreError
+    from portside.store.jsonl import refuse_untrusted_resume
 
     from .drive import drive
     from .options import open_store
@@ -30,6 +31,7 @@ def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: b
     try:
         try:
             sid = store.resolve_session(ref)
+            refuse_untrusted_resume(store, sid, trust)  # an imported recording is data
         except StoreError as exc:
             raise click.ClickException(f"cannot resume: {exc}") from None
         log = list(store.events(sid))

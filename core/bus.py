@@ -17,6 +17,10 @@ from . import events as ev
 Subscriber = Callable[[ev.Event], None]
 
 
+class RecordingFailed(RuntimeError):
+    """The sink could not record what a run produced; the run was stopped."""
+
+
 class Sink(Protocol):
     def append(self, event: ev.Event) -> ev.Event: ...
 

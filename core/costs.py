@@ -190,7 +190,16 @@ def run_cost_from_facts(wall_s: float, facts: Mapping[str, Any] | None, table: P
     row = table.find(name)
     if row is None:
         return None
-    n = devices if devices is not None else int((facts or {}).get("device_count") or 1)
+    count = (facts or {}).get("device_count")
+    # Facts come from the run (or an imported recording): a count that is not a sane int is 1.
+    if isinstance(count, float) and count.is_integer():
+        count = int(count)
+    if devices is not None:
+        n = devices
+    elif isinstance(count, int) and not isinstance(count, bool) and 0 < count <= 1 << 20:
+        n = count
+    else:
+        n = 1
     return run_cost(wall_s, row.usd, n)
 
 

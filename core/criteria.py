@@ -21,7 +21,32 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import re2
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # the error is ours to report, not RE2's stderr
+
 DEFAULT_TOML_PATH = Path(__file__).with_name("criteria_default.toml")
+
+
+class PatternError(ValueError):
+    """A regex RE2 cannot compile (bad syntax, or a backreference / lookaround)."""
+
+
+def compile_pattern(pattern: str) -> Any:
+    """Compile with RE2: matching time is linear in the line, whatever the pattern, so a
+    catastrophic pattern (``(a+)+$``) cannot freeze the event loop or change an outcome.
+    RE2 has no backreferences or lookaround; such patterns are refused here, at load."""
+    try:
+        return re2.compile(pattern, options=_RE2_OPTIONS)
+    except re2.error as exc:
+        msg = exc.args[0] if exc.args else exc
+        if isinstance(msg, bytes):
+            msg = msg.decode("utf-8", "replace")
+        raise PatternError(f"{msg} (patterns run on RE2, in linear time: no backreferences "
+                           "or lookaround)") from None
+    except (TypeError, ValueError) as exc:  # a str RE2 cannot take (a lone surrogate)
+        raise PatternError(str(exc)) from None
 DRIFT_SERIES = ("loss", "grad_norm", "lr")
 
 
@@ -77,8 +102,8 @@ class OutputPattern:
     name: str
     pattern: str
 
-    def compiled(self) -> re.Pattern[str]:
-        return re.compile(self.pattern)
+    def compiled(self) -> Any:
+        return compile_pattern(self.pattern)
 
 
 @dataclass(frozen=True)
@@ -97,11 +122,12 @@ class Criteria:
     def price_overrides(self) -> dict[str, float]:
         return dict(self.prices)
 
-    def output_patterns(self) -> list[tuple[str, re.Pattern[str]]]:
-        """(metric name, compiled regex) for the runner: the goal pattern first, then [output]."""
+    def output_patterns(self) -> list[tuple[str, Any]]:
+        """(metric name, compiled RE2 regex) for the runner: the goal pattern first, then
+        [output]."""
         pats = []
         if self.goal.metric and self.goal.pattern:
-            pats.append((self.goal.metric, re.compile(self.goal.pattern)))
+            pats.append((self.goal.metric, compile_pattern(self.goal.pattern)))
         pats.extend((p.name, p.compiled()) for p in self.output)
         return pats
 
@@ -193,8 +219,8 @@ def _regex(v: Any) -> str | None:
     if v == "":
         return None
     try:
-        rx = re.compile(v)
-    except re.error as exc:
+        rx = compile_pattern(v)
+    except PatternError as exc:
         return f"bad regex: {exc}"
     if "value" not in rx.groupindex:
         return "regex needs a named group `value`, e.g. (?P<value>[0-9.]+)"

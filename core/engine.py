@@ -28,6 +28,7 @@ from .checks import Alarm, check_budget
 from .criteria import DEFAULT_CRITERIA, Criteria
 from .ledger import Ledger
 from .review import Policy, ReviewGate
+from .secrets import redact_command
 from .verify import RunReport, Verifier
 from .workspace import Workspace, WorkspaceError
 
@@ -177,7 +178,7 @@ class SessionEngine:
     def budget_alarms(self, extra_attempt: bool = False) -> list[Alarm]:
         """Every stopping criterion reached: attempts made, the ledger's total $ (recorded token
         cost included) and the reviewer's minutes."""
-        attempts = len(self.verifier.candidates)
+        attempts = self.ledger.attempts
         if not attempts and not extra_attempt:
             return []
         return check_budget(self.criteria.budget, attempts, self.ledger.total_usd,
@@ -211,8 +212,9 @@ class SessionEngine:
                 agent=self.info["agent"],
                 title=self.info["title"],
                 criteria=self.criteria.to_dict(),
-                reference_command=c.reference_command,
-                candidate_command=c.candidate,
+                # Stored without inline secrets (HF_TOKEN=… python train.py → HF_TOKEN=***).
+                reference_command=redact_command(c.reference_command),
+                candidate_command=redact_command(c.candidate),
                 reviewer=self.gate.reviewer or getpass.getuser(),
                 mode=c.mode,
                 meta={"policy": c.policy, "reference_runs": c.reference_runs,
@@ -317,7 +319,7 @@ class SessionEngine:
         return pristine, self.workspace.root
 
     async def _verification(self, cwd: Path) -> None:
-        from .resume import ENGINE_KILLED
+        from .ledger import ENGINE_KILLED
 
         done = [c for c in self.verifier.candidates if c.outcome != "aborted"
                 or c.result.reason != ENGINE_KILLED]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -22,6 +22,15 @@ Role = Literal["reference", "candidate"]
 Severity = Literal["info", "warning", "error", "critical"]
 Outcome = Literal["passed", "failed-error", "failed-timeout", "failed-silent", "aborted", "running"]
 Verdict = Literal["pass", "fail", "undecided"]
+
+# Bounds checked at the door (decode): what SQLite and datetime can hold. A recording with
+# ts=1e18 or a 2**64 count is refused with the field named, instead of breaking every list.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_TS = 253402300799.0  # 9999-12-31 23:59:59 UTC, the last second datetime can show
+MAX_DEPTH = 64  # nesting of free-form payloads (criteria, meta, records, evidence, input)
+Int = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
+Seq = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
+Ts = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_TS)]
 
 SEVERITIES: tuple[str, ...] = ("info", "warning", "error", "critical")
 SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
@@ -62,8 +71,8 @@ class Event(msgspec.Struct, kw_only=True, tag_field="kind", omit_defaults=False)
     """Fields every event carries. ``ts`` is UTC epoch seconds."""
 
     session_id: str
-    seq: int = 0
-    ts: float = 0.0
+    seq: Seq = 0
+    ts: Ts = 0.0
 
 
 # --- session ---------------------------------------------------------------------------------
@@ -116,10 +125,10 @@ class AgentToolResult(Event, tag="agent.tool_result"):
 
 class AgentUsage(Event, tag="agent.usage"):
     model: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
+    input_tokens: Int = 0
+    output_tokens: Int = 0
+    cache_read_tokens: Int = 0
+    cache_write_tokens: Int = 0
     cost_usd: float = 0.0
 
 
@@ -163,11 +172,11 @@ class EditReverted(Event, tag="edit.reverted"):
 class RunStarted(Event, tag="run.started"):
     run_id: str
     role: Role
-    attempt: int
+    attempt: Int
     command: str
     target: str
     cwd: str = ""
-    seed_offset: int = 0
+    seed_offset: Int = 0
 
 
 class RunOutput(Event, tag="run.output"):
@@ -185,13 +194,13 @@ class RunRecord(Event, tag="run.record"):
 
 class RunFinished(Event, tag="run.finished"):
     run_id: str
-    exit_code: int | None
+    exit_code: Int | None
     outcome: str
-    signal: int | None = None
+    signal: Int | None = None
     wall_s: float = 0.0
     compile_s: float = 0.0
     steady_step_s: float | None = None
-    steps: int = 0
+    steps: Int = 0
     reason: str = ""  # exit | timeout | stalled | aborted | oom | crashed
     error_type: str = ""
     error_message: str = ""
@@ -244,10 +253,10 @@ class Intervention(Event, tag="intervention"):
     intervention_id: str
     action: InterventionKind
     steering: bool
-    attention_started_at: float
-    decided_at: float
+    attention_started_at: Ts
+    decided_at: Ts
     reviewer: str = ""
-    answers: int | None = None  # seq of the event this answers
+    answers: Int | None = None  # seq of the event this answers
     target_id: str = ""  # edit id / alarm id / run id it concerns
     note: str = ""
     during_replay: bool = False
@@ -308,6 +317,28 @@ def decode(data: bytes | str) -> Event:
         raise EventError(_explain(str(exc))) from None
     except msgspec.DecodeError as exc:
         raise EventError(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise EventError(f"nested deeper than {MAX_DEPTH} levels") from None
+
+
+def check_payload(event: Event) -> None:
+    """The bounds a type cannot say: free-form payloads nested at most MAX_DEPTH deep and
+    holding only ints SQLite can store. Raises EventError naming the field."""
+    for name in event.__struct_fields__:
+        value = getattr(event, name)
+        if not isinstance(value, dict | list):
+            continue
+        stack: list[tuple[Any, int]] = [(value, 1)]
+        while stack:
+            obj, depth = stack.pop()
+            if depth > MAX_DEPTH:
+                raise EventError(f"field {name}: nested deeper than {MAX_DEPTH} levels")
+            for item in obj.values() if isinstance(obj, dict) else obj:
+                if isinstance(item, dict | list):
+                    stack.append((item, depth + 1))
+                elif isinstance(item, int) and not INT64_MIN <= item <= INT64_MAX:
+                    raise EventError(f"field {name}: integer {str(item)[:30]}… does not fit "
+                                     "in 64 bits")
 
 
 def to_builtins(event: Event) -> dict[str, Any]:

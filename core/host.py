@@ -8,12 +8,13 @@ public surface only (bus, gate, ledger, verifier, workspace, ``run_candidate``, 
 from __future__ import annotations
 
 import dataclasses
-import re
-from typing import TYPE_CHECKING
+import os
+from typing import TYPE_CHECKING, Any
 
 from . import events as ev
 from .agent.base import AgentStopped, EditOutcome
 from .checks import Alarm, agent_claim_contradicted
+from .criteria import PatternError, compile_pattern
 from .review import Decision
 from .textsafe import clean_line
 from .workspace import Edit, WorkspaceError
@@ -47,6 +48,9 @@ class EngineHost:
         self.workspace = engine.workspace
         self.claimed = False
         self.task = task_brief(engine)
+        self._tool_edits: dict[str, Edit] = {}  # approved, not yet applied by the agent
+        self._evidence: dict[str, dict[str, Any]] = {}
+        engine.bus.subscribe(self._note_evidence)
         resumed = engine.resumed
         self._interrupted_edit: Interrupted | None = resumed.interrupted_edit if resumed else None
         self._pending_claim: ev.AgentClaimed | None = resumed.pending_claim if resumed else None
@@ -172,8 +176,8 @@ class EngineHost:
         lines = [clean_line(x) for x in report.result.tail]
         if grep:
             try:
-                rx = re.compile(grep)
-            except re.error as exc:
+                rx = compile_pattern(grep)  # the agent's regex: RE2, linear time
+            except PatternError as exc:
                 return f"bad regex {grep!r}: {exc}"
             lines = [x for x in lines if rx.search(x)]
         return "\n".join(lines[-max(1, min(tail, 500)):]) or "(no matching lines)"
@@ -206,6 +210,85 @@ class EngineHost:
 
     def take_messages(self) -> list[str]:
         return self.engine.gate.take_messages()
+
+    # --- agents that apply their own edits and run their own commands (Claude Code) -----------
+    # The gate decides before the agent acts; nothing here writes the workspace or runs.
+
+    async def review_tool_edit(self, path: str, after: str, rationale: str) -> EditOutcome:
+        """Propose setting ``path`` to ``after`` (a real diff against the file as it is now) and
+        wait for the decision. "approved" carries the reviewer's text in ``applied_text`` when
+        they changed it; the agent applies it, then calls :meth:`tool_edit_done`."""
+        try:
+            edit = self.workspace.propose_write(path, after)
+        except WorkspaceError as exc:
+            return EditOutcome("failed", "", str(exc))
+        e = self.engine
+        proposed = e.bus.publish(ev.EditProposed(
+            session_id=e.session_id, edit_id=edit.edit_id, path=edit.path, before=edit.before,
+            after=edit.after, rationale=rationale))
+        decision = await e.gate.review_edit(proposed)  # type: ignore[arg-type]
+        if decision.action == "reject":
+            return EditOutcome("rejected", edit.edit_id, decision.note)
+        text = decision.after if decision.action == "edit" else None
+        self._tool_edits[edit.edit_id] = dataclasses.replace(edit, after=text or edit.after)
+        return EditOutcome("approved", edit.edit_id, decision.note, applied_text=text)
+
+    def tool_edit_done(self, edit_id: str) -> str:
+        """The agent says it applied an approved edit: ``edit.applied`` when the file holds
+        exactly the approved text, else an alarm (and the reason, returned)."""
+        edit = self._tool_edits.pop(edit_id, None)
+        if edit is None:
+            return f"edit {edit_id} was not approved"
+        e = self.engine
+        try:
+            now = self.workspace.read_file(edit.path)
+        except WorkspaceError as exc:
+            now = f"<unreadable: {exc}>"
+        if now == edit.after:
+            e.bus.publish(ev.EditApplied(session_id=e.session_id, edit_id=edit_id, path=edit.path))
+            return ""
+        why = f"{edit.path} does not hold the approved text of edit {edit_id} after the agent wrote it"
+        e.bus.publish(ev.AlarmRaised(session_id=e.session_id, alarm_id=ev.new_id("al-"),
+                                     check="edit-mismatch", severity="error", title=why,
+                                     evidence={"edit_id": edit_id, "path": edit.path}))
+        return why
+
+    async def propose_command(self, command: str, description: str, cwd: str) -> EditOutcome:
+        """A shell command the agent wants to run, as a proposal (path ``$ <cwd>``, ``after`` the
+        command, the rationale its description); "approved" with the reviewer's version in
+        ``applied_text`` when they edited it. The agent runs it (through the sandbox)."""
+        e = self.engine
+        try:
+            where = self.workspace.relpath(os.path.relpath(os.path.realpath(cwd),
+                                                           self.workspace.root)) or "."
+        except (WorkspaceError, ValueError):
+            where = cwd
+        proposed = e.bus.publish(ev.EditProposed(
+            session_id=e.session_id, edit_id=ev.new_id("cmd-"), path=f"$ {where}", before="",
+            after=command, rationale=description))
+        decision = await e.gate.review_command(proposed)  # type: ignore[arg-type]
+        if decision.action == "reject":
+            return EditOutcome("rejected", proposed.edit_id, decision.note)  # type: ignore[attr-defined]
+        text = decision.after.strip() if decision.action == "edit" and decision.after else None
+        return EditOutcome("approved", proposed.edit_id, decision.note, applied_text=text)  # type: ignore[attr-defined]
+
+    def open_errors(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """(check, title, evidence) of each open error-or-worse alarm."""
+        found = {a.alarm_id: a for a in self.engine.gate.open_errors()}
+        return [(a.check, a.title, self._evidence.get(a.alarm_id, {})) for a in found.values()]
+
+    def _note_evidence(self, event: ev.Event) -> None:
+        if isinstance(event, ev.AlarmRaised):
+            self._evidence[event.alarm_id] = event.evidence
+
+    @property
+    def has_references(self) -> bool:
+        return bool(self.engine.verifier.references)
+
+    @property
+    def stopping(self) -> str:
+        """Why the session is ending ("" while it runs)."""
+        return self.engine.stop_reason
 
     async def checkpoint(self) -> None:
         e = self.engine

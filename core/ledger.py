@@ -16,8 +16,9 @@ What counts, decided once here:
   total). Usage with tokens but no cost is listed in ``unpriced_models``.
 - **Compute $** prices each finished run from the device facts it finished with, with the price
   table the session recorded (the shipped table plus the criteria's ``[prices]`` overrides).
-- **Attempts** are candidate runs; failures are outcomes ``failed-*``; silent ones
-  ``failed-silent``. A **valid reference** is a reference run that finished ``passed`` (an
+- **Attempts** are candidate runs, except those portside itself was killed during
+  (``engine-killed``: not the agent's attempt; the run is made again on resume, and its compute
+  still counts); failures are outcomes ``failed-*``; silent ones ``failed-silent``. A **valid reference** is a reference run that finished ``passed`` (an
   aborted or engine-killed one never counts).
 - **Open alarms** are raised and not cleared (an override clears); acknowledging keeps one open.
 - The **reviewer's verdict** is the last ``verdict`` intervention's ``verdict`` field.
@@ -35,6 +36,7 @@ from typing import Any
 from . import costs
 from . import events as ev
 
+ENGINE_KILLED = "engine-killed"  # the reason resume gives a run its killed engine left live
 LEDGER_KINDS: frozenset[str] = frozenset({
     "session.started", "session.ended", "agent.usage", "run.started", "run.finished",
     "alarm.raised", "alarm.acknowledged", "alarm.cleared", "intervention",
@@ -55,6 +57,10 @@ class RunEntry:
     @property
     def outcome(self) -> str:
         return self.finished.outcome if self.finished is not None else "running"
+
+    @property
+    def engine_killed(self) -> bool:
+        return self.finished is not None and self.finished.reason == ENGINE_KILLED
 
     @property
     def valid_reference(self) -> bool:
@@ -191,7 +197,8 @@ class Ledger:
         return self.human_s / 60.0
 
     def candidates(self) -> list[RunEntry]:
-        return [r for r in self.runs.values() if r.role == "candidate"]
+        """The candidate attempts (runs cut off by a kill of portside itself are not)."""
+        return [r for r in self.runs.values() if r.role == "candidate" and not r.engine_killed]
 
     def references(self) -> list[RunEntry]:
         return [r for r in self.runs.values() if r.role == "reference"]

@@ -14,6 +14,11 @@ def _clip(text: str, n: int = 100) -> str:
 
 
 def describe(event: ev.Event) -> str:
+    # Every field may come from a run, an agent or an imported recording: clean the whole line.
+    return clean_line(_describe(event))
+
+
+def _describe(event: ev.Event) -> str:
     match event:
         case ev.SessionStarted():
             return f"session started: {event.project} → {event.target} (agent {event.agent})"

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import events as ev
-from .ledger import LEDGER_KINDS, Ledger
+from .ledger import LEDGER_KINDS, AlarmEntry, Ledger
 from .render import describe
 
 KINDS: tuple[str, ...] = tuple(ev.EVENT_TYPES)
@@ -115,18 +115,6 @@ _RUN_FIELDS = tuple(f for f in RunState.__dataclass_fields__ if f != "tail")
 
 
 @dataclass
-class AlarmState:
-    alarm_id: str
-    seq: int
-    check: str
-    severity: str
-    title: str
-    run_id: str
-    acknowledged: bool = False
-    cleared: bool = False
-
-
-@dataclass
 class EditState:
     edit_id: str
     path: str
@@ -150,7 +138,6 @@ class ReplayState:
     verdict: str | None = None
     end_reason: str = ""
     runs: dict[str, RunState] = field(default_factory=dict)
-    alarms: dict[str, AlarmState] = field(default_factory=dict)
     edits: dict[str, EditState] = field(default_factory=dict)
     ledger: Ledger = field(default_factory=Ledger)  # interventions, human time, $: one fold
     claims: int = 0
@@ -162,7 +149,11 @@ class ReplayState:
 
     # --- queries a screen makes ---------------------------------------------------------------
 
-    def open_alarms(self) -> list[AlarmState]:
+    @property
+    def alarms(self) -> dict[str, AlarmEntry]:
+        return self.ledger.alarms
+
+    def open_alarms(self) -> list[AlarmEntry]:
         return [a for a in self.alarms.values() if not a.cleared]
 
     def attempts(self) -> int:
@@ -200,7 +191,6 @@ class ReplayState:
             verdict=self.verdict,
             end_reason=self.end_reason,
             runs={k: r.copy() for k, r in self.runs.items()},
-            alarms={k: AlarmState(**vars(a)) for k, a in self.alarms.items()},
             edits={k: EditState(**vars(e)) for k, e in self.edits.items()},
             ledger=self.ledger.copy(),
             claims=self.claims,
@@ -253,14 +243,6 @@ class ReplayState:
                 run = self.runs[e.run_id]
                 run.outcome, run.finished_seq, run.exit_code = e.outcome, e.seq, e.exit_code
                 run.wall_s, run.compile_s, run.steady_step_s = e.wall_s, e.compile_s, e.steady_step_s
-            case ev.AlarmRaised():
-                self.alarms[e.alarm_id] = AlarmState(
-                    e.alarm_id, e.seq, e.check, e.severity, e.title, e.run_id
-                )
-            case ev.AlarmAcknowledged() if e.alarm_id in self.alarms:
-                self.alarms[e.alarm_id].acknowledged = True
-            case ev.AlarmCleared() if e.alarm_id in self.alarms:
-                self.alarms[e.alarm_id].cleared = True
 
     def _apply_tail(self, e: ev.Event) -> None:
         match e:

@@ -22,13 +22,13 @@ from . import events as ev
 from .agent.base import AgentSpecError
 from .agent.registry import agent_from_spec
 from .criteria import Criteria, CriteriaError, parse_criteria
+from .ledger import ENGINE_KILLED
 from .review import Policy
 
 if TYPE_CHECKING:
     from .engine import SessionConfig, SessionEngine
 
 RESUME_VERSION = 1
-ENGINE_KILLED = "engine-killed"
 
 
 class ResumeError(RuntimeError):
@@ -50,7 +50,7 @@ class Resumed:
 def resume_meta(config: SessionConfig, workdir: Path) -> dict[str, Any]:
     """What `portside run --resume` needs and cannot derive from the other events. No
     secrets: environments are scrubbed like a run's, the API key is read again at resume."""
-    from .runner import scrub_env
+    from .secrets import scrub_env
 
     c = config
     toml = None

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import fnmatch
 import json
 import os
 import re
@@ -26,28 +25,22 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import events as ev
+from .bus import RecordingFailed
 from .probe import inject_env
+from .secrets import Redactor, redact_command, redactor_for, scrub_env
 from .textsafe import decode_line
 
-SECRET_PATTERNS = ("*_API_KEY", "*_TOKEN", "*_SECRET", "*_SECRET_*", "*_ACCESS_KEY", "*_PASSWORD")
+__all__ = ["scrub_env"]  # re-exported: the rules live in core/secrets.py
+
 OUTPUT_BATCH_S = 0.1
 OUTPUT_BATCH_LINES = 2000
 RECORD_POLL_S = 0.2
 KILL_GRACE_S = 1.0
 TAIL_LINES = 200
+MAX_LINE_BYTES = 1 << 20  # an output line is kept whole up to here, then cut visibly
 
 _EXC_NAME = re.compile(r"^[A-Za-z_][\w.]*$")
 _OOM = re.compile(r"out of memory|MemoryError|OOM killed|RESOURCE_EXHAUSTED", re.IGNORECASE)
-
-
-def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
-    """Drop secrets: API keys and tokens never reach a training run."""
-    return {
-        k: v
-        for k, v in env.items()
-        if not any(fnmatch.fnmatchcase(k.upper(), p) for p in SECRET_PATTERNS)
-        and k.upper() != "ANTHROPIC_API_KEY"
-    }
 
 
 @dataclass(frozen=True)
@@ -55,11 +48,13 @@ class OutputPattern:
     """A regex over output lines with a ``value`` group (and optional ``step``)."""
 
     name: str
-    regex: re.Pattern[str]
+    regex: Any  # an RE2 pattern (core/criteria.py): linear-time search on every line
 
     @classmethod
     def compile(cls, name: str, pattern: str) -> OutputPattern:
-        rx = re.compile(pattern)
+        from .criteria import compile_pattern
+
+        rx = compile_pattern(pattern)
         if "value" not in rx.groupindex:
             raise ValueError(f"output pattern for {name!r} has no (?P<value>...) group")
         return cls(name, rx)
@@ -213,7 +208,8 @@ class Runner:
         out = self.probe_dir / f"{spec.run_id}.jsonl"
         for old in self.probe_dir.glob(f"{spec.run_id}*.jsonl"):
             old.unlink()
-        base = scrub_env(spec.env if spec.env is not None else os.environ)
+        source = spec.env if spec.env is not None else os.environ
+        base = scrub_env(source)
         base.setdefault("PYTHONUNBUFFERED", "1")  # lines as they happen, not at exit
         env = inject_env(base, str(out), spec.seed_offset)
         self.emit(
@@ -222,21 +218,23 @@ class Runner:
                 run_id=spec.run_id,
                 role=spec.role,
                 attempt=spec.attempt,
-                command=spec.command,
+                command=redact_command(spec.command),
                 target=spec.target,
                 cwd=str(spec.cwd),
                 seed_offset=spec.seed_offset,
             )
         )
-        watch = _Watch(self, spec, out)
+        watch = _Watch(self, spec, out, redactor_for(source, spec.command))
         return await watch.run(env)
 
 
 class _Watch:
     """The state of one live run: output batching, record tailing, limits."""
 
-    def __init__(self, runner: Runner, spec: RunSpec, out: Path) -> None:
+    def __init__(self, runner: Runner, spec: RunSpec, out: Path,
+                 redact: Redactor | None = None) -> None:
         self.runner = runner
+        self.redact = redact if redact else None  # secrets the output must not show
         self.spec = spec
         self.out = out
         self.sid = runner.session_id
@@ -247,6 +245,7 @@ class _Watch:
         self.offsets: dict[Path, int] = {}
         self.partial: dict[Path, bytes] = {}
         self.step_count = 0
+        self.sink_error: Exception | None = None
 
     def _emit(self, event: ev.Event) -> None:
         self.runner.emit(event)
@@ -265,6 +264,8 @@ class _Watch:
             self.runner.on_records(self.spec.run_id, recs)
 
     def _on_line(self, line: str) -> None:
+        if self.redact is not None:
+            line = self.redact(line)
         self.pending.append(line)
         self.tail.append(line)
         self.last_activity = time.monotonic()
@@ -311,7 +312,7 @@ class _Watch:
                     continue
                 try:
                     rec = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError):
+                except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                     rec = {"type": "probe-error", "line": decode_line(raw)[:200], "file": path.name}
                 if isinstance(rec, dict):
                     new.append(rec)
@@ -321,23 +322,53 @@ class _Watch:
             self.last_activity = time.monotonic()
         self._add_records(new)
 
+    def _publish(self, fn: Callable[..., None], *args: Any) -> None:
+        """Hand output to the sink; a sink that fails (the store cannot record) is noted once,
+        the run is stopped by the watch loop, and reading goes on regardless."""
+        if self.sink_error is not None:
+            return
+        try:
+            fn(*args)
+        except Exception as exc:  # whatever the sink raises, the pipe must keep draining
+            self.sink_error = exc
+
     async def _read_output(self, stream: asyncio.StreamReader) -> None:
-        while True:
+        """Read every byte the run writes, whatever the sink does: a run never blocks on a
+        full pipe. A line over MAX_LINE_BYTES keeps its start, and says how much was cut."""
+        held = bytearray()  # the start of a line longer than the stream's buffer
+        dropped = 0
+        eof = False
+        while not eof:
             try:
-                raw = await stream.readline()
-            except ValueError:
-                # A line longer than the stream limit: take what is buffered as one line.
-                raw = await stream.read(1 << 20)
-            if not raw:
-                break
-            self._on_line(decode_line(raw))
+                raw = await stream.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                raw, eof = exc.partial, True  # end of output: a last line without newline
+                if not raw and not held:
+                    break
+            except asyncio.LimitOverrunError as exc:
+                # readline() would drop the buffer here; take the bytes and go on.
+                chunk = await stream.readexactly(exc.consumed)
+                room = MAX_LINE_BYTES - len(held)
+                held += chunk[:room]
+                dropped += max(0, len(chunk) - room)
+                continue
+            if held:
+                room = MAX_LINE_BYTES - len(held)
+                dropped += max(0, len(raw.rstrip(b"\n")) - room)
+                raw = bytes(held) + raw[:room]
+                held.clear()
+            line = decode_line(raw)
+            if dropped:
+                line += f" … [{dropped} more bytes dropped: line longer than {MAX_LINE_BYTES} bytes]"
+                dropped = 0
+            self._publish(self._on_line, line)
 
     async def _ticker(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=OUTPUT_BATCH_S)
-            self._flush_output()
-            self._poll_records()
+            self._publish(self._flush_output)
+            self._publish(self._poll_records)
 
     async def run(self, env: dict[str, str]) -> RunResult:
         spec = self.spec
@@ -367,6 +398,8 @@ class _Watch:
                     reason = "timeout"
                 elif spec.stall_s and now - self.last_activity > spec.stall_s:
                     reason = "stalled"
+                elif self.sink_error is not None:
+                    reason = "recording-failed"  # nothing of the run could be kept: stop it
                 else:
                     continue
                 await self._terminate(handle, waiter)
@@ -387,8 +420,10 @@ class _Watch:
             reader.cancel()
         stop.set()
         await ticker
-        self._flush_output()
-        self._poll_records()
+        self._publish(self._flush_output)
+        self._publish(self._poll_records)
+        if self.sink_error is not None:
+            raise RecordingFailed(f"run {spec.run_id} stopped: {self.sink_error}") from self.sink_error
         wall = time.monotonic() - t0
         code, sig = (returncode, None)
         if returncode is not None and returncode < 0:

@@ -38,3 +38,24 @@ def clean_line(text: str, max_len: int = MAX_LINE) -> str:
 def decode_line(raw: bytes) -> str:
     """Bytes from a process: invalid UTF-8 becomes U+FFFD instead of an exception."""
     return raw.decode("utf-8", errors="replace").rstrip("\n")
+
+
+_CONTROLS_KEEP_NL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_C1 = re.compile(r"[\x7f-\x9f]")
+
+
+def clean_text(text: str) -> str:
+    """Multi-line text (a CSV or Markdown export) safe for a terminal: escape sequences
+    removed, control characters other than newline and tab shown as �."""
+    return _CONTROLS_KEEP_NL.sub("\ufffd", _ESCAPES.sub("", text))
+
+
+def json_safe(text: str) -> str:
+    """JSON text with DEL and C1 controls (which JSON leaves raw, and some terminals obey)
+    written as \\u escapes: the same JSON value, inert on a terminal."""
+    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def markup_free(value: object) -> str:
+    """One cleaned line for rich, to be wrapped in Text (never parsed as markup)."""
+    return clean_line("" if value is None else str(value))

@@ -119,7 +119,7 @@ class Verifier:
               seed_offset: int, env: dict[str, str] | None) -> RunSpec:
         prefix = "ref" if role == "reference" else "cand"
         return RunSpec(
-            run_id=f"{prefix}{attempt}-{ev.new_id()[:6]}",
+            run_id=f"{prefix}{attempt}-{ev.new_id()}",  # 48 bits: ids never collide in a DB
             role=role,
             attempt=attempt,
             command=command,

@@ -23,6 +23,7 @@ from typing import Any
 
 from portside.core import costs
 from portside.core.ledger import attention_s
+from portside.core.textsafe import clean_text, json_safe
 
 from .queries import Store
 
@@ -189,11 +190,11 @@ def _cell(value: Any) -> Any:
 
 
 def to_json(rows: list[dict[str, Any]]) -> str:
-    return json.dumps(rows, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(rows, indent=2, sort_keys=False, ensure_ascii=False)) + "\n"
 
 
 def to_jsonl(rows: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    return "".join(json_safe(json.dumps(r, ensure_ascii=False)) + "\n" for r in rows)
 
 
 def _md_cell(value: Any) -> str:
@@ -209,14 +210,16 @@ def md_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
 
 
 def render(rows: list[dict[str, Any]], columns: Sequence[str], fmt: str) -> str:
+    # Exports go to terminals and pull requests: no escape sequence from a run or a recording
+    # survives into CSV or Markdown (JSON escapes its controls, losslessly).
     if fmt == "csv":
-        return to_csv(rows, columns)
+        return clean_text(to_csv(rows, columns))
     if fmt == "json":
         return to_json(rows)
     if fmt == "jsonl":
         return to_jsonl(rows)
     if fmt == "md":
-        return md_table(rows, columns)
+        return clean_text(md_table(rows, columns))
     raise ValueError(f"unknown format {fmt!r}")
 
 
@@ -345,7 +348,7 @@ def report_md(store: Store, session_id: str) -> str:
         out.append(f"**{s['verdict'].upper()}**" + (f": {_md_cell(reason)}" if reason else ""))
     else:
         out.append("The session has not ended.")
-    return "\n".join(out) + "\n"
+    return clean_text("\n".join(out) + "\n")
 
 
 # --- the study's table ----------------------------------------------------------------------
@@ -474,13 +477,14 @@ def stats_md(data: dict[str, Any]) -> str:
         f"{'-' if per is None else f'{per:.1f}'} steering interventions per migration "
         f"(interventions: steering / all).\n"
     )
-    return "\n".join(lines) + "\n" + summary
+    return clean_text("\n".join(lines) + "\n" + summary)
 
 
 def stats_csv(data: dict[str, Any]) -> str:
     total = dict(data["total"], session="total")
-    return to_csv([*data["sessions"], total], [*STATS_COLUMNS, "successful_runs", "total_usd"])
+    return clean_text(to_csv([*data["sessions"], total],
+                             [*STATS_COLUMNS, "successful_runs", "total_usd"]))
 
 
 def stats_json(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"

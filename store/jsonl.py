@@ -8,6 +8,8 @@ a malformed file is refused whole with ``file:line: what is wrong``.
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
@@ -23,6 +25,21 @@ FORMAT = "portside-recording"
 
 class RecordingError(ValueError):
     """A recording that cannot be imported; the message starts with ``file:line:``."""
+
+
+# A session id names a row, a file and a terminal line: plain characters only, so an imported
+# id can carry no escape sequence and no rich markup ("[/").
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+
+
+def session_id_problem(value: object) -> str | None:
+    """What is wrong with ``value`` as a session id, or None."""
+    if not isinstance(value, str) or not value:
+        return "missing"
+    if not _SESSION_ID.fullmatch(value):
+        return (f"{ascii(value)[:80]} is not a session id (letters, digits and . _ : -, "
+                "at most 128, starting with a letter or digit)")
+    return None
 
 
 def header(session_id: str, count: int) -> dict[str, Any]:
@@ -66,6 +83,8 @@ def parse_recording(
                 head = json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise RecordingError(f"{where}: header is not JSON: {exc}") from None
+            except RecursionError:
+                raise RecordingError(f"{where}: header is nested too deep") from None
             if not isinstance(head, dict) or head.get("format") != FORMAT:
                 raise RecordingError(f"{where}: not a portside recording (header format != {FORMAT!r})")
             if head.get("schema") != ev.SCHEMA_VERSION:
@@ -74,16 +93,18 @@ def parse_recording(
                     f"(this portside reads schema {ev.SCHEMA_VERSION})"
                 )
             session_id = head.get("session_id")
-            if not isinstance(session_id, str) or not session_id:
-                raise RecordingError(f"{where}: header field session_id: missing")
+            problem = session_id_problem(session_id)
+            if problem:
+                raise RecordingError(f"{where}: header field session_id: {problem}")
             expected = head.get("events")
-            if not isinstance(expected, int) or expected < 0:
+            if not isinstance(expected, int) or isinstance(expected, bool) or expected < 0:
                 raise RecordingError(f"{where}: header field events: must be a count")
             continue
         if not raw.strip():
             raise RecordingError(f"{where}: empty line")
         try:
             event = ev.decode(raw)
+            ev.check_payload(event)
         except ev.EventError as exc:
             raise RecordingError(f"{where}: {exc}") from None
         if event.session_id != session_id:
@@ -104,6 +125,9 @@ def parse_recording(
     if not events or not isinstance(events[0], ev.SessionStarted):
         raise RecordingError(f"{source}:2: the first event must be session.started")
     if rename_to:
+        problem = session_id_problem(rename_to)
+        if problem:
+            raise RecordingError(f"{source}:1: --as: {problem}")
         for event in events:
             event.session_id = rename_to
     return events
@@ -115,7 +139,7 @@ def import_events(store: Store, events: list[ev.Event], source: str = "") -> str
     conn = store.conn
     if conn.execute("SELECT 1 FROM events WHERE session_id = ? LIMIT 1", (session_id,)).fetchone():
         raise StoreError(
-            f"{source or store.path}: session {session_id} is already in {store.path} "
+            f"{source or store.path}:1: session {session_id} is already in {store.path} "
             "(import it under another id with --as NEW_ID)"
         )
     batch = Batch()
@@ -124,6 +148,10 @@ def import_events(store: Store, events: list[ev.Event], source: str = "") -> str
     conn.execute("BEGIN IMMEDIATE")
     try:
         batch.write(conn)
+        conn.execute(
+            "INSERT OR REPLACE INTO imports (session_id, source, imported_at) VALUES (?, ?, ?)",
+            (session_id, source, time.time()),
+        )
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -133,3 +161,23 @@ def import_events(store: Store, events: list[ev.Event], source: str = "") -> str
 
 def import_file(store: Store, path: str | Path, rename_to: str | None = None) -> str:
     return import_events(store, read_recording(path, rename_to), str(path))
+
+
+def imported_from(store: Store, session_id: str) -> str | None:
+    """Where an imported session came from (the file it was imported from), else None."""
+    row = store.conn.execute(
+        "SELECT source FROM imports WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return None if row is None else (row[0] or "a recording")
+
+
+def refuse_untrusted_resume(store: Store, session_id: str, trust: bool) -> None:
+    """A recording is data, not instructions: resuming an imported session would run its
+    commands with its environment in its workdir. Refused unless the user says --trust."""
+    source = imported_from(store, session_id)
+    if source is not None and not trust:
+        raise StoreError(
+            f"session {session_id} was imported from {ascii(source)[1:-1]}: resuming it would run "
+            "the recording's commands, environment and workdir on this machine; pass --trust "
+            "if you trust that recording"
+        )

@@ -139,7 +139,7 @@ def _run_finished(b: Batch, e: ev.RunFinished) -> None:
         (
             "UPDATE runs SET finished_at=?, exit_code=?, signal=?, outcome=?, reason=?, wall_s=?,"
             " compile_s=?, steady_step_s=?, steps=?, error_type=?, error_message=?, metrics=?,"
-            " device=? WHERE run_id=?",
+            " device=? WHERE session_id=? AND run_id=?",
             (
                 e.ts,
                 e.exit_code,
@@ -154,10 +154,18 @@ def _run_finished(b: Batch, e: ev.RunFinished) -> None:
                 e.error_message,
                 _json(e.metrics),
                 _json(e.device),
+                e.session_id,
                 e.run_id,
             ),
         )
     )
+
+
+def _step(value: Any) -> int | None:
+    # Records come from the run (or a recording): only an int SQLite can hold is a step.
+    if isinstance(value, int) and not isinstance(value, bool) and ev.INT64_MIN <= value <= ev.INT64_MAX:
+        return value
+    return None
 
 
 def _run_record(b: Batch, e: ev.RunRecord) -> None:
@@ -165,7 +173,7 @@ def _run_record(b: Batch, e: ev.RunRecord) -> None:
     for rec in e.records:
         kind = rec.get("type")
         if kind == "step":
-            step = rec.get("step")
+            step = _step(rec.get("step"))
             for key in _METRIC_KEYS:
                 value = _num(rec.get(key))
                 if value is not None:
@@ -178,7 +186,7 @@ def _run_record(b: Batch, e: ev.RunRecord) -> None:
         elif kind == "metric":
             value = _num(rec.get("value"))
             if value is not None and isinstance(rec.get("name"), str):
-                rows.append((e.session_id, e.run_id, rec.get("step"), rec["name"], value))
+                rows.append((e.session_id, e.run_id, _step(rec.get("step")), rec["name"], value))
 
 
 def _alarm_raised(b: Batch, e: ev.AlarmRaised) -> None:
@@ -203,14 +211,17 @@ def _alarm_raised(b: Batch, e: ev.AlarmRaised) -> None:
 def _alarm_acknowledged(b: Batch, e: ev.AlarmAcknowledged) -> None:
     b.updates.append(
         (
-            "UPDATE alarms SET acknowledged_at=?, acknowledged_by=? WHERE alarm_id=?",
-            (e.ts, e.by, e.alarm_id),
+            "UPDATE alarms SET acknowledged_at=?, acknowledged_by=? WHERE session_id=? AND alarm_id=?",
+            (e.ts, e.by, e.session_id, e.alarm_id),
         )
     )
 
 
 def _alarm_cleared(b: Batch, e: ev.AlarmCleared) -> None:
-    b.updates.append(("UPDATE alarms SET cleared_at=? WHERE alarm_id=?", (e.ts, e.alarm_id)))
+    b.updates.append((
+        "UPDATE alarms SET cleared_at=? WHERE session_id=? AND alarm_id=?",
+        (e.ts, e.session_id, e.alarm_id),
+    ))
 
 
 def _intervention(b: Batch, e: ev.Intervention) -> None:
@@ -261,3 +272,25 @@ _HANDLERS: dict[type, Any] = {
 }
 
 _TAGS: dict[type, str] = {cls: tag for tag, cls in ev.EVENT_TYPES.items()}
+PROJECTED_KINDS: tuple[str, ...] = tuple(_TAGS[cls] for cls in _HANDLERS)
+
+
+def reproject(conn: sqlite3.Connection, chunk: int = 5000) -> int:
+    """Rebuild every derived row from the log (a migration; the caller holds the transaction).
+    An event that no longer decodes is left out of the derived tables, never out of the log."""
+    marks = ",".join("?" * len(PROJECTED_KINDS))
+    cur = conn.execute(
+        f"SELECT body FROM events WHERE kind IN ({marks}) ORDER BY session_id, seq",
+        PROJECTED_KINDS,
+    )
+    n = 0
+    while rows := cur.fetchmany(chunk):
+        batch = Batch()
+        for (body,) in rows:
+            try:
+                batch.project(ev.decode(body))
+            except ev.EventError:
+                continue
+            n += 1
+        batch.write(conn)
+    return n

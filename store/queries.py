@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -46,6 +47,39 @@ class Store:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+    def end_failed_session(self, session_id: str, reason: str, timeout: float = 15.0) -> bool:
+        """After recording failed: close the session in the log with ``reason`` if the file
+        takes a write again (a fresh writer continues seq from what was committed, so the
+        log stays gap-free). Returns whether the session is now ended in the log."""
+        with self._rec_lock:
+            old, self._recorder = self._recorder, None
+        if old is not None:
+            with contextlib.suppress(StoreError):
+                old.close()
+        try:
+            if self.conn.execute(
+                "SELECT 1 FROM events WHERE session_id = ? AND kind = 'session.ended' LIMIT 1",
+                (session_id,),
+            ).fetchone():
+                return True
+            if not self.conn.execute(
+                "SELECT 1 FROM events WHERE session_id = ? LIMIT 1", (session_id,)
+            ).fetchone():
+                return False  # not even session.started was kept
+            fresh = Recorder(self.path, busy_timeout_s=2.0, patience_s=timeout)
+        except (StoreError, sqlite3.Error):
+            return False
+        try:
+            fresh.append_durable(ev.SessionEnded(session_id=session_id, verdict="fail",
+                                                 outcome="failed-error", reason=reason),
+                                 timeout=timeout)
+            return True
+        except Exception:  # still failing (the disk is full): the caller says so
+            return False
+        finally:
+            with contextlib.suppress(StoreError):
+                fresh.close()
 
     def __enter__(self) -> Store:
         return self

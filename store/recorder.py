@@ -9,24 +9,47 @@ append (every intervention) returns only after its transaction is committed.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
 
-import msgspec
-
 from portside.core import events as ev
 
 from .projections import Batch, event_row, has_projection
 from .schema import StoreError, connect, migrate
 
+# Another connection (Datasette, the sqlite3 shell) may hold the write lock past SQLite's busy
+# timeout: the batch is kept and retried with backoff this long before recording is declared
+# failed. A full disk may be freed by someone; it gets a shorter wait.
+LOCK_PATIENCE_S = 120.0
+FULL_PATIENCE_S = 10.0
+_RETRY_FIRST_S, _RETRY_MAX_S = 0.05, 1.0
+
+
+def _patience(exc: BaseException) -> float:
+    """How long a failed commit is worth retrying (0: never)."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return 0.0
+    code = getattr(exc, "sqlite_errorcode", None)
+    msg = str(exc).lower()
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in msg or "busy" in msg:
+        return LOCK_PATIENCE_S
+    if code == sqlite3.SQLITE_FULL or "full" in msg:
+        return FULL_PATIENCE_S
+    return 0.0
+
 
 class Recorder:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, busy_timeout_s: float | None = None,
+                 patience_s: float | None = None) -> None:
         self.path = Path(path)
+        self._patience_cap = patience_s  # None: LOCK_PATIENCE_S / FULL_PATIENCE_S
         self._conn = connect(self.path)
+        if busy_timeout_s is not None:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         migrate(self._conn, self.path)
         # Producers look up where a session's seq resumes on their own connection: the writer's
         # connection belongs to the writer thread.
@@ -51,8 +74,9 @@ class Recorder:
         self._put(event, None)
         return event
 
-    def append_durable(self, event: ev.Event, timeout: float = 30.0) -> ev.Event:
-        """Append and wait until the event is committed to disk."""
+    def append_durable(self, event: ev.Event, timeout: float | None = None) -> ev.Event:
+        """Append and wait until the event is committed to disk. The writer's own patience
+        bounds the wait (committed, or StoreError when recording failed)."""
         done: Future[None] = Future()
         self._put(event, done)
         done.result(timeout=timeout)
@@ -63,7 +87,7 @@ class Recorder:
         self.append_durable(event)
         return event
 
-    def flush(self, timeout: float = 30.0) -> None:
+    def flush(self, timeout: float | None = None) -> None:
         """Wait until everything appended so far is committed."""
         done: Future[None] = Future()
         with self._lock:
@@ -82,7 +106,12 @@ class Recorder:
         self._conn.close()
         self._seq_conn.close()
         if self._error is not None:
-            raise StoreError(f"{self.path}: writer failed: {self._error}") from self._error
+            raise StoreError(str(self._error)) from self._error
+
+    @property
+    def failed(self) -> BaseException | None:
+        """Why recording stopped, or None while it works."""
+        return self._error
 
     def __enter__(self) -> Recorder:
         return self
@@ -98,7 +127,7 @@ class Recorder:
         if self._closed:
             raise StoreError(f"{self.path}: recorder is closed")
         if self._error is not None:
-            raise StoreError(f"{self.path}: writer failed: {self._error}") from self._error
+            raise StoreError(str(self._error)) from self._error
 
     def _seq_base(self, session_id: str) -> int:
         nxt = self._next_seq.get(session_id)
@@ -149,7 +178,8 @@ class Recorder:
                 projected, self._projected = self._projected, []
                 waiters, self._waiters = self._waiters, []
                 stop = self._closed
-            self._commit(rows, projected, waiters)
+            if not self._commit(rows, projected, waiters):
+                return  # recording failed: nothing after the lost batch is ever committed
             if stop:
                 # Appends after close() are refused by _check: nothing can be left.
                 return
@@ -159,24 +189,53 @@ class Recorder:
         rows: list[tuple[str, int, float, str, str]],
         projected: list[ev.Event],
         waiters: list[Future[None]],
-    ) -> None:
-        try:
-            if rows:
-                batch = Batch()
-                batch.events = rows
-                for event in projected:
-                    batch.project(event)
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    batch.write(self._conn)
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-        except (sqlite3.Error, msgspec.MsgspecError, ValueError) as exc:
-            self._error = exc
-            for waiter in waiters:
-                waiter.set_exception(StoreError(f"{self.path}: commit failed: {exc}"))
-            return
+    ) -> bool:
+        """Commit one batch, retrying what may pass (a lock, a full disk) with backoff;
+        returns False when recording failed. A batch is never skipped: seq stays gap-free."""
+        batch = None
+        deadline = None
+        delay = _RETRY_FIRST_S
+        while True:
+            try:
+                if rows:
+                    if batch is None:
+                        batch = Batch()
+                        batch.events = rows
+                        for event in projected:
+                            batch.project(event)
+                    self._conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        batch.write(self._conn)
+                        self._conn.execute("COMMIT")
+                    except BaseException:
+                        if self._conn.in_transaction:
+                            with contextlib.suppress(sqlite3.Error):
+                                self._conn.execute("ROLLBACK")
+                        raise
+                break
+            except Exception as exc:  # whatever it is, waiters are told and nothing hangs
+                patience = _patience(exc)
+                if self._patience_cap is not None:
+                    patience = min(patience, self._patience_cap)
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + patience
+                if now + delay < deadline:
+                    time.sleep(delay)
+                    delay = min(delay * 2, _RETRY_MAX_S)
+                    continue
+                self._fail(exc, waiters, patience)
+                return False
         for waiter in waiters:
             waiter.set_result(None)
+        return True
+
+    def _fail(self, exc: BaseException, waiters: list[Future[None]], waited: float) -> None:
+        why = f"{exc} (after retrying for {waited:g} s)" if waited else str(exc)
+        error = StoreError(f"{self.path}: recording failed: {why}")
+        with self._lock:
+            self._error = error
+            waiters = waiters + self._waiters
+            self._waiters = []
+        for waiter in waiters:
+            waiter.set_exception(error)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-SCHEMA_USER_VERSION = 2
+SCHEMA_USER_VERSION = 3
 
 
 class StoreError(RuntimeError):
@@ -38,6 +38,88 @@ def connect(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
     return conn
+
+
+RUNS_COLUMNS: dict[str, type] = {
+    "run_id": str,
+    "session_id": str,
+    "seq": int,
+    "role": str,
+    "attempt": int,
+    "command": str,
+    "target": str,
+    "seed_offset": int,
+    "started_at": float,
+    "finished_at": float,
+    "exit_code": int,
+    "signal": int,
+    "outcome": str,
+    "reason": str,
+    "wall_s": float,
+    "compile_s": float,
+    "steady_step_s": float,
+    "steps": int,
+    "error_type": str,
+    "error_message": str,
+    "metrics": str,
+    "device": str,
+}
+ALARMS_COLUMNS: dict[str, type] = {
+    "alarm_id": str,
+    "session_id": str,
+    "seq": int,
+    "run_id": str,
+    "check": str,
+    "severity": str,
+    "title": str,
+    "evidence": str,
+    "raised_at": float,
+    "acknowledged_at": float,
+    "acknowledged_by": str,
+    "cleared_at": float,
+}
+INTERVENTIONS_COLUMNS: dict[str, type] = {
+    "intervention_id": str,
+    "session_id": str,
+    "seq": int,
+    "action": str,
+    "steering": int,
+    "answers": int,
+    "target_id": str,
+    "attention_started_at": float,
+    "decided_at": float,
+    "attention_s": float,
+    "reviewer": str,
+    "note": str,
+    "during_replay": int,
+}
+METRICS_COLUMNS: dict[str, type] = {
+    "session_id": str, "run_id": str, "step": int, "name": str, "value": float
+}
+
+# One row per session with the study's counts: what `portside sessions` and Datasette show.
+# The same rules as core/ledger.py (a test holds them equal): a run cut off by a kill of
+# portside (reason engine-killed, outcome aborted) is no attempt and no failure.
+SESSION_SUMMARY_SQL = """
+        SELECT s.session_id, s.project, s.target, s.agent, s.mode, s.started_at, s.ended_at,
+          s.verdict, s.outcome,
+          (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.session_id
+             AND r.role = 'candidate' AND COALESCE(r.reason, '') != 'engine-killed') AS attempts,
+          (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.session_id
+             AND r.role = 'candidate' AND r.outcome LIKE 'failed-%') AS failures,
+          (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.session_id
+             AND r.role = 'candidate' AND r.outcome = 'failed-silent') AS silent_failures,
+          (SELECT COUNT(*) FROM interventions i WHERE i.session_id = s.session_id
+             AND i.during_replay = 0) AS interventions,
+          (SELECT COUNT(*) FROM interventions i WHERE i.session_id = s.session_id
+             AND i.during_replay = 0 AND i.steering = 1) AS steering,
+          (SELECT COALESCE(SUM(i.attention_s), 0) FROM interventions i
+             WHERE i.session_id = s.session_id AND i.during_replay = 0) AS human_s,
+          (SELECT COALESCE(SUM(u.cost_usd), 0) FROM agent_usage u
+             WHERE u.session_id = s.session_id) AS token_usd,
+          (SELECT COUNT(*) FROM alarms a WHERE a.session_id = s.session_id) AS alarms
+        FROM sessions s
+        """
 
 
 def _v1(db: sqlite_utils.Database) -> None:
@@ -68,73 +150,21 @@ def _v1(db: sqlite_utils.Database) -> None:
         pk="session_id",
     )
     db["runs"].create(
-        {
-            "run_id": str,
-            "session_id": str,
-            "seq": int,
-            "role": str,
-            "attempt": int,
-            "command": str,
-            "target": str,
-            "seed_offset": int,
-            "started_at": float,
-            "finished_at": float,
-            "exit_code": int,
-            "signal": int,
-            "outcome": str,
-            "reason": str,
-            "wall_s": float,
-            "compile_s": float,
-            "steady_step_s": float,
-            "steps": int,
-            "error_type": str,
-            "error_message": str,
-            "metrics": str,
-            "device": str,
-        },
+        RUNS_COLUMNS,
         pk="run_id",
     )
     db["runs"].create_index(["session_id", "role", "attempt"])
     db["alarms"].create(
-        {
-            "alarm_id": str,
-            "session_id": str,
-            "seq": int,
-            "run_id": str,
-            "check": str,
-            "severity": str,
-            "title": str,
-            "evidence": str,
-            "raised_at": float,
-            "acknowledged_at": float,
-            "acknowledged_by": str,
-            "cleared_at": float,
-        },
+        ALARMS_COLUMNS,
         pk="alarm_id",
     )
     db["alarms"].create_index(["session_id", "seq"])
     db["interventions"].create(
-        {
-            "intervention_id": str,
-            "session_id": str,
-            "seq": int,
-            "action": str,
-            "steering": int,
-            "answers": int,
-            "target_id": str,
-            "attention_started_at": float,
-            "decided_at": float,
-            "attention_s": float,
-            "reviewer": str,
-            "note": str,
-            "during_replay": int,
-        },
+        INTERVENTIONS_COLUMNS,
         pk="intervention_id",
     )
     db["interventions"].create_index(["session_id", "seq"])
-    db["metrics"].create(
-        {"session_id": str, "run_id": str, "step": int, "name": str, "value": float},
-    )
+    db["metrics"].create(METRICS_COLUMNS)
     db["metrics"].create_index(["run_id", "name", "step"])
     db["agent_usage"].create(
         {
@@ -147,30 +177,7 @@ def _v1(db: sqlite_utils.Database) -> None:
         },
         pk=("session_id", "seq"),
     )
-    # One row per session with the study's counts: what `portside sessions` and Datasette show.
-    db.create_view(
-        "session_summary",
-        """
-        SELECT s.session_id, s.project, s.target, s.agent, s.mode, s.started_at, s.ended_at,
-          s.verdict, s.outcome,
-          (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.session_id
-             AND r.role = 'candidate') AS attempts,
-          (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.session_id
-             AND r.role = 'candidate' AND r.outcome LIKE 'failed-%') AS failures,
-          (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.session_id
-             AND r.role = 'candidate' AND r.outcome = 'failed-silent') AS silent_failures,
-          (SELECT COUNT(*) FROM interventions i WHERE i.session_id = s.session_id
-             AND i.during_replay = 0) AS interventions,
-          (SELECT COUNT(*) FROM interventions i WHERE i.session_id = s.session_id
-             AND i.during_replay = 0 AND i.steering = 1) AS steering,
-          (SELECT COALESCE(SUM(i.attention_s), 0) FROM interventions i
-             WHERE i.session_id = s.session_id AND i.during_replay = 0) AS human_s,
-          (SELECT COALESCE(SUM(u.cost_usd), 0) FROM agent_usage u
-             WHERE u.session_id = s.session_id) AS token_usd,
-          (SELECT COUNT(*) FROM alarms a WHERE a.session_id = s.session_id) AS alarms
-        FROM sessions s
-        """,
-    )
+    db.create_view("session_summary", SESSION_SUMMARY_SQL)
 
 
 def _v2(db: sqlite_utils.Database) -> None:
@@ -191,7 +198,36 @@ def _v2(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
+def _v3(db: sqlite_utils.Database) -> None:
+    # Derived rows were keyed by a global id (run_id, alarm_id, intervention_id) with INSERT OR
+    # REPLACE: an imported copy of a session, or two sessions whose short run ids collided,
+    # took over each other's rows. Every derived table is now keyed by session as well, and
+    # all of them are rebuilt from the log, which repairs rows taken over before.
+    db.execute("DROP VIEW IF EXISTS session_summary")
+    for table in ("runs", "alarms", "interventions", "metrics"):
+        db.execute(f"DROP TABLE IF EXISTS {table}")
+    db.execute("DELETE FROM sessions")
+    db.execute("DELETE FROM agent_usage")
+    db["runs"].create(RUNS_COLUMNS, pk=("session_id", "run_id"))
+    db["runs"].create_index(["session_id", "role", "attempt"])
+    db["alarms"].create(ALARMS_COLUMNS, pk=("session_id", "alarm_id"))
+    db["alarms"].create_index(["session_id", "seq"])
+    db["interventions"].create(INTERVENTIONS_COLUMNS, pk=("session_id", "intervention_id"))
+    db["interventions"].create_index(["session_id", "seq"])
+    db["metrics"].create(METRICS_COLUMNS)
+    db["metrics"].create_index(["session_id", "run_id", "name", "step"])
+    # Not derived from the log: where a session came from. An imported recording is data, and
+    # its commands are not run again (`run --resume`) without the user's say-so.
+    db["imports"].create(
+        {"session_id": str, "source": str, "imported_at": float}, pk="session_id"
+    )
+    db.create_view("session_summary", SESSION_SUMMARY_SQL)
+    from .projections import reproject
+
+    reproject(db.conn)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
 
 
 def migrate(conn: sqlite3.Connection, path: str | Path = "") -> int:

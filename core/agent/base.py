@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 class EditOutcome:
     """The reviewer's answer to a proposed edit, as the agent sees it."""
 
-    status: Literal["applied", "rejected", "failed"]
+    #: "approved": reviewed, to be carried out by the agent itself (Claude Code applies its own
+    #: edits and runs its own commands once the gate said yes).
+    status: Literal["applied", "approved", "rejected", "failed"]
     edit_id: str
     message: str  # the reviewer's reason on rejection; the error when the edit did not apply
     applied_text: str | None = None  # the file's text after a reviewer-edited apply

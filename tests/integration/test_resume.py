@@ -304,3 +304,52 @@ def test_a_live_session_cannot_be_resumed_twice(tmp_path: Path) -> None:
     first._unlock()
     second.lock()  # the first one is gone (as after kill -9): allowed
     second._unlock()
+
+
+def test_an_aborted_reference_never_vouches_for_a_candidate(tmp_path: Path) -> None:
+    """Issue 13.2: killed during the reference phase twice, the first resume had marked the
+    cut-off reference `aborted`; the second resume restored it as a reference, so a candidate
+    was judged against a 1-step envelope and passed. Aborted references are run again."""
+    from portside.core.bus import MemorySink
+    from portside.core.engine import SessionConfig, SessionEngine
+    from portside.core.resume import engine_from_log, restore
+
+    config = SessionConfig(project=tmp_path, target="cpu", reference_command="true",
+                           reference_runs=2, workdir=tmp_path / "w")
+    sink = MemorySink()
+    first = SessionEngine(config, sink)
+    first._started()
+    sid = first.session_id
+    log: list[ev.Event] = list(sink.events)
+    log += [
+        ev.RunStarted(session_id=sid, run_id="ref1-a", role="reference", attempt=1,
+                      command="true", target="cpu", ts=log[0].ts + 1),
+        ev.RunRecord(session_id=sid, run_id="ref1-a",
+                     records=[{"type": "step", "step": 0, "loss": 0.5, "rank": 0}]),
+        # what the first resume wrote for the run the kill cut off
+        ev.RunFinished(session_id=sid, run_id="ref1-a", exit_code=None, outcome="aborted",
+                       reason="engine-killed", steps=1),
+    ]
+    for n, e in enumerate(log, 1):
+        e.seq = n
+    engine = engine_from_log(log, MemorySink())
+    assert engine.resumed is not None
+    restore(engine, engine.resumed)
+    assert engine.verifier.references == []  # run again, never counted
+    assert engine.ledger.valid_references() == []
+
+
+async def test_a_candidate_without_a_valid_reference_cannot_pass(tmp_path: Path) -> None:
+    """No reference that finished `passed` → `reference-failed` on the candidate, never a pass."""
+    from portside.core.bus import EventBus, MemorySink
+    from portside.core.criteria import Criteria
+    from portside.core.verify import Verifier
+
+    sink = MemorySink()
+    verifier = Verifier(EventBus(sink), "s", Criteria(), "cpu", tmp_path / "probe", stall_s=30)
+    await verifier.run_reference("exit 3", tmp_path)  # a reference that failed
+    # A candidate that trains fine: with nothing to judge it against it must still not pass.
+    report = await verifier.run_candidate(f"{shlex.quote(PY)} {TINY} --steps 20", tmp_path)
+    kinds = {a.kind for a in report.alarms}
+    assert report.records.n == 20
+    assert "reference-failed" in kinds and report.outcome == "failed-silent"

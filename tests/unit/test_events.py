@@ -19,7 +19,9 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
     max_leaves=12,
 )
-common = {"session_id": st.text(min_size=1, max_size=20), "seq": st.integers(0, 2**40), "ts": floats}
+times = st.floats(0.0, ev.MAX_TS)  # the bounds decode enforces (see core/events.py)
+int64s = st.integers(ev.INT64_MIN, ev.INT64_MAX)
+common = {"session_id": st.text(min_size=1, max_size=20), "seq": st.integers(0, 2**40), "ts": times}
 
 
 def _strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
@@ -41,6 +43,12 @@ def _strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
             fields[name] = overrides[name]
         elif hints[name] is float:
             fields[name] = floats  # finite by contract (see core/events.py)
+        elif hints[name] == ev.Ts:
+            fields[name] = times
+        elif hints[name] == ev.Int:
+            fields[name] = int64s
+        elif hints[name] == ev.Int | None:
+            fields[name] = st.none() | int64s
     return st.builds(cls, **fields)
 
 

@@ -129,3 +129,18 @@ def test_one_number_parser_for_checks_metrics_table_and_chart(tmp_path) -> None:
         rec.flush()
         rows = store.conn.execute("SELECT name, value FROM metrics ORDER BY name").fetchall()
     assert [tuple(r) for r in rows] == [("grad_norm", 2.0), ("loss", 1.5)]
+
+
+def test_a_run_cut_off_by_a_kill_of_portside_is_not_an_attempt() -> None:
+    log = _run("cand1", "candidate", 1, "failed-error", 60.0, 10.0)
+    killed = _run("cand2", "candidate", 2, "aborted", 3600.0, 100.0)
+    killed[1].reason = "engine-killed"  # type: ignore[attr-defined]
+    led = fold([*log, *killed])
+    assert led.attempts == 1 and led.failures == 1
+    assert led.compute_usd == pytest.approx(costs_of(60.0 + 3600.0))  # the compute was spent
+
+
+def costs_of(seconds: float) -> float:
+    from portside.core.costs import default_prices
+
+    return seconds / 3600 * default_prices().usd("tpu-v5e")

@@ -1,0 +1,104 @@
+"""Derived rows are keyed by session: a copy or a colliding run id never takes over another
+session's runs, alarms or interventions (issue 13 item 3), and a v2 database is repaired."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from portside.core import events as ev
+from portside.store import Store
+from portside.store.schema import SCHEMA_USER_VERSION
+
+RECORDING = Path(__file__).parents[2] / "sessions" / "recordings" / "demo.jsonl"
+
+
+def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "portside.cli", "--db", str(db), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_import_twice_keeps_both_sessions_runs(tmp_path: Path) -> None:
+    db = tmp_path / "p.db"
+    first = _cli(db, "import", str(RECORDING))
+    assert first.returncode == 0, first.stderr
+    copy = _cli(db, "import", str(RECORDING), "--as", "COPY")
+    assert copy.returncode == 0, copy.stderr
+    with Store(db) as store:
+        (orig,) = [r["session_id"] for r in store.sessions() if r["session_id"] != "COPY"]
+        # Ground truth from the recording itself: how many runs and alarms it holds.
+        events = [ev.decode(line) for line in RECORDING.read_bytes().splitlines()[1:]]
+        n_runs = sum(isinstance(e, ev.RunStarted) for e in events)
+        n_alarms = sum(isinstance(e, ev.AlarmRaised) for e in events)
+        assert n_runs > 0 and n_alarms > 0
+        for sid in (orig, "COPY"):
+            assert len(store.runs(sid)) == n_runs
+            assert len(store.alarms(sid)) == n_alarms
+    for sid in (orig, "COPY"):
+        report = _cli(db, "export", sid, "--what", "report")
+        assert report.returncode == 0, report.stderr
+        assert "No runs." not in report.stdout
+        run_id = next(e.run_id for e in events if isinstance(e, ev.RunStarted))
+        assert run_id in report.stdout
+
+
+def test_colliding_run_ids_in_two_live_sessions(tmp_path: Path) -> None:
+    with Store(tmp_path / "p.db") as store:
+        rec = store.recorder
+        for sid in ("a", "b"):
+            rec.append(ev.SessionStarted(session_id=sid, project="/p", target="cpu"))
+            rec.append(ev.RunStarted(session_id=sid, run_id="ref1-abcdef", role="reference",
+                                     attempt=1, command=f"cmd {sid}", target="cpu"))
+            rec.append(ev.RunFinished(session_id=sid, run_id="ref1-abcdef", exit_code=0,
+                                      outcome="passed"))
+            rec.append(ev.AlarmRaised(session_id=sid, alarm_id="al-1", check="slow",
+                                      severity="info", title=f"slow {sid}"))
+        rec.flush()
+        for sid in ("a", "b"):
+            (run,) = store.runs(sid)
+            assert run["command"] == f"cmd {sid}" and run["outcome"] == "passed"
+            (alarm,) = store.alarms(sid)
+            assert alarm["title"] == f"slow {sid}"
+
+
+def test_v2_database_is_migrated_and_repaired(tmp_path: Path) -> None:
+    """A v2 DB whose copy took over the original's run: v3 rebuilds both from the log."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    import sqlite_utils
+
+    from portside.store.schema import MIGRATIONS, migrate
+
+    db = sqlite_utils.Database(conn)
+    for m in MIGRATIONS[:2]:
+        m(db)
+    conn.execute("PRAGMA user_version = 2")
+    from portside.store.projections import Batch
+
+    batch = Batch()
+    for sid in ("orig", "copy"):
+        for seq, e in enumerate([
+            ev.SessionStarted(session_id=sid, project="/p", target="cpu", ts=1.0),
+            ev.RunStarted(session_id=sid, run_id="r1", role="candidate", attempt=1,
+                          command="c", target="cpu", ts=2.0),
+        ], start=1):
+            e.seq = seq
+            batch.add(e, ev.encode(e))
+    conn.execute("BEGIN")
+    batch.events.sort()
+    from portside.store.projections import insert_rows
+
+    insert_rows(conn, "INSERT INTO events (session_id, seq, ts, kind, body) VALUES (?,?,?,?,?)",
+                batch.events)
+    for sql, rows in batch.inserts.items():  # the v2 INSERT OR REPLACE by run_id alone
+        insert_rows(conn, sql, rows)
+    conn.execute("COMMIT")
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1  # the takeover
+    assert migrate(conn, path) == SCHEMA_USER_VERSION == 3
+    conn.close()
+    with Store(path) as store:
+        assert [r["run_id"] for r in store.runs("orig")] == ["r1"]
+        assert [r["run_id"] for r in store.runs("copy")] == ["r1"]
+        assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -1,0 +1,104 @@
+"""No escape sequence from a run or a recording reaches the terminal, and ids or paths with
+rich markup (`[/`) never crash `show` / `sessions` (issue 13 item 6)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portside.core import events as ev
+
+EVIL = "\x1b]52;c;cHduZWQ=\x07\x1b]0;title\x07\x1b[2J\x9b31m[/b][bold]"
+BAD = ("\x1b", "\x07", "\x9b")
+
+
+def _cli(db: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "portside.cli", "--db", str(db), *args],
+                          capture_output=True, text=True, timeout=180, cwd=cwd)
+
+
+def _recording(path: Path, sid: str = "evil-1") -> Path:
+    events: list[ev.Event] = [
+        ev.SessionStarted(session_id=sid, project=f"/tmp/x[/]{EVIL}", target="cpu",
+                          agent=f"scripted:[/x]{EVIL}", title=EVIL, reviewer=EVIL),
+        ev.RunStarted(session_id=sid, run_id=f"r[/b]{EVIL}", role="candidate", attempt=1,
+                      command=f"echo {EVIL}", target=f"cpu{EVIL}"),
+        ev.RunOutput(session_id=sid, run_id=f"r[/b]{EVIL}", lines=[EVIL, f"loss {EVIL}"]),
+        ev.RunFinished(session_id=sid, run_id=f"r[/b]{EVIL}", exit_code=1,
+                       outcome="failed-error", error_type=EVIL, error_message=EVIL),
+        ev.AlarmRaised(session_id=sid, alarm_id=f"a{EVIL}", check=f"crashed{EVIL}",
+                       severity="error", title=EVIL, evidence={"tail": [EVIL]}),
+        ev.Intervention(session_id=sid, intervention_id=f"i{EVIL}", action="note",
+                        steering=False, attention_started_at=1.0, decided_at=2.0,
+                        reviewer=EVIL, note=EVIL),
+        ev.SessionEnded(session_id=sid, verdict="fail", outcome="failed-error", reason=EVIL),
+    ]
+    lines = [json.dumps({"format": "portside-recording", "schema": ev.SCHEMA_VERSION,
+                         "session_id": sid, "events": len(events)}).encode()]
+    for seq, e in enumerate(events, start=1):
+        e.seq, e.ts = seq, 1_790_000_000.0 + seq
+        lines.append(ev.encode(e))
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def _clean(out: str) -> None:
+    for ch in BAD:
+        assert ch not in out, f"{ch!r} reached the terminal: {out[:300]!r}"
+    assert "MarkupError" not in out and "Traceback" not in out
+
+
+def test_recording_fields_never_reach_the_terminal_raw(tmp_path: Path) -> None:
+    db = tmp_path / "p.db"
+    rec = _recording(tmp_path / "evil.jsonl")
+    done = _cli(db, "import", str(rec))
+    assert done.returncode == 0, done.stderr
+    for args in (["show", "evil-1"], ["sessions", "--plain"], ["replay", "evil-1", "--headless",
+                 "--speed", "0"], ["replay", str(rec), "--headless", "--speed", "0"],
+                 ["stats"], ["stats", "--format", "csv"], ["stats", "--format", "json"]):
+        out = _cli(db, *args)
+        assert out.returncode == 0, (args, out.stderr)
+        _clean(out.stdout + out.stderr)
+    for what in ("runs", "alarms", "interventions", "report"):
+        for fmt in (("md",) if what == "report" else ("csv", "md", "json", "jsonl")):
+            out = _cli(db, "export", "evil-1", "--what", what, "--format", fmt)
+            assert out.returncode == 0, (what, fmt, out.stderr)
+            _clean(out.stdout + out.stderr)
+            if fmt.startswith("json"):  # lossless: the same values, escaped
+                first = out.stdout.splitlines()[0] if fmt == "jsonl" else out.stdout
+                assert json.loads(first)
+
+
+@pytest.mark.parametrize("sid", ["x\x1b]0;pwn\x07", "[/b]", "a b", "../../etc", ""])
+def test_imported_ids_are_validated(tmp_path: Path, sid: str) -> None:
+    rec = _recording(tmp_path / "evil.jsonl", sid="ok-1")
+    # the header's id and --as: both refused with file:line when they are not plain ids
+    out = _cli(tmp_path / "p.db", "import", str(rec), "--as", sid) if sid else None
+    if out is not None:
+        assert out.returncode == 1 and f"{rec}:1:" in out.stderr
+        _clean(out.stderr)
+    raw = rec.read_bytes().replace(b'"ok-1"', json.dumps(sid).encode())
+    rec.write_bytes(raw)
+    out = _cli(tmp_path / "p.db", "import", str(rec))
+    assert out.returncode == 1 and f"{rec}:1: header field session_id" in out.stderr
+    _clean(out.stderr)
+
+
+def test_headless_log_and_summary_are_clean(tmp_path: Path) -> None:
+    """`verify -v`: a run printing OSC 52 / ESC[2J and crashing with them in its message."""
+    script = tmp_path / "t.py"
+    script.write_text(
+        "import sys\n"
+        f"print({EVIL!r}, flush=True)\n"
+        f"sys.exit({EVIL!r})\n"
+    )
+    out = _cli(tmp_path / "p.db", "verify", "--reference", f"{sys.executable} t.py",
+               "--candidate", f"{sys.executable} t.py", "--target", "cpu", "--reference-runs",
+               "1", "--timeout", "60", "-v", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    _clean(out.stdout + out.stderr)
+    assert "[/b][bold]" in out.stderr  # shown as text, not parsed as markup
