@@ -33,6 +33,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "port": xla(""),
         "lr": xla("--lr 0.1"),
         "on_device": xla("--init-on-device"),
+        "bf16": xla("--bf16"),
     })
 
 
@@ -57,6 +58,12 @@ def test_model_created_on_device_is_aligned_then_agrees(results: dict) -> None:
     assert out["weights"]["alignment"]["aligned"]
     assert len(out["weights"]["alignment"]["differed"]) == 6
     assert out["divergence"]["kind"] == "none", out["divergence"]
+
+
+def test_bf16_autocast_is_the_first_matmul_module(results: dict) -> None:
+    d = results["bf16"]["divergence"]
+    assert (d["kind"], d["name"]) == ("module", "encoder.0"), d
+    assert d["reason"] == "dtype float32 vs bfloat16"
 
 
 def test_xla_run_ended_after_the_traced_steps(results: dict) -> None:

@@ -8,9 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from portside.core import events as ev
 
 from ._util import clean_env, command
+
+pytestmark = pytest.mark.slow
 
 
 def verify(tmp_path: Path, candidate: str, db: Path) -> dict:

@@ -46,7 +46,7 @@ if a.device == "xla":
 
     dev = torch_xla.device()
 else:
-    dev = torch.device("cpu")
+    dev = torch.device(a.device)  # cpu, or cuda on a machine that has one
 
 
 class Net(nn.Module):
