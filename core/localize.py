@@ -33,6 +33,8 @@ RTOL = {"float64": 1e-9, "float32": 1e-4, "bfloat16": 3e-2, "float16": 5e-3}
 RTOL_OTHER = 1e-5  # integers and bools: their statistics are computed in float32
 EPS = {"float64": 2.2e-16, "float32": 1.2e-7, "bfloat16": 7.8e-3, "float16": 9.8e-4}
 STATS = ("norm", "mean", "absmax", "proj")
+# Wrappers that prefix every qualified name (DDP / FSDP, torch.compile): the same model either way
+WRAPPER_PREFIXES = ("module.", "_orig_mod.", "_fsdp_wrapped_module.")
 
 
 class TraceError(ValueError):
@@ -88,10 +90,24 @@ def parse_trace(lines: Iterable[str], source: str = "<trace>") -> Trace:
             for key in ("step", "name"):
                 if key not in rec:
                     raise TraceError(f"{source}:{n}: {t} record without {key!r}")
+            name = unwrap(str(rec["name"]))
+            if name != rec["name"]:
+                rec = dict(rec, name=name, traced_name=rec["name"])
             events.append(rec)
     if header is None:
         raise TraceError(f"{source}: no 'trace' header record (not a trace file?)")
     return Trace(header, weights, events, end, source)
+
+
+def unwrap(name: str) -> str:
+    """The name without wrapper prefixes: DDP's ``module.encoder.0`` is ``encoder.0``."""
+    while True:
+        for p in WRAPPER_PREFIXES:
+            if name.startswith(p):
+                name = name[len(p):]
+                break
+        else:
+            return name
 
 
 def _key(e: dict[str, Any]) -> tuple[Any, ...]:

@@ -114,3 +114,13 @@ def test_bad_trace_names_file_and_line(tmp_path: Path) -> None:
         read_trace(p)
     with pytest.raises(TraceError, match="cannot read"):
         read_trace(tmp_path / "missing.jsonl")
+
+
+def test_wrapper_prefixes_do_not_split_the_names() -> None:
+    # The candidate wrapped its model in DDP / torch.compile: the same modules by name.
+    ref = trace(ev("module", "encoder.0", 2.0, cls="Linear"), ev("grad", "encoder.0.weight", 1.0))
+    cand = trace(ev("module", "module.encoder.0", 2.0, cls="Linear"),
+                 ev("grad", "_orig_mod.encoder.0.weight", 1.5))
+    out = run(ref, cand)
+    assert (out["divergence"]["kind"], out["divergence"]["name"]) == ("gradient", "encoder.0.weight")
+    assert out["only_candidate"] == {"modules": [], "params": []}
