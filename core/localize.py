@@ -187,18 +187,16 @@ def _names(events: Iterable[dict[str, Any]], types: tuple[str, ...]) -> list[str
 def compare(ref: Trace, cand: Trace, rtol: float | None = None) -> dict[str, Any]:
     """The first divergence of cand from ref, in ref's call order, and what exists on one side.
 
-    Steps present on both sides are compared (a side that stopped early limits it).
+    Steps present on both sides are compared (a side that stopped early limits it; the step a
+    side crashed in is compared as far as it got).
     """
-    steps = min(ref.steps, cand.steps) if ref.end and cand.end else None
-    rev = [e for e in ref.events if steps is None or e["step"] < steps]
-    cev = [e for e in cand.events if steps is None or e["step"] < steps]
+    # Steps both sides recorded (a side that crashed mid-step still has that step's first part).
+    common = {e["step"] for e in ref.events} & {e["step"] for e in cand.events}
+    rev = [e for e in ref.events if e["step"] in common]
+    cev = [e for e in cand.events if e["step"] in common]
+    steps = len(common)
     cmap = {_key(e): e for e in cev}
     rkeys = {_key(e) for e in rev}
-    if steps is None:  # a side ended without its end record: only the steps both recorded
-        common = {e["step"] for e in rev} & {e["step"] for e in cev}
-        rev = [e for e in rev if e["step"] in common]
-        cev = [e for e in cev if e["step"] in common]
-        steps = len(common)
     divergence: dict[str, Any] | None = None
     compared = 0
     for e in rev:

@@ -125,6 +125,11 @@ async def localize(
             return out
         traces[role] = trace
     out.update(compare_files(traces["reference"], traces["candidate"], steps, rtol))
+    for run in out["runs"]:
+        if run["exit_code"] != 0:  # its trace holds what it did before it failed
+            out.setdefault("notes", []).append(
+                f"the {run['role']} run ended {run['reason']} (exit {run['exit_code']})"
+                + (f": {run['error']}" if run["error"] else ""))
     out["wall_s"] = round(time.monotonic() - t0, 3)
     return out
 

@@ -96,9 +96,13 @@ def test_unaligned_weights_are_the_divergence() -> None:
 
 def test_only_steps_both_sides_recorded_are_compared() -> None:
     ref = trace(ev("loss", "loss", 1.0, step=0), ev("loss", "loss", 1.0, step=1), steps=2)
-    cand = trace(ev("loss", "loss", 1.0, step=0), ev("loss", "loss", 9.0, step=1), steps=1)
+    cand = trace(ev("loss", "loss", 1.0, step=0), steps=1)
     out = run(ref, cand)
     assert out["divergence"]["kind"] == "none" and out["steps_compared"] == 1
+    # A side that crashed inside step 1 is compared as far as it got.
+    crashed = trace(ev("loss", "loss", 1.0, step=0), ev("loss", "loss", 9.0, step=1), steps=1)
+    out = run(ref, crashed)
+    assert (out["divergence"]["kind"], out["divergence"]["step"]) == ("loss", 1)
 
 
 def test_bad_trace_names_file_and_line(tmp_path: Path) -> None:

@@ -107,3 +107,17 @@ def test_cli_reports_a_run_that_cannot_trace(tmp_path: Path) -> None:
     out = json.loads(proc.stdout)
     assert out["divergence"] is None
     assert "candidate run recorded no trace" in out["error"]
+
+
+def test_candidate_that_crashes_is_localised_as_far_as_it_got(tmp_path: Path) -> None:
+    crash = Path(__file__).parent / "scripts" / "crash_in_backward.py"
+    proc = subprocess.run(
+        [sys.executable, "-m", "portside.cli", "localize", "--reference", command(REFERENCE),
+         "--candidate", f"{sys.executable} {crash} --act gelu", "--json"],
+        capture_output=True, text=True, env=clean_env(), timeout=600,
+    )
+    assert proc.returncode == 1, proc.stderr
+    out = json.loads(proc.stdout)
+    d = out["divergence"]
+    assert (d["kind"], d["name"], d["step"]) == ("module", "encoder.1", 0)
+    assert any("planted crash in backward" in n for n in out["notes"])
