@@ -25,8 +25,14 @@ $(VENV)/.installed: pyproject.toml
 xla-venv:
 	@if [ -x tests/xla/make_venv.sh ]; then PORTSIDE_XLA_VENV=$(XLA_VENV) tests/xla/make_venv.sh; fi
 
+# The demo's own exit status says the verdict (0 pass, 1 fail, 130 interrupted): a fail or a
+# quit is a normal end of a demo, not a make error; anything else (a crash, 2 usage) is.
 demo: venv
-	$(VENV)/bin/portside demo
+	@$(VENV)/bin/portside demo $(DEMO_ARGS); rc=$$?; case $$rc in \
+	  0) echo "portside demo: verdict pass";; \
+	  1) echo "portside demo: ended, verdict fail (exit 1; \`$(VENV)/bin/portside sessions\` lists it)";; \
+	  130) echo "portside demo: interrupted";; \
+	  *) exit $$rc;; esac
 
 # pytest exits 5 when it collected nothing; that is reported, not failed.
 test: venv xla-venv

@@ -45,6 +45,11 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
             return 130
         except (StoreError, RecordingFailed) as exc:
             return recording_failed(store, engine.session_id, exc)
+        except Exception as exc:  # the engine recorded its end (reason) when it got that far
+            err.print(f"portside: engine failed: {type(exc).__name__}: {exc}", markup=False)
+            if engine.result is None:
+                return 1
+            result = engine.result
         warm(store, engine.session_id)
         return emit_result(result.to_json(), as_json)
     from portside.tui.app import make_app

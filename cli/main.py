@@ -152,6 +152,11 @@ def show_cmd(ctx: click.Context, session: str, db: Path | None, limit: int) -> N
     console.print(Text.assemble(
         (markup_free(sid), "bold"), markup_free(f"  project {info['project']}  target "
         f"{info['target']}  agent {info['agent']}  verdict {info['verdict'] or 'open'}")))
+    reason = led.ended.reason if led.ended is not None else ""
+    if reason:
+        # Why it ended: an engine failure's message is read here, not only on the screen.
+        failed = reason.startswith("engine failed")
+        console.print(Text(f"reason: {markup_free(reason)}", style="bold red" if failed else ""))
     console.print(Text(
         f"attempts {led.attempts}  failures {led.failures} (silent {led.silent_failures})  "
         f"interventions {led.interventions} (steering {led.steering})  "

@@ -30,7 +30,7 @@ from .ledger import Ledger
 from .review import Policy, ReviewGate
 from .secrets import redact_command
 from .verify import RunReport, Verifier
-from .workspace import Workspace, WorkspaceError
+from .workspace import Workspace, WorkspaceError, _git_repo
 
 if TYPE_CHECKING:
     from .resume import Resumed
@@ -259,7 +259,13 @@ class SessionEngine:
     async def run(self) -> SessionResult:
         self._rerun = asyncio.Queue()
         self._decided = asyncio.Event()
-        self.lock()
+        try:
+            self.lock()
+        except OSError as exc:  # the workdir cannot be made (a ResumeError is no OSError)
+            if self.resumed is None:
+                self._started()
+                self._failed(exc)
+            raise
         if self.resumed is None:
             self._started()
         else:
@@ -288,9 +294,18 @@ class SessionEngine:
             self._end()
             self._unlock()
             raise
+        except Exception as exc:
+            self._failed(exc)
+            self._unlock()
+            raise
         result = self._end()
         self._unlock()
         return result
+
+    def _failed(self, exc: Exception) -> None:
+        """Recorded as the session's end, so `show`, replay and the screen can say why."""
+        self._stop_reason = f"engine failed: {type(exc).__name__}: {exc}"
+        self._end()
 
     def _prepare_dirs(self) -> tuple[Path, Path]:
         project = Path(self.config.project)
@@ -419,8 +434,13 @@ def default_workdir(config: SessionConfig, session_id: str) -> Path:
     if config.work_root is None:
         return tmp
     wd = Path(os.path.abspath(config.work_root)) / session_id
-    project = os.path.realpath(config.project)
     real = os.path.realpath(wd)
-    if os.path.commonpath([real, project]) == project:
+    # The workspace refuses a root inside the project's git checkout, not only its folder.
+    project = os.path.realpath(config.project)
+    guards = {project}
+    repo = _git_repo(Path(project)) if os.path.isdir(project) else None
+    if repo:
+        guards.add(str(repo[0]))
+    if any(os.path.commonpath([real, g]) == g for g in guards):
         return tmp
     return wd

@@ -139,12 +139,21 @@ class AgentClaimed(Event, tag="agent.claimed"):
 # --- edits -----------------------------------------------------------------------------------
 
 
+class RiskMark(msgspec.Struct, frozen=True):
+    """What a proposed edit touches that can silently alter training (core/risk.py)."""
+
+    kind: str  # clipping, optimizer, lr-scheduler, loss, precision, seed, ... (risk.KINDS)
+    text: str  # "touches gradient clipping: max_norm 1.0 → 0.05"
+    line: int = 0  # 1-based, in the proposed text (in the old text for a removal)
+
+
 class EditProposed(Event, tag="edit.proposed"):
     edit_id: str
     path: str
     before: str
     after: str
     rationale: str = ""
+    risks: list[RiskMark] = []  # computed by the host when it publishes the proposal
 
 
 class EditDecided(Event, tag="edit.decided"):

@@ -16,6 +16,7 @@ from .agent.base import AgentStopped, EditOutcome
 from .checks import Alarm, agent_claim_contradicted
 from .criteria import PatternError, compile_pattern
 from .review import Decision
+from .risk import risk_marks
 from .textsafe import clean_line
 from .workspace import Edit, WorkspaceError
 
@@ -97,7 +98,8 @@ class EngineHost:
         else:
             proposed = e.bus.publish(
                 ev.EditProposed(session_id=e.session_id, edit_id=edit.edit_id, path=edit.path,
-                                before=edit.before, after=edit.after, rationale=rationale)
+                                before=edit.before, after=edit.after, rationale=rationale,
+                                risks=risk_marks(edit.path, edit.before, edit.after))
             )
             decision = await e.gate.review_edit(proposed)  # type: ignore[arg-type]
         if decision.action == "reject":

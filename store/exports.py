@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from portside.core import costs
+from portside.core import events as ev
 from portside.core.ledger import attention_s
+from portside.core.risk import linked_edits
 from portside.core.textsafe import clean_text, json_safe
 
 from .queries import Store
@@ -273,6 +275,8 @@ def report_md(store: Store, session_id: str) -> str:
         f"- **Verdict:** {s['verdict'] or 'open'}"
         + (f" ({s['outcome']})" if s["outcome"] else "")
         + f" · **goal met:** {'yes' if met else 'no' if met is False else 'open'}",
+        *([f"- **Ended because:** {_md_cell(ledger.ended.reason)}"]
+          if ledger.ended is not None and ledger.ended.reason else []),
         "",
         "## Runs",
         "",
@@ -295,6 +299,21 @@ def report_md(store: Store, session_id: str) -> str:
             )
     else:
         out.append("No runs.")
+    edits = [e for e in store.events(session_id, kinds=["edit.proposed", "edit.applied"])]
+    proposed = [e for e in edits if isinstance(e, ev.EditProposed)]
+    applied = {e.edit_id for e in edits if isinstance(e, ev.EditApplied)}
+    out += ["", "## Risk marks on edits", "",
+            "What each proposed edit touches that can silently alter training (marked when it "
+            "was proposed, before the reviewer's decision).", ""]
+    marked = [e for e in proposed if e.risks]
+    for e in marked:
+        state = "applied" if e.edit_id in applied else "not applied"
+        for m in e.risks:
+            where = f":{m.line}" if m.line else ""
+            out.append(f"- `{_md_cell(e.path)}{where}` ({e.edit_id}, {state}): "
+                       f"{_md_cell(m.text)}")
+    if not marked:
+        out.append("No edit carried a risk mark.")
     out += ["", "## Alarms", ""]
     if alarms:
         for a in alarms:
@@ -306,6 +325,9 @@ def report_md(store: Store, session_id: str) -> str:
             )
             if a["evidence"]:
                 out.append(f"  - evidence: `{_evidence(a['evidence'])}`")
+            for e, m in linked_edits(a["check"], proposed, applied)[:1]:
+                out.append(f"  - linked edit: `{_md_cell(e.path)}` ({e.edit_id}) carried "
+                           f"\"{_md_cell(m.text)}\"")
     else:
         out.append("No alarms.")
     out += ["", "## Interventions", ""]

@@ -117,9 +117,12 @@ class PortsideApp(App[None]):
         worker = event.worker
         if event.state == WorkerState.ERROR:
             self.engine_error = worker.error
-            self.model.state = "engine failed"
-            self.notify(f"{type(worker.error).__name__}: {worker.error}",
-                        title=f"{worker.name} failed", severity="error", timeout=60)
+            reason = f"{type(worker.error).__name__}: {worker.error}"
+            if worker.name == ENGINE_WORKER:
+                self.model.state = "engine failed"
+                self.live.show_failure(f"engine failed: {reason}")
+            else:
+                self.notify(reason, title=f"{worker.name} failed", severity="error", timeout=60)
         elif event.state == WorkerState.SUCCESS and worker.name == ENGINE_WORKER:
             self.notify("the session engine finished", timeout=5)
 

@@ -145,3 +145,27 @@ def full_session() -> list[ev.Event]:
             steps("cand-1", 40, max_norm=0.05, dt=15), output("cand-1", train_lines(40), 16)]
     out += [clipping_alarm(), drift_alarm(), slow_alarm()]
     return out
+
+
+LONG_BEFORE = """def fit(model, loader, optimizer, scheduler, epochs):
+    for epoch in range(epochs):
+        for step, (data, target) in enumerate(loader):
+            loss = train_step(model, data, target, optimizer, scheduler, accumulate=1, clip_max_norm=1.0)
+            log_metrics(epoch=epoch, step=step, loss=loss)
+"""
+
+LONG_AFTER = LONG_BEFORE.replace("clip_max_norm=1.0)", "clip_max_norm=0.05)")
+
+
+def long_edit_session() -> list[ev.Event]:
+    """An edit awaiting a decision whose only change lies past column 90 of its line."""
+    from portside.core.risk import scan
+
+    e = edit("e-long", path="fit.py", before=LONG_BEFORE, after=LONG_AFTER, dt=5)
+    e.rationale = "same clip as the TPU recipe"
+    e.risks = scan(LONG_BEFORE, LONG_AFTER)
+    out: list[ev.Event] = [session_start(), *agent_turn(), e]
+    out += [run_started("ref-1", "reference", 1, 6), facts("ref-1", 7), steps("ref-1", 40, dt=8),
+            output("ref-1", train_lines(40), 9)]
+    out += [clipping_alarm(), slow_alarm()]
+    return out

@@ -420,3 +420,24 @@ class TestSeekLongSession:
             await until(pilot, lambda: not app._inbox)
             await pilot.pause()
             assert structural(app.model) == want[50_500][0]
+
+
+class TestReplayHeader:
+    async def test_header_stays_on_its_two_lines_at_120_columns(self) -> None:
+        """The demo's values (a long project name, session id, seq and status) at 120×40: the
+        header's first line is cut with an ellipsis, never wrapped onto the spend line."""
+        long_sid = "20260413-101530-a1b2c3d4-demo-session"
+        events = _scenario_events()
+        for e in events:
+            e.session_id = long_sid
+        info = dict(INFO, project="/home/someone/projects/synthetic-clusters-cuda-project",
+                    target="xla:cpu")
+        replayer = Replayer(SequenceSource(events), speed=8, clock=lambda: 0.0)
+        replayer.seek(events[-1].seq)
+        app = make_replay_app(replayer, session_id=long_sid, info=info, autoplay=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            lines = screen_lines(app)
+        assert lines[0].startswith(" portside ") and "…" in lines[0], lines[:3]
+        assert lines[1].startswith(" spend "), lines[:3]
+        assert "✖ alarm" in lines[2] or "alarm" in lines[2], lines[:3]  # the timeline follows

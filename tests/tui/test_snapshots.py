@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from conftest import FROZEN
-from scenario import INFO, SID, full_session
+from scenario import INFO, SID, full_session, long_edit_session
+from screen_text import screen_lines
 
 from portside.core.bus import EventBus, MemorySink
 from portside.core.review import ReviewGate
@@ -21,9 +23,9 @@ from portside.tui.widgets.checks import ChecksPanel
 SIZE = (120, 40)
 
 
-def _app() -> PortsideApp:
+def _app(events: list | None = None) -> PortsideApp:
     sink = MemorySink()
-    history = [sink.append(e) for e in full_session()]
+    history = [sink.append(e) for e in (events or full_session())]
     bus = EventBus(sink)
     gate = ReviewGate(bus, SID, reviewer="tester")
     return make_app(bus=bus, gate=gate, info=dict(INFO), history=history, clock=lambda: FROZEN)
@@ -71,3 +73,27 @@ class TestHelp:
             await pilot.pause()
 
         assert snap_compare(_app(), run_before=before, terminal_size=SIZE)
+
+
+class TestReviewLayout:
+    """An edit awaiting a decision whose change lies far right on its line: the Agent column
+    widens, the line wraps with a continuation mark, the changed text is on screen, the alarms
+    stay visible. Ground truth: the changed text ("0.05") and the alarm name, read from the
+    screen's plain text."""
+
+    @pytest.mark.parametrize("size", [(120, 40), (100, 30), (200, 50)],
+                             ids=["120x40", "100x30", "200x50"])
+    def test_awaiting_edit_shows_its_change(self, snap_compare: Any, size: tuple[int, int]
+                                            ) -> None:
+        seen: list[str] = []
+
+        async def before(pilot: Any) -> None:
+            await _settle(pilot)
+            seen.extend(screen_lines(pilot.app))
+
+        assert snap_compare(_app(long_edit_session()), run_before=before, terminal_size=size)
+        agent = [line[: size[0] // 2] for line in seen]  # the Agent column's side of the screen
+        assert any("0.05" in line and "+" in line or "↪" in line and "0.05" in line
+                   for line in agent), "\n".join(seen)
+        assert any("touches gradient clipping" in line for line in seen)
+        assert any("clipping-changed" in line for line in seen), "alarms stay visible"

@@ -83,3 +83,96 @@ def test_alarm_acknowledged_in_a_real_terminal(tmp_path: Path) -> None:
     # `q` is the reviewer closing portside, recorded as the end reason (not a cancelled worker).
     assert conn.execute("SELECT verdict, reason FROM sessions").fetchone() == (
         "fail", "the reviewer closed portside")
+
+
+def _git_project(root: Path) -> Path:
+    """A user's project: a git checkout holding the training script (and, below, the DB)."""
+    root.mkdir()
+    (root / "train_tiny.py").write_text(TINY.read_text())
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for args in (["init", "-q"], ["add", "train_tiny.py"], ["commit", "-qm", "init"]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+    return root
+
+
+AGENT = [
+    {"say": "Scripted agent here: tightening the clip."},
+    {"edit": {"path": "train_tiny.py", "old": "max_norm=args.max_norm",
+              "new": "max_norm=0.05", "rationale": "match the TPU recipe"}},
+    {"claim": "done"},
+]
+
+
+def _start(tmp_path: Path, db: Path, project: Path) -> tuple[str, str]:
+    import json
+
+    script = tmp_path / "agent.jsonl"
+    script.write_text("\n".join(json.dumps(step) for step in AGENT) + "\n")
+    py = shlex.quote(sys.executable)
+    ref = f"{py} train_tiny.py --steps 20"
+    cmd = (f"{py} -m portside.cli --db {shlex.quote(str(db))} run {shlex.quote(str(project))}"
+           f" --agent scripted:{shlex.quote(str(script))} --reference {shlex.quote(ref)}"
+           f" --target cpu --reference-runs 1 --stall 60")
+    session = f"p{len(str(db)) % 97}-{db.parent.name}"
+    _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
+          f"sleep 1; cd {shlex.quote(str(project))} && TERM=xterm-256color {cmd}; sleep 30")
+    _tmux("set-option", "-t", session, "window-size", "manual")
+    _tmux("resize-window", "-t", session, "-x", "120", "-y", "40")
+    return session, cmd
+
+
+def test_db_inside_the_project_runs_and_the_card_shows_its_risk_mark(tmp_path: Path) -> None:
+    """`--db` inside the user's git checkout: the session's workdir goes elsewhere (the
+    workspace refuses a root inside the checkout), the agent's edit is reviewed, with its mark."""
+    project = _git_project(tmp_path / "proj")
+    db = project / "p.db"
+    _tmux("kill-server")
+    session, _ = _start(tmp_path, db, project)
+    try:
+        screen = _wait_for("touches gradient clipping", session, timeout=240)
+        assert "engine failed" not in screen
+        _tmux("send-keys", "-t", session, "a")
+        _wait_for("1 interventions", session, timeout=30)
+        _tmux("send-keys", "-t", session, "q")
+    finally:
+        time.sleep(1)
+        _tmux("kill-server")
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT action FROM interventions").fetchall() == [("approve",)]
+    # Nothing of the session's work landed in the checkout (only the DB the user put there).
+    status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=project,
+                            capture_output=True, text=True, check=True).stdout
+    assert {line[3:].split("/")[0] for line in status.splitlines()} <= {"p.db", "p.db-wal",
+                                                                        "p.db-shm"}
+
+
+def test_engine_failure_stays_on_screen_with_its_reason(tmp_path: Path) -> None:
+    """A real engine failure (the workdir beside the DB cannot be made: `work` is a file): the
+    reason is on screen in a bar until dismissed, and `portside show` prints it."""
+    project = _git_project(tmp_path / "proj")
+    home = tmp_path / "data"
+    home.mkdir()
+    (home / "work").write_text("not a directory")
+    db = home / "p.db"
+    _tmux("kill-server")
+    session, _ = _start(tmp_path, db, project)
+    try:
+        screen = _wait_for("d dismisses", session, timeout=120)
+        assert "engine failed" in screen and "work" in screen
+        time.sleep(6)  # a toast would be gone by now; the bar is not
+        assert "d dismisses" in _tmux("capture-pane", "-p", "-t", session)
+        _tmux("send-keys", "-t", session, "d")
+        deadline = time.monotonic() + 10
+        while "d dismisses" in _tmux("capture-pane", "-p", "-t", session):
+            assert time.monotonic() < deadline, "the bar did not go away on d"
+            time.sleep(0.3)
+        _tmux("send-keys", "-t", session, "q")
+    finally:
+        time.sleep(1)
+        _tmux("kill-server")
+    sid = sqlite3.connect(db).execute("SELECT session_id FROM sessions").fetchone()[0]
+    shown = subprocess.run([sys.executable, "-m", "portside.cli", "--db", str(db), "show", sid],
+                           capture_output=True, text=True, check=True).stdout
+    flat = " ".join(shown.split())  # rich wraps at 80 columns off a terminal
+    assert "reason: engine failed: NotADirectoryError" in flat and "work" in flat, shown

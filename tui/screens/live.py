@@ -33,7 +33,8 @@ from .help import HelpScreen
 # Log tails and status lines redraw at most this often: 10 frames a second keeps a flood
 # readable, and each frame skipped is one a key press need not wait behind.
 TICK_S = 0.1
-CHART_S = 0.5  # the envelope chart is the costly redraw: at most twice a second
+CHART_S = 0.5
+FAILED_PREFIX = "engine failed"  # the engine's end reason when it raised (core/engine.py)  # the envelope chart is the costly redraw: at most twice a second
 
 
 def _b(key: str, action: str, description: str, id: str, tooltip: str, show: bool = True,
@@ -60,6 +61,8 @@ REVIEW_BINDINGS = [
        show=False),
     _b("v", "verdict", "Verdict", "review.verdict", "Give the session's verdict: pass or fail"),
     _b("n", "note", "Note", "review.note", "Write a note into the session log", show=False),
+    _b("d", "dismiss_failure", "Dismiss", "review.dismiss-failure",
+       "Hide the failure bar (the reason stays in the session log and in `portside show`)"),
 ]
 VIEW_BINDINGS = [
     _b("tab", "focus_column", "Next column", "view.next-column",
@@ -108,6 +111,8 @@ class LiveScreen(Screen[None]):
         self._alarms_dirty = False
         self._facts_dirty = False
         self._labels_dirty: set[str] = set()
+        self.failure: str = ""  # what failed, shown under the header until dismissed
+        self.reviewing_layout = True  # the Agent column widens while an edit awaits a decision
 
     # --- layout ------------------------------------------------------------------------------
 
@@ -125,6 +130,7 @@ class LiveScreen(Screen[None]):
             if banner and not agent.startswith("scripted"):
                 yield Static(Text(f" {clean_line(banner)} ", style="bold black on #e5c07b"),
                              id="banner")
+            yield Static(id="failure")
         with Horizontal(id="columns"):
             with Column(id="agent-col", classes="column") as col:
                 col.border_title = "Agent"
@@ -188,8 +194,38 @@ class LiveScreen(Screen[None]):
                     transcript.add_event(e)
                 case ev.Intervention() | ev.SessionState():
                     transcript.add_event(e)
+                case ev.SessionEnded() if e.reason.startswith(FAILED_PREFIX):
+                    self.show_failure(e.reason)
+        self._sync_reviewing()
         # The header answers the reviewer's own actions: redraw it now, not on the next tick.
         self._update_header()
+
+    def _sync_reviewing(self) -> None:
+        """Widen the Agent column while an edit awaits the reviewer (a class change: one layout,
+        only when it flips)."""
+        waiting = any(v.decided is None for v in self.model.edits.values()) and not self.model.ended
+        self.query_one("#columns", Horizontal).set_class(waiting and self.reviewing_layout,
+                                                         "-reviewing")
+
+    def show_failure(self, reason: str) -> None:
+        """Keep the reason on screen until the reviewer dismisses it (a toast would go away)."""
+        if self.failure == reason:
+            return
+        self.failure = reason
+        bar = self.query_one("#failure", Static)
+        bar.update(Text.assemble((" ✖ ", "bold"), clean_line(reason),
+                                 ("   d dismisses ", "dim"), style="bold white on #8b1a1a"))
+        bar.display = True
+        self.refresh_bindings()
+
+    def action_dismiss_failure(self) -> None:
+        self.query_one("#failure", Static).display = False
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "dismiss_failure":
+            return self.is_mounted and self.query_one("#failure", Static).display
+        return True
 
     def _update_header(self) -> None:
         self.query_one("#header", TextLine).set(self.header_text(self.clock()))

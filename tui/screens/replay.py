@@ -56,6 +56,8 @@ REPLAY_BINDINGS = [
        show=False, key_display="$"),
     _b("n", "note", "Review note", "replay.note",
        "Write a review note: stored in the session, marked as made during replay"),
+    _b("d", "dismiss_failure", "Dismiss", "replay.dismiss-failure",
+       "Hide the failure bar (the reason stays in the session log)"),
 ]
 # The review actions of the live screen: bound here only to say they are off in replay.
 DISABLED = [("a", "approve"), ("r", "reject"), ("e", "edit"), ("m", "message"),

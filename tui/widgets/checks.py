@@ -12,6 +12,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from portside.core.risk import linked_edits
 from portside.core.textsafe import clean_line
 
 from ..chart import envelope_chart, envelope_from_runs
@@ -85,6 +86,18 @@ def evidence_text(a: AlarmView) -> Text:
     return t
 
 
+def linked_text(model: SessionModel, a: AlarmView) -> Text:
+    """The applied edit whose risk mark matches the alarm: where the reviewer should look."""
+    applied = {edit_id for edit_id, v in model.edits.items() if v.applied}
+    links = linked_edits(a.event.check, [v.event for v in model.edits.values()], applied)
+    t = Text()
+    for e, mark in links[:1]:
+        t.append("  ← edit ", style="bold #e5c07b")
+        t.append(f"{clean_line(e.path)} ({clean_line(e.edit_id)})", style="bold #e5c07b")
+        t.append(f" carried: {clean_line(mark.text)}\n", style="#e5c07b")
+    return t
+
+
 class ChecksPanel(Vertical):
     def __init__(self, model: SessionModel, target: str, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -133,7 +146,9 @@ class ChecksPanel(Vertical):
         self.selected = alarm_id
         alarm = self.model.alarms.get(alarm_id)
         if alarm is not None:
-            self.query_one("#evidence", Static).update(evidence_text(alarm))
+            text = evidence_text(alarm)
+            text.append_text(linked_text(self.model, alarm))
+            self.query_one("#evidence", Static).update(text)
         if changed:
             self._chart_key = ()
             self.refresh_chart()

@@ -1,7 +1,8 @@
 """A proposed edit as a card: unified or side-by-side diff, hunks or the whole file.
 
 The diff body is one Line-API widget: it renders only the rows in view, from rows laid out once
-per view. Side by side is a two-column rendering of the same widget, so both sides scroll
+per view and width. Long lines wrap onto rows that start with a continuation mark (↪), so the
+part of a line that changed is on screen however narrow the card. Side by side is a two-column rendering of the same widget, so both sides scroll
 together by construction, and `s` only changes which rows are drawn: the card keeps its height
 (the taller of the two views), so toggling repaints the card without a layout of the screen.
 """
@@ -19,12 +20,16 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
-from ..diffing import DiffRows, EditDiff
+from portside.core import events as ev
+from portside.core.textsafe import clean_line
+
+from ..diffing import GUTTER, DiffRows, EditDiff
 from ..model import EditView
 from .lines import Frame, frame, set_virtual_size, text_strip
 
 HUNK_CONTEXT = 3
 SEPARATOR = "▕"
+CONTINUED = "↪ "  # a wrapped line's next row: the change past the edge is never cut off
 
 
 class DiffBody(ScrollView, can_focus=True):
@@ -41,7 +46,9 @@ class DiffBody(ScrollView, can_focus=True):
         self.split = False
         self.full = False
         self._rows: dict[tuple[bool, bool], DiffRows] = {}
-        self._strips: dict[tuple[bool, bool], dict[int, tuple[Strip, Strip | None]]] = {}
+        self._wrapped: dict[tuple[bool, bool, int], DiffRows] = {}
+        self._strips: dict[tuple[bool, bool, int], dict[int, tuple[Strip, Strip | None]]] = {}
+        self._width = 0  # the width rows are wrapped to (the view's)
         self._frame: Frame = (Style(), 0, 0, 0)
         self._separator = Strip([Segment(SEPARATOR)], 1)
 
@@ -52,6 +59,23 @@ class DiffBody(ScrollView, can_focus=True):
             self._rows[key] = (self.diff.side_by_side(context) if key[0]
                                else self.diff.unified(context))
         return self._rows[key]
+
+    def wrapped(self, split: bool | None = None, full: bool | None = None,
+                width: int | None = None) -> DiffRows:
+        """The rows of a view wrapped to ``width`` cells (each side to its column)."""
+        split = self.split if split is None else split
+        full = self.full if full is None else full
+        width = self._width if width is None else width
+        key = (split, full, width)
+        if key not in self._wrapped:
+            rows = self.rows(split, full)
+            if width <= 0:
+                self._wrapped[key] = rows
+            else:
+                gutter = len(str(max(len(self.diff.a), len(self.diff.b), 1)))
+                self._wrapped[key] = (wrap_pairs(rows, max(1, (width - 1) // 2), gutter + 1)
+                                      if split else wrap_rows(rows, width, gutter + 3))
+        return self._wrapped[key]
 
     def show(self, split: bool, full: bool) -> None:
         """Switch the view. Only `f` (a different set of rows) changes the card's height."""
@@ -64,7 +88,7 @@ class DiffBody(ScrollView, can_focus=True):
             self.refresh(layout=True)
             if full:
                 # Whole file: start where the change is, not at line 1.
-                top = max(0, self.rows().first_change - 3)
+                top = max(0, self.wrapped().first_change - 3)
                 self.call_after_refresh(self.scroll_to, y=top, animate=False)
             else:
                 self.call_after_refresh(self.scroll_to, y=0, animate=False)
@@ -73,7 +97,8 @@ class DiffBody(ScrollView, can_focus=True):
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         # Both views' height, so that `s` never changes the card's size (this also lays out the
         # other view's rows before its key is pressed).
-        return max(len(self.rows(False, self.full)), len(self.rows(True, self.full)))
+        return max(len(self.wrapped(False, self.full, width)),
+                   len(self.wrapped(True, self.full, width)))
 
     def on_mount(self) -> None:
         self._sync_virtual_size()
@@ -82,15 +107,9 @@ class DiffBody(ScrollView, can_focus=True):
         self._sync_virtual_size()
 
     def _sync_virtual_size(self) -> None:
-        rows = self.rows()
-        width = max((t.cell_len for t in rows.left), default=0)
-        if self.split:
-            # Each column scrolls sideways by the same amount: as far as the longest side needs.
-            longest = max(width, max((t.cell_len for t in rows.right), default=0))
-            view = self.scrollable_content_region.width or self.size.width
-            column = max(1, (view - 1) // 2)
-            width = view + max(0, longest - column)
-        set_virtual_size(self, Size(width, len(rows)))
+        # Rows wrap to the view: nothing to scroll sideways.
+        self._width = self.scrollable_content_region.width or self.size.width
+        set_virtual_size(self, Size(self._width, len(self.wrapped())))
 
     def render_lines(self, crop: Region) -> list[Strip]:
         self._frame = frame(self)
@@ -102,7 +121,7 @@ class DiffBody(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         style, width, sx, sy = self._frame
         index = sy + y
-        rows = self.rows()
+        rows = self.wrapped()
         if index >= len(rows):
             return Strip.blank(width, style)
         left, right = self._row_strips(index)
@@ -118,10 +137,10 @@ class DiffBody(ScrollView, can_focus=True):
         ])
 
     def _row_strips(self, index: int) -> tuple[Strip, Strip | None]:
-        cache = self._strips.setdefault((self.split, self.full), {})
+        cache = self._strips.setdefault((self.split, self.full, self._width), {})
         cached = cache.get(index)
         if cached is None:
-            rows = self.rows()
+            rows = self.wrapped()
             console = self.app.console
             right = text_strip(rows.right[index], console) if self.split else None
             cached = cache[index] = (text_strip(rows.left[index], console), right)
@@ -129,12 +148,69 @@ class DiffBody(ScrollView, can_focus=True):
 
     def visible_text(self) -> list[str]:
         """The rows now in view, as plain text (tests)."""
-        rows = self.rows()
+        rows = self.wrapped()
         top = int(self.scroll_y)
         end = min(len(rows), top + self.scrollable_content_region.height)
         if not self.split:
             return [rows.left[i].plain for i in range(top, end)]
         return [f"{rows.left[i].plain} {SEPARATOR} {rows.right[i].plain}" for i in range(top, end)]
+
+
+def wrap_text(text: Text, width: int, gutter: int) -> list[Text]:
+    """``text`` cut into rows of ``width`` cells; each next row starts under the line's gutter
+    with the continuation mark. Styles (the change's marks) travel with the characters."""
+    if text.cell_len <= width or width < gutter + 8:
+        return [text]
+    out = [text[:width]]
+    step = width - gutter
+    indent = " " * max(0, gutter - len(CONTINUED)) + CONTINUED
+    for start in range(width, len(text.plain), step):
+        row = Text(indent, style=GUTTER, no_wrap=True, end="")
+        row.append_text(text[start:start + step])
+        out.append(row)
+    return out
+
+
+def _mapped(rows: DiffRows, n_rows: list[int]) -> int:
+    """Where the first change lies once each row ``i`` became ``n_rows[i]`` rows."""
+    return sum(n_rows[: rows.first_change])
+
+
+def wrap_rows(rows: DiffRows, width: int, gutter: int) -> DiffRows:
+    out: list[Text] = []
+    counts = []
+    for t in rows.left:
+        parts = wrap_text(t, width, gutter)
+        counts.append(len(parts))
+        out += parts
+    return DiffRows(out, [], _mapped(rows, counts))
+
+
+def wrap_pairs(rows: DiffRows, column: int, gutter: int) -> DiffRows:
+    """Side by side: both sides wrap to their column and stay level (the shorter is padded)."""
+    left: list[Text] = []
+    right: list[Text] = []
+    counts = []
+    for a, b in zip(rows.left, rows.right, strict=True):
+        pa, pb = wrap_text(a, column, gutter), wrap_text(b, column, gutter)
+        n = max(len(pa), len(pb))
+        counts.append(n)
+        left += pa + [Text("")] * (n - len(pa))
+        right += pb + [Text("")] * (n - len(pb))
+    return DiffRows(left, right, _mapped(rows, counts))
+
+
+def risk_text(risks: list[ev.RiskMark]) -> Text:
+    """The marks of an edit, one a line: what the reviewer should look at before approving."""
+    t = Text()
+    for i, mark in enumerate(risks):
+        if i:
+            t.append("\n")
+        t.append("⚠ ", style="bold #e5c07b")
+        t.append(clean_line(mark.text), style="#e5c07b")
+        if mark.line:
+            t.append(f"  (line {mark.line})", style="dim")
+    return t
 
 
 class DiffCard(Vertical, can_focus=True):
@@ -161,6 +237,8 @@ class DiffCard(Vertical, can_focus=True):
 
     def compose(self) -> ComposeResult:
         yield Static(self._title(), classes="card-title")
+        if self.view.event.risks:
+            yield Static(risk_text(self.view.event.risks), classes="card-risks")
         if self.view.event.rationale:
             yield Static(Text(self.view.event.rationale), classes="card-rationale")
         yield self.body
