@@ -43,11 +43,15 @@ def test_clipping_alarm_is_localized_into_json_and_log(tmp_path: Path) -> None:
         sid = store.resolve_session(out["session"])
         found = [e for e in store.events(sid) if isinstance(e, ev.AlarmLocalized)]
         alarms = {e.alarm_id: e for e in store.events(sid) if isinstance(e, ev.AlarmRaised)}
+        from portside.store.exports import report_md
+
+        report = report_md(store, sid)
     finally:
         store.close()
     assert len(found) == 1
     assert found[0].divergence is not None and found[0].divergence["kind"] == "clip"
     assert alarms[found[0].alarm_id].check == "clipping-changed"
+    assert "where it diverged: first divergence: clip encoder.0.weight at step 0" in report
 
 
 def test_no_trigger_alarm_means_no_localize_run(tmp_path: Path) -> None:
