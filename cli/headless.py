@@ -97,6 +97,10 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
         if len(evidence) > 300:
             evidence = evidence[:300] + "…"
         console.print(Text(f"           evidence {_safe(evidence)}", style="dim"), soft_wrap=True)
+    loc = result.get("localize")
+    if loc:
+        console.print(Text(f"localize ({loc.get('alarm', '-')}): "
+                           f"{loc.get('summary') or loc.get('error') or loc.get('skipped')}"))
     cost = result.get("cost") or {}
     if "total_usd" in cost:
         per = cost.get("cost_per_successful_run_usd")

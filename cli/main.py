@@ -347,13 +347,16 @@ VERIFY_STALL_S = 1800.0
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the runs' output lines too.")
 @host_options
+@click.option("--localize", "localize_", is_flag=True,
+              help="After a drift, clipping or goal alarm: find where the candidate first "
+              "diverges (portside localize) and add it as `divergence`.")
 @_db_option
 @click.pass_context
 def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
                reference_runs: int, reference_target: str, criteria_file: Path | None, cwd: Path,
                timeout_s: float | None, stall_s: float | None, as_json: bool, verbose: bool,
                reference_host: str | None, candidate_host: str | None, ssh_config: Path | None,
-               keep_remote: bool, db: Path | None) -> None:
+               keep_remote: bool, localize_: bool, db: Path | None) -> None:
     """Verify a candidate run against reference runs, headless (exit 0 pass, 1 fail, 2 usage)."""
     stall_s = VERIFY_STALL_S if stall_s is None else stall_s
     config = session_config(
@@ -361,11 +364,34 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
         candidate=candidate, criteria_file=criteria_file, reference_runs=reference_runs,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
         policy="auto", mode="verify")
+    config.localize = localize_
     hosts = remote_hosts("verify", reference_host, candidate_host, ssh_config)
     sys.exit(run_with_hosts(config, open_store(ctx, db), hosts, ssh_config, keep_remote,
                             headless=True, as_json=as_json, show_output=verbose,
                             interrupted="portside verify: interrupted; runs killed, session "
                             "recorded as failed"))
+
+
+@main.command("localize")
+@click.option("--reference", "reference", required=True, help="Reference command (shell string).")
+@click.option("--candidate", "candidate", required=True, help="Candidate command (shell string).")
+@click.option("--steps", type=click.IntRange(1, 100), default=2, show_default=True,
+              help="Optimizer steps to trace and compare.")
+@click.option("--cwd", type=click.Path(file_okay=False, exists=True, path_type=Path), default=".")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
+              default=900.0, show_default=True, help="Wall limit per run, seconds.")
+@click.option("--rtol", type=click.FloatRange(min=0), default=None,
+              help="Relative tolerance for every dtype (default: by dtype, e.g. 1e-4 for fp32).")
+@click.option("--keep", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write the traces into this folder (default: a fresh temporary one).")
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
+def localize_cmd(reference: str, candidate: str, steps: int, cwd: Path, timeout_s: float,
+                 rtol: float | None, keep: Path | None, as_json: bool) -> None:
+    """Where the candidate first diverges from the reference: input, a module, the loss, a
+    gradient, clipping or an update (exit 0 none, 1 found, 2 could not trace)."""
+    from .localize import localize_cmd_body
+
+    sys.exit(localize_cmd_body(reference, candidate, steps, cwd, as_json, timeout_s, keep, rtol))
 
 
 @main.command("replay")

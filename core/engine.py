@@ -63,6 +63,7 @@ class SessionConfig:
     reference_env: dict[str, str] | None = None
     candidate_env: dict[str, str] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    localize: bool = False  # after a drift/goal/clipping alarm: where it diverged (trace mode)
 
     @property
     def candidate(self) -> str:
@@ -94,6 +95,8 @@ class SessionResult:
             "candidate": last.to_json() if last else None,
             "attempts": [c.to_json() for c in self.candidates],
             "cost": self.cost,
+            **({"divergence": last.localize.get("divergence"), "localize": last.localize}
+               if last is not None and last.localize is not None else {}),
         }
 
 
@@ -185,8 +188,13 @@ class SessionEngine:
                             self.ledger.human_minutes)
 
     async def run_candidate(self, cwd: Path) -> RunReport:
-        return await self.verifier.run_candidate(self.config.candidate, cwd,
-                                                 env=self.config.candidate_env)
+        report = await self.verifier.run_candidate(self.config.candidate, cwd,
+                                                   env=self.config.candidate_env)
+        if self.config.localize:
+            from .localize_run import localize_alarm
+
+            await localize_alarm(self, report, cwd)
+        return report
 
     def cost(self) -> dict[str, Any]:
         cost = self.ledger.cost()

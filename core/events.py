@@ -241,6 +241,18 @@ class AlarmCleared(Event, tag="alarm.cleared"):
     reason: str = ""
 
 
+class AlarmLocalized(Event, tag="alarm.localized"):
+    """Where the candidate first diverged from the reference (trace mode, core/localize.py),
+    looked for after this alarm. ``divergence`` as `portside localize --json` gives it."""
+
+    alarm_id: str
+    run_id: str = ""
+    divergence: dict[str, Any] | None = None
+    summary: str = ""
+    error: str = ""
+    wall_s: float = 0.0
+
+
 # --- the human -------------------------------------------------------------------------------
 
 
@@ -280,6 +292,7 @@ AnyEvent = (
     | AlarmRaised
     | AlarmAcknowledged
     | AlarmCleared
+    | AlarmLocalized
     | Intervention
 )
 

@@ -70,6 +70,8 @@ def _describe(event: ev.Event) -> str:
             return f"alarm {event.alarm_id} acknowledged by {event.by}"
         case ev.AlarmCleared():
             return f"alarm {event.alarm_id} cleared {_clip(event.reason)}"
+        case ev.AlarmLocalized():
+            return f"alarm {event.alarm_id} localized: {_clip(event.summary or event.error)}"
         case ev.Intervention():
             steer = " (steering)" if event.steering else ""
             took = event.decided_at - event.attention_started_at

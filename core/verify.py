@@ -39,6 +39,7 @@ class RunReport:
     alarms: list[Alarm] = field(default_factory=list)
     cost_usd: float | None = None
     host: str = ""  # where it ran, when not here (a remote executor's label)
+    localize: dict[str, Any] | None = None  # set by `verify --localize` (core/localize_run.py)
 
     def to_json(self) -> dict[str, Any]:
         s = self.summary

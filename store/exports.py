@@ -315,6 +315,8 @@ def report_md(store: Store, session_id: str) -> str:
     if not marked:
         out.append("No edit carried a risk mark.")
     out += ["", "## Alarms", ""]
+    localized = {e.alarm_id: e for e in store.events(session_id, kinds=["alarm.localized"])
+                 if isinstance(e, ev.AlarmLocalized)}
     if alarms:
         for a in alarms:
             state = "cleared" if a["cleared_at"] else "acknowledged" if a["acknowledged_at"] else "open"
@@ -325,6 +327,9 @@ def report_md(store: Store, session_id: str) -> str:
             )
             if a["evidence"]:
                 out.append(f"  - evidence: `{_evidence(a['evidence'])}`")
+            loc = localized.get(a["alarm_id"])
+            if loc is not None:  # portside verify --localize
+                out.append(f"  - where it diverged: {_md_cell(loc.summary or loc.error)}")
             for e, m in linked_edits(a["check"], proposed, applied)[:1]:
                 out.append(f"  - linked edit: `{_md_cell(e.path)}` ({e.edit_id}) carried "
                            f"\"{_md_cell(m.text)}\"")

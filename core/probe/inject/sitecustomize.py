@@ -27,6 +27,25 @@ def _activate() -> None:
         sys.stderr.write(f"portside probe: disabled ({type(e).__name__}: {e})\n")
 
 
+def _activate_trace() -> None:
+    """Trace mode (PORTSIDE_TRACE_OUT, see FORMAT.md): off, nothing of it is even loaded."""
+    if not os.environ.get("PORTSIDE_TRACE_OUT") or "_portside_trace" in sys.modules:
+        return
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "trace.py")
+    try:
+        spec = importlib.util.spec_from_file_location("_portside_trace", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["_portside_trace"] = mod
+        spec.loader.exec_module(mod)
+        mod.activate()
+    except Exception as e:  # never break the user's program
+        sys.stderr.write(f"portside trace: disabled ({type(e).__name__}: {e})\n")
+
+
 def _chain() -> None:
     """Run the next sitecustomize on sys.path (only entries after this directory)."""
     import importlib.machinery
@@ -50,4 +69,5 @@ def _chain() -> None:
 
 
 _activate()  # first, so torch imported by a chained sitecustomize is patched too
+_activate_trace()
 _chain()
