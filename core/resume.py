@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from .engine import SessionConfig, SessionEngine
 
 RESUME_VERSION = 1
+# What core/secrets.redact_command leaves of an inline secret: NAME=*** or a URL's user:***@.
+_REDACTED = re.compile(r"=\*\*\*(?=[\s;&|)]|$)|:\*\*\*@")
 
 
 class ResumeError(RuntimeError):
@@ -104,6 +107,12 @@ def engine_from_log(events: list[ev.Event], sink: Any, *, policy: Policy | None 
         agent = agent_from_spec(r.get("agent"))
     except AgentSpecError as exc:
         raise ResumeError(str(exc)) from None
+    for command in (started.reference_command, started.candidate_command):
+        if _REDACTED.search(command or ""):
+            # The log keeps `HF_TOKEN=***`, never the value: running that again would run
+            # something else than the session did, silently.
+            raise ResumeError(f"session {sid}'s command held an inline secret, which the log "
+                              f"does not keep ({command!r}); start a new session instead")
     config = SessionConfig(
         project=Path(started.project),
         target=started.target,

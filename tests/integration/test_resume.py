@@ -353,3 +353,31 @@ async def test_a_candidate_without_a_valid_reference_cannot_pass(tmp_path: Path)
     kinds = {a.kind for a in report.alarms}
     assert report.records.n == 20
     assert "reference-failed" in kinds and report.outcome == "failed-silent"
+
+
+def test_a_command_whose_inline_secret_the_log_does_not_keep_is_not_resumed(tmp_path: Path
+                                                                            ) -> None:
+    """`HF_TOKEN=hf_… python train.py` is stored as `HF_TOKEN=*** python train.py`: resuming
+    would silently run another command, so it is refused with the reason."""
+    from portside.core.bus import MemorySink
+    from portside.core.engine import SessionConfig, SessionEngine
+    from portside.core.resume import ResumeError, engine_from_log
+
+    secret = "hf_" + "a1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuV"
+    config = SessionConfig(project=tmp_path, target="cpu", workdir=tmp_path / "w",
+                           reference_command=f"HF_TOKEN={secret} python train.py")
+    sink = MemorySink()
+    SessionEngine(config, sink)._started()
+    started = sink.events[0]
+    assert isinstance(started, ev.SessionStarted) and secret not in started.reference_command
+    try:
+        engine_from_log([started], MemorySink())
+    except ResumeError as exc:
+        assert "inline secret" in str(exc)
+    else:
+        raise AssertionError("resumed a command the log holds only masked")
+    plain = SessionConfig(project=tmp_path, target="cpu", workdir=tmp_path / "w2",
+                          reference_command="python train.py --glob 'a=***x'")
+    sink = MemorySink()
+    SessionEngine(plain, sink)._started()
+    engine_from_log([sink.events[0]], MemorySink())  # no secret was masked: resumable
