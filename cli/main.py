@@ -17,6 +17,7 @@ from .options import (
     TARGET_HELP,
     agent_from_option,
     claude_code_task,
+    config_hosts,
     headless_policy,
     host_options,
     open_store,
@@ -320,7 +321,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
         policy=policy, mode="headless" if headless else "live", agent=agent)
     config.sandbox = not no_sandbox
     config.meta.update(meta)
-    hosts = remote_hosts("run", reference_host, candidate_host, ssh_config)
+    hosts = remote_hosts("run", *config_hosts(config, reference_host, candidate_host), ssh_config)
     sys.exit(run_with_hosts(config, open_store(ctx, db), hosts, ssh_config, keep_remote,
                             headless=headless, as_json=as_json))
 
@@ -365,7 +366,8 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
         reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
         policy="auto", mode="verify")
     config.localize = localize_
-    hosts = remote_hosts("verify", reference_host, candidate_host, ssh_config)
+    hosts = remote_hosts("verify", *config_hosts(config, reference_host, candidate_host),
+                         ssh_config)
     sys.exit(run_with_hosts(config, open_store(ctx, db), hosts, ssh_config, keep_remote,
                             headless=True, as_json=as_json, show_output=verbose,
                             interrupted="portside verify: interrupted; runs killed, session "

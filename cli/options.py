@@ -143,6 +143,13 @@ def host_options(f: Any) -> Any:
     return f
 
 
+def config_hosts(config: Any, reference_host: str | None, candidate_host: str | None
+                 ) -> tuple[str | None, str | None]:
+    """The hosts of each role: the command-line flag, else the criteria file's [hosts]."""
+    hosts = config.criteria.hosts
+    return reference_host or hosts.reference or None, candidate_host or hosts.candidate or None
+
+
 def remote_hosts(command: str, reference_host: str | None, candidate_host: str | None,
                  ssh_config: Path | None) -> dict[str, Any]:
     """role → its hosts (one, or a comma-separated slice), each reached once before the
@@ -152,8 +159,8 @@ def remote_hosts(command: str, reference_host: str | None, candidate_host: str |
 
     hosts: dict[str, Any] = {}
     checked: set[Any] = set()
-    for role, spec, flag in (("reference", reference_host, "--reference-host"),
-                             ("candidate", candidate_host, "--candidate-host")):
+    for role, spec, flag in (("reference", reference_host, "--reference-host ([hosts] reference)"),
+                             ("candidate", candidate_host, "--candidate-host ([hosts] candidate)")):
         if not spec:
             continue
         try:

@@ -104,6 +104,15 @@ class SandboxCriteria:
 
 
 @dataclass(frozen=True)
+class HostsCriteria:
+    """Where each role runs: ``ssh://[user@]host[:port][/dir]``, a Host alias, or a comma list
+    (every host of a slice); empty = here. `--reference-host` / `--candidate-host` override."""
+
+    reference: str = ""
+    candidate: str = ""
+
+
+@dataclass(frozen=True)
 class OutputPattern:
     name: str
     pattern: str
@@ -121,6 +130,7 @@ class Criteria:
     hardware: HardwareCriteria = field(default_factory=HardwareCriteria)
     budget: BudgetCriteria = field(default_factory=BudgetCriteria)
     sandbox: SandboxCriteria = field(default_factory=SandboxCriteria)
+    hosts: HostsCriteria = field(default_factory=HostsCriteria)
     prices: tuple[tuple[str, float], ...] = ()  # overrides of core/prices.toml
     output: tuple[OutputPattern, ...] = ()
     source: str = "<defaults>"
@@ -161,6 +171,7 @@ class Criteria:
             hardware=build(HardwareCriteria, data.get("hardware", {})),
             budget=build(BudgetCriteria, data.get("budget", {})),
             sandbox=build(SandboxCriteria, data.get("sandbox", {})),
+            hosts=build(HostsCriteria, data.get("hosts", {})),
             prices=tuple(sorted((data.get("prices") or {}).items())),
             output=tuple(OutputPattern(o["name"], o["pattern"]) for o in data.get("output", [])),
             source=data.get("source", "<log>"),
@@ -207,6 +218,20 @@ def _str(v: Any) -> str | None:
     return None if isinstance(v, str) else f"must be a string, got {v!r}"
 
 
+def _hosts(v: Any) -> str | None:
+    if not isinstance(v, str):
+        return f"must be a string, got {v!r}"
+    if not v:
+        return None
+    from .remote import parse_hosts
+
+    try:
+        parse_hosts(v)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def _one_of(*choices: str) -> Check:
     def check(v: Any) -> str | None:
         return None if v in choices else f"must be one of {', '.join(choices)}, got {v!r}"
@@ -250,6 +275,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
     "hardware": {"devices": _int(0)},
     "budget": {"max_attempts": _int(0), "max_cost_usd": _num(), "max_human_minutes": _num()},
     "sandbox": {"network": _bool, "secrets": _bool},
+    "hosts": {"reference": _hosts, "candidate": _hosts},
 }
 SECTIONS = (*SCHEMA, "prices", "output")
 
@@ -299,7 +325,7 @@ def parse_criteria(text: str, source: str = "<string>") -> Criteria:
     parts: dict[str, Any] = {}
     classes = {"goal": GoalCriteria, "drift": DriftCriteria, "compile": CompileCriteria,
                "performance": PerformanceCriteria, "hardware": HardwareCriteria,
-               "budget": BudgetCriteria, "sandbox": SandboxCriteria}
+               "budget": BudgetCriteria, "sandbox": SandboxCriteria, "hosts": HostsCriteria}
     for section, schema in SCHEMA.items():
         body = data.get(section, {})
         types = {f.name: f.type for f in fields(classes[section])}

@@ -219,17 +219,28 @@ def test_cli_unreachable_host_and_bad_key_exit_2(tmp_path: Path, sshd: LoopbackS
     dead = closed.client_config(str(sshd.root / "userkey"), name="dead_config", port=1)
     done = _verify_cli(tmp_path, project, "--candidate-host", ALIAS, "--ssh-config", str(dead))
     assert done.returncode == 2, done.stderr
-    assert "--candidate-host portside-test: host-unreachable" in done.stderr
+    assert "--candidate-host ([hosts] candidate) portside-test: host-unreachable" in done.stderr
     assert "Connection refused" in done.stderr
     done = _verify_cli(tmp_path, project, "--reference-host", ALIAS,
                        "--ssh-config", str(sshd.bad_config))
     assert done.returncode == 2, done.stderr
-    assert "--reference-host portside-test: auth-failed" in done.stderr
+    assert "--reference-host ([hosts] reference) portside-test: auth-failed" in done.stderr
     assert "Permission denied" in done.stderr
     done = _verify_cli(tmp_path, project, "--candidate-host", "ssh://h:99999")
     assert done.returncode == 2 and "port '99999'" in done.stderr
     done = _verify_cli(tmp_path, project, "--candidate-host", f"{ALIAS},,w1")
     assert done.returncode == 2 and "an empty host in the list" in done.stderr
+    # The same host named by the criteria file's [hosts] instead of the flag.
+    crit = tmp_path / "hosts.toml"
+    crit.write_text(CRITERIA.read_text() + f'\n[hosts]\ncandidate = "{ALIAS}"\n')
+    env = {k: v for k, v in os.environ.items() if k != "PORTSIDE_DB"}
+    done = subprocess.run(
+        [PY, "-m", "portside.cli", "verify", "--db", str(tmp_path / "p.db"), "--reference",
+         BASE, "--candidate", BASE, "--target", "cpu", "--reference-runs", "1", "--cwd",
+         str(project), "--criteria", str(crit), "--ssh-config", str(dead), "--json"],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 2, done.stderr
+    assert "([hosts] candidate) portside-test: host-unreachable" in done.stderr
 
 
 @pytest.mark.slow

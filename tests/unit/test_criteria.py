@@ -130,3 +130,14 @@ def test_unreadable_file(tmp_path: Path):
 def test_criteria_are_frozen():
     with pytest.raises(dc.FrozenInstanceError):
         DEFAULT_CRITERIA.drift.rtol = 1.0  # type: ignore[misc]
+
+
+def test_hosts_section_names_where_each_role_runs() -> None:
+    from portside.core.criteria import CriteriaError, parse_criteria
+
+    c = parse_criteria('[hosts]\ncandidate = "ssh://root@tpu-vm:2222/work,tpu-vm-2"\n', "c.toml")
+    assert c.hosts.candidate.startswith("ssh://root@tpu-vm") and c.hosts.reference == ""
+    assert type(c).from_dict(c.to_dict()) == c
+    with pytest.raises(CriteriaError) as err:
+        parse_criteria('[hosts]\nreference = "ssh://h:99999"\n', "c.toml")
+    assert "c.toml" in str(err.value) and "reference" in str(err.value) and "99999" in str(err.value)
