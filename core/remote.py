@@ -151,6 +151,7 @@ def _tar(run_dir: str, cwd: Path, with_tools: bool) -> Any:
         if with_tools:
             tar.add(_PROBE / "_probe.py", "probe/_probe.py")
             tar.add(_PROBE / "inject" / "sitecustomize.py", "probe/inject/sitecustomize.py")
+            tar.add(_PROBE / "trace.py", "probe/trace.py")  # trace mode (portside localize)
             tar.add(_AGENT, "agent.py")
         tar.add(cwd, run_dir, filter=skip)
     fh.seek(0)
