@@ -149,6 +149,9 @@ class SessionEngine:
         self.gate.hooks.abort = self.verifier.abort
         self.gate.hooks.rerun = self.request_rerun
         self.gate.hooks.verdict = self.set_verdict
+        self.gate.hooks.localize = self.request_localize
+        self._localizing: set[str] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     # --- what the reviewer and the host may do -----------------------------------------------
 
@@ -165,6 +168,39 @@ class SessionEngine:
         del verdict, note
         if self._decided is not None:
             self._decided.set()
+
+    def request_localize(self, alarm_id: str) -> str:
+        """The reviewer asked where the candidate first diverged, for this alarm: both
+        commands run K traced steps in the background; ``alarm.localized`` carries the answer.
+        Returns what was started (GateError-worthy problems raise ValueError)."""
+        alarm = self.ledger.alarms.get(alarm_id)
+        if alarm is None:
+            raise ValueError(f"no alarm {alarm_id}")
+        if alarm_id in self._localizing:
+            raise ValueError(f"{alarm.check}: already being localized")
+        run = self.ledger.runs.get(alarm.run_id)
+        if run is None or run.role != "candidate":
+            raise ValueError(f"{alarm.check} is not about a candidate run: nothing to localize")
+        cwd = self.workspace.root if self.workspace is not None else Path(self.config.project)
+        work = self.workdir / "localize" / f"{alarm.run_id}-{alarm_id}"
+        self._localizing.add(alarm_id)
+
+        async def go() -> None:
+            from .localize_run import localize_for
+
+            try:
+                await localize_for(self, alarm_id, alarm.run_id, cwd, work)
+            except Exception as exc:  # the answer says why; the session goes on
+                self.bus.publish(ev.AlarmLocalized(session_id=self.session_id,
+                                                   alarm_id=alarm_id, run_id=alarm.run_id,
+                                                   error=f"{type(exc).__name__}: {exc}"))
+            finally:
+                self._localizing.discard(alarm_id)
+
+        task = asyncio.get_running_loop().create_task(go())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return f"localizing {alarm.check}: both commands run a few traced steps"
 
     def stop(self, reason: str = "stopped by the reviewer") -> None:
         self._stop_reason = self._stop_reason or reason

@@ -138,6 +138,25 @@ async def localize(
 TRIGGERS = ("numeric-drift", "clipping-changed", "goal-regression")
 
 
+async def localize_for(engine: Any, alarm_id: str, run_id: str, cwd: Path, work: Path
+                       ) -> tuple[dict[str, Any], str]:
+    """Trace both commands for one alarm and publish ``alarm.localized`` (verify --localize,
+    and the live screen's key for the selected alarm)."""
+    from .localize import summary_line
+
+    config = engine.config
+    result = await localize(config.reference_command, config.candidate, Path(config.project),
+                            work, env=config.candidate_env, candidate_cwd=cwd,
+                            session_id=engine.session_id,
+                            timeout_s=config.timeout_s or DEFAULT_TIMEOUT_S)
+    summary = summary_line(result) if not result.get("error") else ""
+    engine.bus.publish(ev.AlarmLocalized(
+        session_id=engine.session_id, alarm_id=alarm_id, run_id=run_id,
+        divergence=result.get("divergence"), summary=summary, error=result.get("error", ""),
+        wall_s=float(result.get("wall_s") or 0.0)))
+    return result, summary
+
+
 async def localize_alarm(engine: Any, report: Any, cwd: Path) -> None:
     """After a candidate run (``verify --localize``): for its first drift, clipping or goal
     alarm, trace both commands, publish ``alarm.localized`` and set ``report.localize``."""
@@ -148,19 +167,8 @@ async def localize_alarm(engine: Any, report: Any, cwd: Path) -> None:
                            "skipped": "no numeric-drift, clipping-changed or goal-regression alarm"}
         return
     alarm = alarms[0]
-    config = engine.config
     work = engine.workdir / "localize" / report.run_id
-    result = await localize(config.reference_command, config.candidate, Path(config.project),
-                            work, env=config.candidate_env, candidate_cwd=cwd,
-                            session_id=engine.session_id,
-                            timeout_s=config.timeout_s or DEFAULT_TIMEOUT_S)
-    from .localize import summary_line
-
-    summary = summary_line(result) if not result.get("error") else ""
-    engine.bus.publish(ev.AlarmLocalized(
-        session_id=engine.session_id, alarm_id=alarm.alarm_id, run_id=report.run_id,
-        divergence=result.get("divergence"), summary=summary, error=result.get("error", ""),
-        wall_s=float(result.get("wall_s") or 0.0)))
+    result, summary = await localize_for(engine, alarm.alarm_id, report.run_id, cwd, work)
     report.localize = {"alarm": alarm.check, "alarm_id": alarm.alarm_id,
                        "divergence": result.get("divergence"), "summary": summary,
                        "error": result.get("error", ""), "wall_s": result.get("wall_s"),

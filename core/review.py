@@ -55,6 +55,7 @@ class GateHooks:
     rerun: Callable[[], None] | None = None
     message: Callable[[str], None] | None = None
     verdict: Callable[[str, str], None] | None = None
+    localize: Callable[[str], str] | None = None  # alarm_id -> what started (ValueError: why not)
 
 
 def default_reviewer() -> str:
@@ -328,6 +329,21 @@ class ReviewGate:
         if self.hooks.verdict:
             self.hooks.verdict(verdict, note)
         return rec
+
+    def localize(self, alarm_id: str | None) -> str:
+        """Ask the engine where the candidate first diverged, for this alarm (not an
+        intervention: a question, it changes nothing)."""
+        if self.hooks.localize is None:
+            raise GateError("localizing needs the live session (its engine runs the commands)")
+        if alarm_id is None:
+            ranked = sorted(self.ledger.open_alarms(), key=lambda a: a.seq)
+            alarm_id = ranked[0].alarm_id if ranked else None
+        if alarm_id is None:
+            raise GateError("no alarm to localize")
+        try:
+            return self.hooks.localize(alarm_id)
+        except ValueError as exc:
+            raise GateError(str(exc)) from None
 
     def note(self, text: str, started: float | None = None) -> ev.Intervention:
         kind: ev.InterventionKind = "review-note" if self.during_replay else "note"

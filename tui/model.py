@@ -84,6 +84,7 @@ class AlarmView:
     event: ev.AlarmRaised
     acknowledged: bool = False
     cleared: bool = False
+    localized: ev.AlarmLocalized | None = None  # where the runs first part (core/localize.py)
 
     @property
     def rank(self) -> int:
@@ -160,6 +161,8 @@ class SessionModel:
                 self.alarms[e.alarm_id].acknowledged = True
             case ev.AlarmCleared() if e.alarm_id in self.alarms:
                 self.alarms[e.alarm_id].cleared = True
+            case ev.AlarmLocalized() if e.alarm_id in self.alarms:
+                self.alarms[e.alarm_id].localized = e
             case ev.Intervention():
                 self.interventions.append(e)
 

@@ -61,6 +61,10 @@ REVIEW_BINDINGS = [
        show=False),
     _b("v", "verdict", "Verdict", "review.verdict", "Give the session's verdict: pass or fail"),
     _b("n", "note", "Note", "review.note", "Write a note into the session log", show=False),
+    _b("L", "localize", "Localize", "review.localize",
+       "Where did it diverge? Trace a few steps of both runs and name the first place they part "
+       "(input, a module, the loss, a gradient, clipping, an update) for the selected alarm",
+       show=False),
     _b("d", "dismiss_failure", "Dismiss", "review.dismiss-failure",
        "Hide the failure bar (the reason stays in the session log and in `portside show`)"),
 ]
@@ -173,7 +177,8 @@ class LiveScreen(Screen[None]):
                     self._facts_dirty = True
                 case ev.RunRecord() if any(r.get("type") == "facts" for r in e.records):
                     self._facts_dirty = True
-                case ev.AlarmRaised() | ev.AlarmAcknowledged() | ev.AlarmCleared():
+                case (ev.AlarmRaised() | ev.AlarmAcknowledged() | ev.AlarmCleared()
+                      | ev.AlarmLocalized()):
                     self._alarms_dirty = True
                 case ev.EditProposed():
                     card = transcript.add_event(e, self.model.edits[e.edit_id])
@@ -407,6 +412,14 @@ class LiveScreen(Screen[None]):
 
     def _selected_alarm(self) -> str | None:
         return self.query_one(ChecksPanel).selected
+
+    def action_localize(self) -> None:
+        try:
+            started = self.gate.localize(self._selected_alarm())
+        except GateError as exc:
+            self.notify(str(exc), title="localize", severity="warning")
+            return
+        self.notify(started, title="localize", timeout=8)
 
     def action_acknowledge(self) -> None:
         sel = self._selected_alarm()

@@ -86,6 +86,29 @@ def evidence_text(a: AlarmView) -> Text:
     return t
 
 
+def localized_text(a: AlarmView) -> Text:
+    """Where the candidate first diverged from the reference (the `L` key, verify --localize)."""
+    t = Text()
+    done = a.localized
+    if done is None:
+        return t
+    if done.error:
+        t.append(f"  ⌖ could not localize: {clean_line(done.error, 200)}\n", style="yellow")
+        return t
+    div = done.divergence or {}
+    t.append("  ⌖ ", style="bold #61afef")
+    t.append(clean_line(done.summary or str(div.get("kind", "?")), 200) + "\n", style="bold")
+    for side in ("reference", "candidate"):
+        stats = div.get(side)
+        if isinstance(stats, dict):
+            t.append(f"    {side[:4]} ", style="dim")
+            t.append(_fmt({k: v for k, v in stats.items() if k in STAT_KEYS}) + "\n")
+    return t
+
+
+STAT_KEYS = ("shape", "dtype", "norm", "mean", "absmax", "abs_max")
+
+
 def linked_text(model: SessionModel, a: AlarmView) -> Text:
     """The applied edit whose risk mark matches the alarm: where the reviewer should look."""
     applied = {edit_id for edit_id, v in model.edits.items() if v.applied}
@@ -147,6 +170,7 @@ class ChecksPanel(Vertical):
         alarm = self.model.alarms.get(alarm_id)
         if alarm is not None:
             text = evidence_text(alarm)
+            text.append_text(localized_text(alarm))
             text.append_text(linked_text(self.model, alarm))
             self.query_one("#evidence", Static).update(text)
         if changed:
