@@ -66,6 +66,7 @@ STRUCTURAL_KINDS: frozenset[str] = frozenset(
         "alarm.raised",
         "alarm.acknowledged",
         "alarm.cleared",
+        "alarm.localized",  # rare, and a seek must show the answer under its alarm
         "intervention",
     }
 )
