@@ -34,7 +34,27 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "lr": xla("--lr 0.1"),
         "on_device": xla("--init-on-device"),
         "bf16": xla("--bf16"),
+        **{name: xla(flags) for name, (flags, _, _) in PLANTED.items()},
     })
+
+
+# The CPU suite's planted cases, each on a torch_xla candidate (tests/localize/test_localize_cpu.py)
+PLANTED = {
+    "label_smoothing": ("--label-smoothing 0.1", "loss", None),
+    "normalisation": ("--norm-mean 0.45", "input", "args"),
+    "dropout": ("--dropout 0.1", "module", "encoder.2"),
+    "activation": ("--act gelu", "module", "encoder.1"),
+    "layer": ("--no-bias3", "module", "encoder.3"),
+    "clip": ("--max-norm 0.05", "clip", "encoder.0.weight"),
+    "weight_decay": ("--wd 0.01", "update", "encoder.0.weight"),
+}
+
+
+@pytest.mark.parametrize("case", list(PLANTED))
+def test_planted_case_is_localised_on_xla(results: dict, case: str) -> None:
+    _, kind, name = PLANTED[case]
+    d = results[case]["divergence"]
+    assert (d["kind"], d["name"], d["step"]) == (kind, name, 0), d
 
 
 def test_correct_port_agrees(results: dict) -> None:
