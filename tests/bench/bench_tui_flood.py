@@ -157,7 +157,8 @@ async def main(rate: int, seconds: float, held: int = 0) -> int:
     every = sorted(lat["space"] + lat["s"])
     p50 = statistics.median(every) * 1e3
     p95 = every[int(0.95 * (len(every) - 1))] * 1e3
-    print(f"flood: {sent[0]:,} lines in {seconds:g} s ({sent[0] / seconds:,.0f} lines/s), "
+    flooded = sent[0] - held
+    print(f"flood: {flooded:,} lines in {seconds:g} s ({flooded / seconds:,.0f} lines/s), "
           f"{shown:,} lines held by the UI")
     for key, vals in lat.items():
         vals = sorted(vals)
