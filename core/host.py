@@ -250,9 +250,8 @@ class EngineHost:
             e.bus.publish(ev.EditApplied(session_id=e.session_id, edit_id=edit_id, path=edit.path))
             return ""
         why = f"{edit.path} does not hold the approved text of edit {edit_id} after the agent wrote it"
-        e.bus.publish(ev.AlarmRaised(session_id=e.session_id, alarm_id=ev.new_id("al-"),
-                                     check="edit-mismatch", severity="error", title=why,
-                                     evidence={"edit_id": edit_id, "path": edit.path}))
+        e.raise_alarm(Alarm("edit-mismatch", "error", why,
+                            {"edit_id": edit_id, "path": edit.path}))
         return why
 
     async def propose_command(self, command: str, description: str, cwd: str) -> EditOutcome:

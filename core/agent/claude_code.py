@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -442,10 +443,11 @@ class ClaudeCodeAgent:
     def _outside(self, host: AgentHost, tool: str, path: str) -> dict[str, Any]:
         reason = (f"{tool} {path}: outside the workspace {host.workspace.root}; portside allows "
                   "reads and changes only inside it")
-        self._publish(host, ev.AlarmRaised(
-            session_id=host.session_id, alarm_id=ev.new_id("al-"), check="outside-workspace",
-            severity="warning", title=f"agent tried {tool} outside the workspace: {path}",
-            evidence={"tool": tool, "path": path}))
+        from ..checks import Alarm
+
+        self._publish(host, Alarm("outside-workspace", "warning",
+                                  f"agent tried {tool} outside the workspace: {path}",
+                                  {"tool": tool, "path": path}).raised(host.session_id))
         return _deny(reason)
 
     async def _pre_tool_use(self, host: AgentHost, inp: dict[str, Any]) -> dict[str, Any]:
@@ -633,11 +635,10 @@ class ClaudeCodeAgent:
             return  # already open: one is enough
         others = [(c, t) for c, t, _ in errors]
         a = agent_claim_contradicted(claim, [], ", ".join(c for c, _ in others))
-        self._publish(host, ev.AlarmRaised(
-            session_id=host.session_id, alarm_id=ev.new_id("al-"), check=a.kind,
-            severity="critical", title=a.title,
-            evidence={**a.evidence, "open_alarms": [{"check": c, "title": t} for c, t in others],
-                      "at": "Stop hook"}))
+        event = dataclasses.replace(a, severity="critical").raised(host.session_id)
+        event.evidence = {**event.evidence, "at": "Stop hook",
+                          "open_alarms": [{"check": c, "title": t} for c, t in others]}
+        self._publish(host, event)
 
 
 def _evidence_line(check: str, title: str, evidence: dict[str, Any]) -> str:

@@ -34,7 +34,8 @@ KINDS = (
     "numeric-drift", "goal-regression", "clipping-changed", "lr-schedule-changed", "non-finite",
     "wrong-hardware", "unverified-hardware", "recompilation", "cpu-fallback", "stalled",
     "timed-out", "crashed", "no-metrics", "slow", "agent-claim-contradicted", "budget-exhausted",
-    "reference-failed", "ranks-diverged", "step-count-differs",
+    "reference-failed", "ranks-diverged", "step-count-differs", "edit-mismatch",
+    "outside-workspace",
 )
 
 

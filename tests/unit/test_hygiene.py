@@ -57,3 +57,16 @@ def test_the_cli_is_a_room_of_its_own() -> None:
     tui = Path(__file__).resolve().parents[2] / "tui"
     offenders = [str(p) for p in tui.rglob("*.py") if "import click" in p.read_text()]
     assert offenders == []
+
+
+def test_one_builder_of_alarm_raised() -> None:
+    """Every alarm goes through checks.Alarm (its kind checked against KINDS) and
+    Alarm.raised: no module builds the event by hand."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    builders = [str(p.relative_to(root)) for d in ("core", "cli", "store", "tui")
+                for p in (root / d).rglob("*.py")
+                if re.search(r"\bAlarmRaised\(\s*session_id", p.read_text())]
+    assert builders == ["core/checks/alarms.py"]
