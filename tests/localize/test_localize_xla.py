@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ._util import command, trace_all
+from .test_localize_cpu import CASES
 
 XLA_PYTHON = Path(
     os.environ.get("PORTSIDE_XLA_PYTHON")
@@ -38,16 +39,9 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     })
 
 
-# The CPU suite's planted cases, each on a torch_xla candidate (tests/localize/test_localize_cpu.py)
-PLANTED = {
-    "label_smoothing": ("--label-smoothing 0.1", "loss", None),
-    "normalisation": ("--norm-mean 0.45", "input", "args"),
-    "dropout": ("--dropout 0.1", "module", "encoder.2"),
-    "activation": ("--act gelu", "module", "encoder.1"),
-    "layer": ("--no-bias3", "module", "encoder.3"),
-    "clip": ("--max-norm 0.05", "clip", "encoder.0.weight"),
-    "weight_decay": ("--wd 0.01", "update", "encoder.0.weight"),
-}
+# The CPU suite's planted cases (its other ones have XLA tests of their own above)
+PLANTED = {name: CASES[name] for name in ("label_smoothing", "normalisation", "dropout",
+                                          "activation", "layer", "clip", "weight_decay")}
 
 
 @pytest.mark.parametrize("case", list(PLANTED))

@@ -9,41 +9,24 @@ import os
 import sys
 
 
-def _activate() -> None:
-    if not os.environ.get("PORTSIDE_PROBE_OUT") or "_portside_probe" in sys.modules:
+def _load(flag: str, name: str, file: str, what: str) -> None:
+    """Load ../<file> as module ``name`` and activate it, only when ``flag`` is set in the
+    environment (off means not even imported); a failure never breaks the user's program."""
+    if not os.environ.get(flag) or name in sys.modules:
         return
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_probe.py")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), file)
     try:
-        spec = importlib.util.spec_from_file_location("_portside_probe", path)
+        spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {path}")
         mod = importlib.util.module_from_spec(spec)
-        sys.modules["_portside_probe"] = mod
+        sys.modules[name] = mod
         spec.loader.exec_module(mod)
         mod.activate()
     except Exception as e:  # never break the user's program
-        sys.stderr.write(f"portside probe: disabled ({type(e).__name__}: {e})\n")
-
-
-def _activate_trace() -> None:
-    """Trace mode (PORTSIDE_TRACE_OUT, see FORMAT.md): off, nothing of it is even loaded."""
-    if not os.environ.get("PORTSIDE_TRACE_OUT") or "_portside_trace" in sys.modules:
-        return
-    import importlib.util
-
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "trace.py")
-    try:
-        spec = importlib.util.spec_from_file_location("_portside_trace", path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {path}")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["_portside_trace"] = mod
-        spec.loader.exec_module(mod)
-        mod.activate()
-    except Exception as e:  # never break the user's program
-        sys.stderr.write(f"portside trace: disabled ({type(e).__name__}: {e})\n")
+        sys.stderr.write(f"portside {what}: disabled ({type(e).__name__}: {e})\n")
 
 
 def _chain() -> None:
@@ -68,6 +51,8 @@ def _chain() -> None:
         )
 
 
-_activate()  # first, so torch imported by a chained sitecustomize is patched too
-_activate_trace()
+# The probe first, so torch imported by a chained sitecustomize is patched too; trace mode
+# (PORTSIDE_TRACE_OUT, FORMAT.md) only for `portside localize`.
+_load("PORTSIDE_PROBE_OUT", "_portside_probe", "_probe.py", "probe")
+_load("PORTSIDE_TRACE_OUT", "_portside_trace", "trace.py", "trace")
 _chain()
