@@ -4,12 +4,10 @@ its attempts show in the run log, secrets stay out; without a sandbox, auto is r
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import textwrap
@@ -23,6 +21,9 @@ import pytest
 from portside.core import events as ev
 from portside.core.sandbox import unavailable
 from portside.store import Store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from treehash import tree_hash  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
@@ -51,22 +52,6 @@ def base(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
         yield where
     finally:
         shutil.rmtree(where, ignore_errors=True)
-
-
-def tree_hash(root: Path) -> str:
-    """Every entry under root: path, type, mode, contents (symlinks by target)."""
-    h = hashlib.sha256()
-    for dirpath, dirs, files in os.walk(root):
-        dirs.sort()
-        for name in sorted(dirs + files):
-            p = os.path.join(dirpath, name)
-            st = os.lstat(p)
-            h.update(f"{os.path.relpath(p, root)}\0{st.st_mode:o}\0".encode())
-            if stat.S_ISLNK(st.st_mode):
-                h.update(os.readlink(p).encode())
-            elif stat.S_ISREG(st.st_mode):
-                h.update(Path(p).read_bytes())
-    return h.hexdigest()
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -3,18 +3,20 @@ edits apply/revert only against the text they were made for, patches apply with 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import socket
-import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from portside.core import workspace as wsmod
 from portside.core.workspace import Edit, Workspace, WorkspaceError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from treehash import tree_hash  # noqa: E402
 
 GIT_ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
@@ -33,25 +35,6 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(cwd), *args], env=GIT_ENV, check=True, capture_output=True, text=True
     ).stdout
-
-
-def tree_hash(root: Path, skip_git_worktrees: bool = False) -> str:
-    """sha256 over every entry's path, type, mode and content (symlinks by target)."""
-    h = hashlib.sha256()
-    for dirpath, dirs, files in os.walk(root):
-        dirs.sort()
-        rel_dir = os.path.relpath(dirpath, root)
-        if skip_git_worktrees and rel_dir == ".git":
-            dirs[:] = [d for d in dirs if d != "worktrees"]
-        for name in sorted(dirs + files):
-            p = os.path.join(dirpath, name)
-            st = os.lstat(p)
-            h.update(f"{os.path.relpath(p, root)}\0{st.st_mode:o}\0".encode())
-            if stat.S_ISLNK(st.st_mode):
-                h.update(os.readlink(p).encode())
-            elif stat.S_ISREG(st.st_mode):
-                h.update(Path(p).read_bytes())
-    return h.hexdigest()
 
 
 def make_project(base: Path) -> Path:
