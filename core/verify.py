@@ -28,6 +28,18 @@ LIVE_CHECK_IDLE = 19  # seconds idle per second judging: ≤ 5% of a core
 
 
 @dataclass
+class LiveCheckStats:
+    """What the live checker cost (the last candidate run): benchmarks and diagnostics."""
+    passes: int = 0
+    records: int = 0  # folded
+    cpu_s: float = 0.0  # this thread's CPU in fold + checks
+    fold_s: float = 0.0  # wall, folding
+    check_s: float = 0.0  # wall, run_checks
+    last_pass_s: float = 0.0
+    max_pass_s: float = 0.0
+
+
+@dataclass
 class RunReport:
     """What one run amounted to: the summary `verify --json` prints, and its alarms."""
 
@@ -115,6 +127,7 @@ class Verifier:
         self.references: list[RunReport] = []
         self.candidates: list[RunReport] = []
         self.current_run: str | None = None
+        self.live_stats = LiveCheckStats()
 
     def abort(self, run_id: str | None = None) -> bool:
         run_id = run_id or self.current_run
@@ -227,6 +240,7 @@ class Verifier:
             self._raise(raised["reference-failed:none"], spec.run_id)
         pending: list[dict[str, Any]] = []  # records not yet folded into `live`
         live = LiveRecords()
+        stats = self.live_stats = LiveCheckStats()
         dirty = asyncio.Event()
 
         def on_records(run_id: str, recs: list[dict[str, Any]]) -> None:
@@ -246,15 +260,26 @@ class Verifier:
 
         async def live_checks() -> None:
             # Judge partial series while the run is live, at most once a second and never
-            # more than ~5% of the time. New records are folded into the arrays (O(new));
-            # the checks then run on a snapshot of them.
+            # more than ~5% of a core (paced by this thread's CPU time: on a busy machine the
+            # wall time of a pass says more about the neighbours). New records are folded
+            # into the arrays (O(new)); the checks then run on a snapshot of them.
             while True:
                 await dirty.wait()
                 dirty.clear()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 fold()
+                t1 = time.perf_counter()
                 judge(live.snapshot(None, spec.run_id), final=False)
-                await asyncio.sleep(max(LIVE_CHECK_S, LIVE_CHECK_IDLE * (time.perf_counter() - t0)))
+                t2 = time.perf_counter()
+                stats.passes += 1
+                stats.records = live.count
+                cpu = time.thread_time() - c0
+                stats.cpu_s += cpu
+                stats.fold_s += t1 - t0
+                stats.check_s += t2 - t1
+                stats.last_pass_s = t2 - t0
+                stats.max_pass_s = max(stats.max_pass_s, t2 - t0)
+                await asyncio.sleep(max(LIVE_CHECK_S, LIVE_CHECK_IDLE * cpu))
 
         self.runner.on_records = on_records
         self.current_run = spec.run_id

@@ -18,6 +18,7 @@ from ..criteria import Criteria
 from .alarms import Alarm
 from .ranks import diverged
 from .records import RunRecords
+from .steps import index_of, intersect
 
 CLIP_SHARE_PP = 0.25  # clipped share differing by more than 25 points…
 CLIP_SHARE_RATIO = 3.0  # …or by more than 3x (and by at least 5 points)
@@ -83,8 +84,14 @@ def _clip_config(r: RunRecords) -> dict[str, Any]:
             "value_steps": int(cv.size),
             "clip_calls": float(np.median(calls)) if calls.size else None,
             "world_size": r.world_size,
-            "before_reduction": (float(np.mean(red == 0)) if red.size else None),
-            "rank_spread": rank_norm_spread(r)}
+            "before_reduction": (float(np.mean(red == 0)) if red.size else None)}
+
+
+def _with_spread(cfg: dict[str, Any], r: RunRecords) -> dict[str, Any]:
+    """`cfg` with its `rank_spread` (O(steps × ranks): computed only when asked, last key)."""
+    if "rank_spread" not in cfg:
+        cfg["rank_spread"] = rank_norm_spread(r)
+    return cfg
 
 
 def rank_norm_spread(r: RunRecords) -> float | None:
@@ -93,16 +100,28 @@ def rank_norm_spread(r: RunRecords) -> float | None:
     if len(r.ranks) < 2:
         return None
     runs = list(r.ranks.values())
+    first = runs[0]
+    if first.steps_increasing() and all(
+            x.n == first.n and np.array_equal(x.steps, first.steps) for x in runs[1:]):
+        # The usual case, every rank stepped the same steps: the common ones are a mask.
+        both = np.ones(first.n, bool)
+        for x in runs:
+            both &= np.isfinite(x.max_norm) & np.isfinite(x.grad_norm)
+        if not both.any():
+            return None
+        a = np.vstack([x.grad_norm[both] for x in runs])
+        top = np.maximum(np.abs(a).max(axis=0), 1e-30)
+        return float(np.median((a.max(axis=0) - a.min(axis=0)) / top))
     common = None
     for x in runs:
         s = x.steps[np.isfinite(x.max_norm) & np.isfinite(x.grad_norm)]
-        common = s if common is None else np.intersect1d(common, s)
+        inc = x.steps_increasing()
+        common = s if common is None else intersect(common, s, inc, inc)
     if common is None or common.size == 0:
         return None
     norms = []
     for x in runs:
-        _, _, ix = np.intersect1d(common, x.steps, return_indices=True)
-        norms.append(x.grad_norm[ix])
+        norms.append(x.grad_norm[index_of(common, x.steps, x.steps_increasing())])
     a = np.vstack(norms)
     top = np.maximum(np.abs(a).max(axis=0), 1e-30)
     return float(np.median((a.max(axis=0) - a.min(axis=0)) / top))
@@ -124,7 +143,8 @@ def check_clipping(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
     if not refs or cand.n == 0:
         return []
     last = int(cand.steps.max())
-    rs = [clip_config(r.upto(last)) for r in refs]
+    cuts = [r.upto(last) for r in refs]
+    rs = [clip_config(r) for r in cuts]
     cs = clip_config(cand)
     min_steps = 1 if final else max(criteria.drift.window, 5)
     ev: dict[str, Any] = {"candidate": cs, "references": rs}
@@ -133,6 +153,9 @@ def check_clipping(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
     ref_none_clip = all(s["clip_steps"] == 0 for s in rs)
 
     def alarm(reason: str, title: str, severity: str = "error") -> list[Alarm]:
+        _with_spread(cs, cand)
+        for s, r in zip(rs, cuts, strict=True):
+            _with_spread(s, r)
         return [Alarm("clipping-changed", severity, title, {**ev, "reason": reason},
                       key="clipping-changed")]
 
@@ -170,25 +193,30 @@ def check_clipping(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
                      f"reference {_fmt(sorted(ref_calls))} (e.g. per micro-batch)")
     waiting = not final and len(cand.ranks) < cand.world_size  # live: ranks still to come
     if (cs["clip_steps"] or cs["value_steps"]) and not waiting:
-        local = _before_reduction(cs, rs, diverged(cand))
+        local = _before_reduction(cs, rs, diverged(cand), cand, cuts)
         if local:
             return alarm("before-reduction", local)
     return []
 
 
-def _before_reduction(cs: dict[str, Any], rs: list[dict[str, Any]], cand_diverged: bool) -> str:
+def _before_reduction(cs: dict[str, Any], rs: list[dict[str, Any]], cand_diverged: bool,
+                      cand: RunRecords, cuts: list[RunRecords]) -> str:
     """Why the candidate clips per-rank gradients before they are reduced, or ''."""
     if cs["world_size"] < 2 or cand_diverged:
         return ""  # ranks that never reduce at all: ranks-diverged names that cause
     ref_after = all(s["world_size"] < 2 or (s["before_reduction"] or 0.0) < 0.5 for s in rs)
+    _with_spread(cs, cand)
     if ref_after and (cs["before_reduction"] or 0.0) >= 0.5:
         spread = cs["rank_spread"]
         tail = f"; per-rank clip norms differ by {spread:.2g} (relative)" if spread else ""
         return ("clipping runs on each rank's own gradients before they are reduced "
                 f"(reference clips after the reduction){tail}")
     spread = cs["rank_spread"]
-    ref_same = all((s["rank_spread"] or 0.0) <= RANK_SAME for s in rs)
-    if spread is not None and spread > RANK_SPREAD and ref_same:
+    if spread is None or spread <= RANK_SPREAD:
+        return ""
+    ref_same = all((_with_spread(s, r)["rank_spread"] or 0.0) <= RANK_SAME
+                   for s, r in zip(rs, cuts, strict=True))
+    if ref_same:
         return (f"per-rank clip norms differ by {spread:.2g} (relative) while the reference's "
                 "are identical: clipping runs before the gradients are reduced")
     return ""

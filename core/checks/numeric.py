@@ -12,6 +12,7 @@ from ..criteria import Criteria
 from .alarms import Alarm
 from .progress import align, has_progress, map_to, steps_per_epoch
 from .records import RunRecords
+from .steps import index_of, intersect
 
 SPARK_POINTS = 48
 LR_RTOL = 1e-6  # float noise between schedulers computing the same lr
@@ -26,17 +27,20 @@ def common_steps(runs: list[RunRecords]) -> tuple[np.ndarray, list[slice | np.nd
     if not runs:
         return np.zeros(0, np.int64), []
     # Fast path: every run logs 0..n-1 (the usual case) — the common steps are a prefix.
+    # (n strictly increasing ints from 0 to n-1 are 0..n-1.)
     if all(r.n == 0 or (r.steps[0] == 0 and r.steps[-1] == r.n - 1) for r in runs) and all(
-            r.n < 2 or bool(np.all(np.diff(r.steps) == 1)) for r in runs):
+            r.steps_increasing() for r in runs):
         k = min(r.n for r in runs)
         return np.arange(k, dtype=np.int64), [slice(0, k) for _ in runs]
     common = runs[0].steps
+    inc = runs[0].steps_increasing()
     for r in runs[1:]:
-        common = np.intersect1d(common, r.steps)
+        common = intersect(common, r.steps, inc, r.steps_increasing())
+        inc = True  # sorted and unique from here on
     out: list[slice | np.ndarray] = []
     for r in runs:
-        _, _, ir = np.intersect1d(common, r.steps, return_indices=True)
-        out.append(ir)
+        out.append(index_of(common, r.steps, r.steps_increasing()) if inc
+                   else np.intersect1d(common, r.steps, return_indices=True)[2])
     return common, out
 
 

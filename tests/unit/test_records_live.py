@@ -21,7 +21,9 @@ from hypothesis import strategies as st
 
 from portside.core.checks import RunEnd, RunRecords, jsonable, run_checks
 from portside.core.checks.records import EXTRA
+from portside.core.checks.clipping import rank_norm_spread
 from portside.core.checks.records_live import LiveRecords
+from portside.core.checks.steps import index_of, intersect
 from portside.core.criteria import DEFAULT_CRITERIA
 
 OK = RunEnd(exit_code=0, wall_s=1.0)
@@ -249,3 +251,46 @@ def test_parse_error_raises_like_the_rebuild_and_adds_nothing() -> None:
     with pytest.raises(ValueError):
         live.add(bad)
     assert live.snapshot().n == 0
+
+
+# --- the checks' step intersection (core/checks/steps.py) against np.intersect1d -----------
+
+step_arrays = st.one_of(
+    st.lists(st.integers(0, 40), max_size=40).map(lambda v: np.array(v, np.int64)),
+    st.lists(st.integers(0, 40), max_size=40, unique=True).map(
+        lambda v: np.array(sorted(v), np.int64)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(step_arrays, step_arrays)
+def test_intersect_is_intersect1d(a: np.ndarray, b: np.ndarray) -> None:
+    want, _, ib = np.intersect1d(a, b, return_indices=True)
+    got = intersect(a, b)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert np.array_equal(index_of(want, b), ib)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 10**6), st.integers(2, 4), st.booleans())
+def test_rank_spread_fast_path_is_the_general_one(seed: int, world: int, holes: bool) -> None:
+    rng = np.random.default_rng(seed)
+    n = 50
+    runs = {}
+    for r in range(world):
+        mn = np.where(rng.random(n) < 0.2, np.nan, 1.0) if holes else np.ones(n)
+        runs[r] = RunRecords.from_arrays(grad_norm=rng.random(n) + (r if seed % 2 else 0),
+                                         max_norm=mn)
+    fast = RunRecords.from_arrays(loss=np.zeros(n))
+    fast.ranks = runs
+    slow = RunRecords.from_arrays(loss=np.zeros(n))
+    # the same ranks with one step dropped from the last one: the general path
+    slow.ranks = {**runs, world - 1: RunRecords.from_arrays(
+        steps=np.delete(np.arange(n), 7), grad_norm=np.delete(runs[world - 1].grad_norm, 7),
+        max_norm=np.delete(runs[world - 1].max_norm, 7))}
+    masked = {k: RunRecords.from_arrays(grad_norm=x.grad_norm, max_norm=np.where(
+        np.arange(n) == 7, np.nan, x.max_norm)) for k, x in runs.items()}
+    ref = RunRecords.from_arrays(loss=np.zeros(n))
+    ref.ranks = masked  # step 7 unusable on every rank: the same common steps as `slow`
+    a, b = rank_norm_spread(slow), rank_norm_spread(ref)
+    assert (a is None and b is None) or a == b
+    assert rank_norm_spread(fast) is not None or holes
