@@ -37,6 +37,7 @@ class LiveCheckStats:
     check_s: float = 0.0  # wall, run_checks
     last_pass_s: float = 0.0
     max_pass_s: float = 0.0
+    max_pass_cpu_s: float = 0.0
 
 
 @dataclass
@@ -275,6 +276,7 @@ class Verifier:
                 stats.records = live.count
                 cpu = time.thread_time() - c0
                 stats.cpu_s += cpu
+                stats.max_pass_cpu_s = max(stats.max_pass_cpu_s, cpu)
                 stats.fold_s += t1 - t0
                 stats.check_s += t2 - t1
                 stats.last_pass_s = t2 - t0

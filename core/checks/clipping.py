@@ -100,16 +100,17 @@ def rank_norm_spread(r: RunRecords) -> float | None:
     if len(r.ranks) < 2:
         return None
     runs = list(r.ranks.values())
-    first = runs[0]
-    if first.steps_increasing() and all(
-            x.n == first.n and np.array_equal(x.steps, first.steps) for x in runs[1:]):
-        # The usual case, every rank stepped the same steps: the common ones are a mask.
-        both = np.ones(first.n, bool)
+    m = min(x.n for x in runs)
+    first = runs[0].steps[:m]
+    if all(x.steps_increasing() and np.array_equal(x.steps[:m], first) for x in runs):
+        # The usual case, every rank stepped the same steps (some are ahead, live): the
+        # common ones are the first m, where every rank's clip is known.
+        both = np.ones(m, bool)
         for x in runs:
-            both &= np.isfinite(x.max_norm) & np.isfinite(x.grad_norm)
+            both &= np.isfinite(x.max_norm[:m]) & np.isfinite(x.grad_norm[:m])
         if not both.any():
             return None
-        a = np.vstack([x.grad_norm[both] for x in runs])
+        a = np.vstack([x.grad_norm[:m][both] for x in runs])
         top = np.maximum(np.abs(a).max(axis=0), 1e-30)
         return float(np.median((a.max(axis=0) - a.min(axis=0)) / top))
     common = None

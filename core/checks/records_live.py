@@ -73,7 +73,9 @@ class _Series:
         # Parse first (this may raise, as from_records would): nothing is half-added.
         steps = [int(rec.get("step", n0 + i)) for i, rec in enumerate(recs)]
         given = ["step" in rec for rec in recs]
-        cols = {key: [_num(rec.get(key)) for rec in recs] for key in _COLS}
+        cols: dict[str, list[float]] = {  # a float is itself: the usual value skips the parser
+            key: [v if type(v) is float else _num(v) for v in [rec.get(key) for rec in recs]]
+            for key in _COLS}
         nf_loss = [not math.isfinite(v) and rec.get("loss") is not None
                    for v, rec in zip(cols["loss"], recs, strict=True)]
         nf_grad = [not math.isfinite(v) and rec.get("grad_norm") is not None
@@ -81,7 +83,10 @@ class _Series:
         lrs = []
         for rec in recs:
             lr = rec.get("lr")
-            lrs.append([_num(v) for v in lr] if isinstance(lr, list) else [_num(lr)])
+            if type(lr) is list:
+                lrs.append([v if type(v) is float else _num(v) for v in lr])
+            else:
+                lrs.append([_num(lr)])
         extra = {}
         for key in EXTRA:
             vals = [rec.get(key) for rec in recs]
@@ -96,8 +101,8 @@ class _Series:
             self.lr_all = wide
         self.steps[n0:n1] = steps
         self.given[n0:n1] = given
-        for key, vals in cols.items():
-            self.cols[key][n0:n1] = vals
+        for key, col in cols.items():
+            self.cols[key][n0:n1] = col
         self.nf_loss[n0:n1] = nf_loss
         self.nf_grad[n0:n1] = nf_grad
         for i, row in enumerate(lrs):

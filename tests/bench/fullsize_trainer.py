@@ -20,8 +20,8 @@ steps, ranks, lines, drift_at, seed = (int(x) for x in sys.argv[1:6])
 PER_EPOCH = 1000
 out = os.environ["PORTSIDE_PROBE_OUT"]
 stem, suffix = os.path.splitext(out)
-files = [open(out if r == 0 else f"{stem}.rank{r}{suffix}", "w", buffering=1 << 20)
-         for r in range(ranks)]
+files = [open(out if r == 0 else f"{stem}.rank{r}{suffix}", "w", buffering=1 << 20)  # noqa: SIM115
+         for r in range(ranks)]  # closed at the end
 rng = random.Random(seed)
 for r, fh in enumerate(files):
     fh.write(json.dumps({"type": "facts", "rank": r, "backend": "cpu", "device_kind": "CPU",
