@@ -48,7 +48,7 @@ from .costs import default_prices, token_cost
 from .risk import risk_marks
 
 FORMATS = ("transcript", "stream-json")
-IMPORTED = "imported: Claude Code ran it (a transcript records no reviewer decision)"
+IMPORTED = "imported: Claude Code ran it; no portside reviewer decided"
 
 
 class TranscriptError(ValueError):
@@ -156,10 +156,11 @@ def _read_lines(path: Path, where: str) -> tuple[list[_Line], str]:
     return lines, fmt
 
 
-def _place_in_time(lines: list[_Line], fmt: str, path: Path) -> bool:
-    """Give every line a time; True when they were estimated (stream-json has no clock)."""
-    known = [ln for ln in lines if ln.ts is not None]
-    estimated = len(known) < len(lines)
+def _place_in_time(lines: list[_Line], path: Path) -> str:
+    """Give every line a time: "recorded" (each conversation line has one), "partly estimated"
+    (a line without one between two with: interpolated), "estimated" (none has: an older
+    stream-json log, spread over its ``duration_ms`` up to the log's modification time)."""
+    known = [i for i, ln in enumerate(lines) if ln.ts is not None]
     if not known:
         end = path.stat().st_mtime
         duration = 0.0
@@ -170,14 +171,21 @@ def _place_in_time(lines: list[_Line], fmt: str, path: Path) -> bool:
         step = (end - start) / max(1, len(lines) - 1)
         for i, ln in enumerate(lines):
             ln.ts = start + i * step
-        return True
-    # Lines without a time between lines with one: at the previous one's time.
-    last = known[0].ts
-    for ln in lines:
-        if ln.ts is None:
-            ln.ts = last
-        last = ln.ts
-    return estimated
+        return "estimated"
+    missing = any(ln.ts is None and ln.obj.get("type") in ("user", "assistant") for ln in lines)
+    prev = known[0]
+    for nxt in [*known[1:], None]:
+        lo = lines[prev].ts
+        hi = lines[nxt].ts if nxt is not None else lo
+        assert lo is not None and hi is not None
+        stop = nxt if nxt is not None else len(lines)
+        for i in range(prev + 1, stop):
+            lines[i].ts = lo + (hi - lo) * (i - prev) / (stop - prev) if nxt is not None else lo
+        if nxt is not None:
+            prev = nxt
+    for i in range(known[0]):
+        lines[i].ts = lines[known[0]].ts
+    return "partly estimated" if missing else "recorded"
 
 
 def _require(st: _State, ln: _Line, obj: Any, name: str, kind: type | tuple[type, ...],
@@ -197,7 +205,7 @@ def read_claude_code(path: str | Path, *, session_id: str | None = None, target:
     path = Path(path)
     where = str(path)
     lines, fmt = _read_lines(path, where)
-    estimated = _place_in_time(lines, fmt, path)
+    timing = _place_in_time(lines, path)
     claude_id = ""
     for ln in lines:
         claude_id = str(ln.obj.get("sessionId") or ln.obj.get("session_id") or "")
@@ -210,7 +218,7 @@ def read_claude_code(path: str | Path, *, session_id: str | None = None, target:
         raise TranscriptError(f"{where}:{lines[0].no}: session id: {problem}")
     st = _State(where, sid, fmt)
     st.meta = {"claude_code_session": claude_id, "imported_from": str(path.resolve()),
-               "import_format": fmt, "timing": "estimated" if estimated else "recorded"}
+               "import_format": fmt, "timing": timing}
     first_ts = float(lines[0].ts or 0.0)
     st.ts = first_ts
     for ln in lines:
@@ -266,6 +274,9 @@ def _line(st: _State, ln: _Line) -> None:
         return
     if kind == "result":
         _result(st, ln)
+        return
+    if kind == "cost-state":
+        _cost_state(st, ln)
         return
     if kind not in ("user", "assistant"):
         return  # summaries, file snapshots, queue operations, stream events: not the session
@@ -333,7 +344,8 @@ def _user(st: _State, ln: _Line, content: Any, label: str) -> None:
         is_error = bool(block.get("is_error"))
         call = st.calls.pop(call_id, None)
         if call is not None and (call.name in EDIT_TOOLS or call.name == "Bash"):
-            _decided(st, ln, call, call_id, structured, text, is_error)
+            _decided(st, ln, call, call_id, structured, text, is_error,
+                     _recorded_decision(ln.obj.get("permissionDecision")))
         elif call is not None and call.name == "Read" and isinstance(structured, dict):
             _note_read(st, structured)
         st.add(ev.AgentToolResult(session_id=st.session_id, call_id=call_id, content=text,
@@ -449,8 +461,17 @@ def _edit_texts(st: _State, ln: _Line, call: _Call, result: Any, ok: bool
     return None
 
 
+def _recorded_decision(value: Any) -> str:
+    """Newer transcripts say how Claude Code allowed a tool (``permissionDecision``: decision,
+    source, rule): kept in the reason, still not a portside intervention (no attention time)."""
+    if not isinstance(value, dict):
+        return ""
+    parts = [str(value[k]) for k in ("source", "reasonType", "ruleSource") if value.get(k)]
+    return f"{value.get('decision', '?')}" + (f" ({', '.join(parts)})" if parts else "")
+
+
 def _decided(st: _State, ln: _Line, call: _Call, call_id: str, result: Any, text: str,
-             is_error: bool) -> None:
+             is_error: bool, recorded: str = "") -> None:
     sid = st.session_id
     edit_id = f"edit-{call_id}"
     if call.name == "Bash":
@@ -459,7 +480,7 @@ def _decided(st: _State, ln: _Line, call: _Call, call_id: str, result: Any, text
         st.add(ev.EditProposed(session_id=sid, edit_id=f"cmd-{call_id}", path=f"$ {where}",
                                before="", after=command,
                                rationale=call.label + str(call.input.get("description") or "")))
-        _decision(st, f"cmd-{call_id}", is_error, text)
+        _decision(st, f"cmd-{call_id}", is_error, text, recorded=recorded)
         return
     path = str(call.input.get("file_path") or call.input.get("notebook_path") or "")
     texts = _edit_texts(st, ln, call, result, not is_error)
@@ -478,21 +499,23 @@ def _decided(st: _State, ln: _Line, call: _Call, call_id: str, result: Any, text
     st.add(ev.EditProposed(session_id=sid, edit_id=edit_id, path=shown, before=before,
                            after=after, rationale=rationale,
                            risks=risk_marks(shown, before, after) if whole else []))
-    _decision(st, edit_id, is_error, text, shown)
+    _decision(st, edit_id, is_error, text, shown, recorded)
     if not is_error and whole:
         if rel is not None and isinstance(result, dict) and result.get("type") == "create":
             st.created.append(rel)
         st.files[path] = after
 
 
-def _decision(st: _State, edit_id: str, is_error: bool, text: str, path: str = "") -> None:
+def _decision(st: _State, edit_id: str, is_error: bool, text: str, path: str = "",
+              recorded: str = "") -> None:
     sid = st.session_id
+    said = f" (Claude Code's permission: {recorded})" if recorded else ""
     if is_error:
         st.add(ev.EditDecided(session_id=sid, edit_id=edit_id, decision="rejected", by="policy",
-                              reason=f"imported: Claude Code did not run it: {text[:500]}"))
+                              reason=f"imported: Claude Code did not run it{said}: {text[:500]}"))
         return
     st.add(ev.EditDecided(session_id=sid, edit_id=edit_id, decision="approved", by="policy",
-                          reason=IMPORTED))
+                          reason=IMPORTED + said))
     if path:
         st.add(ev.EditApplied(session_id=sid, edit_id=edit_id, path=path))
 
@@ -528,16 +551,28 @@ def _usage(st: _State, ln: _Line, message: dict[str, Any]) -> None:
                          cache_read_tokens=cr, cache_write_tokens=cw, cost_usd=cost))
 
 
-def _result(st: _State, ln: _Line) -> None:
-    """stream-json's ``result``: what the replies did not count, as one more usage (as live)."""
-    obj = ln.obj
-    u = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
+def _cost_state(st: _State, ln: _Line) -> None:
+    """A transcript's ``cost-state`` line: Claude Code's running totals (``totalCostUSD``,
+    ``modelUsage``), used as the stream-json ``result``'s are."""
+    models = ln.obj.get("modelUsage")
+    u: dict[str, int] = {}
+    for m in models.values() if isinstance(models, dict) else []:
+        if isinstance(m, dict):
+            for ours, theirs in (("input_tokens", "inputTokens"), ("output_tokens", "outputTokens"),
+                                 ("cache_read_input_tokens", "cacheReadInputTokens"),
+                                 ("cache_creation_input_tokens", "cacheCreationInputTokens")):
+                u[ours] = u.get(ours, 0) + _int(m, theirs)
+    _rest_usage(st, u, ln.obj.get("totalCostUSD"))
+
+
+def _rest_usage(st: _State, u: dict[str, Any], total: Any) -> float:
+    """What the per-reply usage did not count of Claude Code's totals, as one more
+    ``agent.usage``, so the session's sums equal Claude Code's (as live). Returns the total $."""
     t = st.totals
     rest = {"input": max(0, _int(u, "input_tokens") - t["input"]),
             "output": max(0, _int(u, "output_tokens") - t["output"]),
             "cache_read": max(0, _int(u, "cache_read_input_tokens") - t["cache_read"]),
             "cache_write": max(0, _int(u, "cache_creation_input_tokens") - t["cache_write"])}
-    total = obj.get("total_cost_usd")
     total = float(total) if isinstance(total, int | float) and not isinstance(total, bool) else 0.0
     cost = max(0.0, total - st.cost)
     if any(rest.values()) or cost > 0:
@@ -548,6 +583,14 @@ def _result(st: _State, ln: _Line) -> None:
         for k, v in rest.items():
             t[k] += v
         st.cost += cost
+    return total
+
+
+def _result(st: _State, ln: _Line) -> None:
+    """stream-json's ``result``: the session's totals, and its final text."""
+    obj = ln.obj
+    u: dict[str, Any] = obj["usage"] if isinstance(obj.get("usage"), dict) else {}
+    total = _rest_usage(st, u, obj.get("total_cost_usd"))
     if isinstance(obj.get("result"), str) and obj["result"].strip():
         st.last_text = obj["result"]
     st.meta["result"] = {k: obj.get(k) for k in ("subtype", "duration_ms", "num_turns",
