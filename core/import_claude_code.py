@@ -243,6 +243,9 @@ def read_claude_code(path: str | Path, *, session_id: str | None = None, target:
     st.add(ev.SessionEnded(session_id=sid, verdict="undecided", outcome="imported",
                            reason=f"imported from {path.name}; not verified"))
     events = [started, *st.events]
+    redacted = _redact(events)
+    if redacted:
+        started.meta["redacted_files"] = redacted
     for i, e in enumerate(events, start=1):
         e.seq = i
         try:
@@ -250,6 +253,45 @@ def read_claude_code(path: str | Path, *, session_id: str | None = None, target:
         except ev.EventError as exc:
             raise TranscriptError(f"{where}: {exc}") from None
     return events
+
+
+def _redact(events: list[ev.Event]) -> list[str]:
+    """Secrets never reach the store: the values of this environment's secrets (the API key
+    Claude Code used is usually among them) and of secret assignments in the session's Bash
+    commands are masked in every field. Returns the edited files whose text changed (their
+    trees cannot be rebuilt from what is stored)."""
+    from .secrets import Redactor, inline_values, redact_command, scrubbed_values
+
+    commands = [str(e.input.get("command") or "") for e in events
+                if isinstance(e, ev.AgentToolCall) and e.name == "Bash"]
+    mask = Redactor([*scrubbed_values(os.environ), *(v for c in commands
+                                                     for v in inline_values(c))])
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, str):
+            return mask(value)
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        if isinstance(value, dict):
+            return {k: scrub(v) for k, v in value.items()}
+        return value
+
+    touched: list[str] = []
+    for e in events:
+        if isinstance(e, ev.AgentToolCall) and isinstance(e.input.get("command"), str):
+            e.input["command"] = redact_command(e.input["command"])
+        elif isinstance(e, ev.EditProposed) and e.path.startswith("$ "):
+            e.after = redact_command(e.after)
+        for name in e.__struct_fields__:
+            if name in ("session_id", "risks"):
+                continue
+            old = getattr(e, name)
+            new = scrub(old) if isinstance(old, str | list | dict) else old
+            if new != old:
+                setattr(e, name, new)
+                if isinstance(e, ev.EditProposed) and name in ("before", "after"):
+                    touched.append(e.path)
+    return sorted(set(touched))
 
 
 # --- one line ---------------------------------------------------------------------------------

@@ -49,6 +49,10 @@ def prepare_trees(events: list[ev.Event], dest: Path, *, tree_after: Path | None
     if partial:
         raise TreeError(f"the transcript has only the changed text of {', '.join(partial)} "
                         "(not the whole file): its trees cannot be rebuilt")
+    secret = (started.meta.get("redacted_files") if started else None) or []
+    if secret:
+        raise TreeError(f"{', '.join(secret)} held a secret, masked in the store: its trees "
+                        "cannot be rebuilt from the session")
     files = edited_files(events)
     created = set((started.meta.get("created_files") if started else None) or [])
     if not files:

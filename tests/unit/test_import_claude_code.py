@@ -282,3 +282,39 @@ def test_patch_with_line_numbers_applies_exactly() -> None:
     crlf = before.replace("\n", "\r\n")
     assert _apply_patch(crlf, structured_patch(before, after)) == after.replace("\n", "\r\n")
     assert _apply_patch(before, [{"oldStart": 1, "lines": ["-nope"]}]) is None
+
+
+def test_secrets_are_masked_and_a_rejected_edit_is_not_applied(
+        tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API key in this environment and a token set inline in a Bash command never reach the
+    events; an Edit that Claude Code refused is proposed and rejected, never applied."""
+    from cc_transcript import Session, text, tool
+
+    key = "sk-ant-api03-IMPORT-SECRET-0123456789abcdef"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    train = TINY.read_text(encoding="utf-8")
+    s = Session(project, START)
+    s.prompt(f"use the key {key} if needed")
+    s.reply(tool("toolu_r", "Read", file_path=f"{project}/train.py"))
+    s.read("toolu_r", "train.py", train)
+    s.reply(tool("toolu_e", "Edit", file_path=f"{project}/train.py", old_string=CLIP,
+                 new_string=TIGHT))
+    s.wait(1)
+    s.result("toolu_e", "The user doesn't want to proceed with this tool use. The tool use was "
+             "rejected (eg. if it was a file edit, the new_string was NOT written to the file).",
+             "Error: The user doesn't want to proceed with this tool use.", is_error=True)
+    s.reply(tool("toolu_b", "Bash", command="HF_TOKEN=hf_abcdefghijklmnopqrstuvwx python "
+                 "train.py", description="train"))
+    s.bash("toolu_b", "loaded token hf_abcdefghijklmnopqrstuvwx")
+    s.reply(text("I could not finish: the edit was rejected."))
+    events = read_claude_code(s.write(tmp_path / "t.jsonl"))
+    blob = json.dumps([ev.to_builtins(e) for e in events])
+    assert key not in blob and "hf_abcdefghijklmnopqrstuvwx" not in blob
+    assert "HF_TOKEN=*** python train.py" in blob
+    edit = next(e for e in events if isinstance(e, ev.EditProposed) and e.path == "train.py")
+    assert (edit.before, edit.after) == (train, train.replace(CLIP, TIGHT))
+    decided = next(e for e in events if isinstance(e, ev.EditDecided)
+                   and e.edit_id == edit.edit_id)
+    assert decided.decision == "rejected" and "doesn't want to proceed" in decided.reason
+    assert not any(isinstance(e, ev.EditApplied) for e in events)
+    assert edited_files(events) == {}
