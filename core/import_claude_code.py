@@ -6,7 +6,8 @@ What becomes what (the shapes the live agent, core/agent/claude_code.py, publish
 
 - assistant text → ``agent.text``; ``tool_use`` → ``agent.tool_call``; ``tool_result`` →
   ``agent.tool_result``; subagent (sidechain / ``parent_tool_use_id``) traffic labelled
-  ``[subagent …]`` and ``_subagent_of`` as live.
+  ``[subagent …]`` and ``_subagent_of`` as live; a transcript's ``<session>/subagents/*.jsonl``
+  are merged in by time.
 - Edit / MultiEdit / Write / NotebookEdit that ran → ``edit.proposed`` with the whole file before
   and after (the tool result's ``originalFile`` with its ``structuredPatch`` applied; the tool's
   input where the result has no patch), then ``edit.decided`` and ``edit.applied``. One that
@@ -29,6 +30,9 @@ lines are spread evenly over the ``result``'s ``duration_ms``, ending at the log
 time (meta ``timing: "estimated"``). A line earlier than the one before it is played at the
 earlier one's time (events keep file order).
 
+**Secrets** (this environment's secret values, secret assignments in the session's commands)
+are masked in every field before anything is returned (core/secrets.py).
+
 Malformed input raises :class:`TranscriptError` ``file:line: what``; nothing is returned, so a
 caller writes nothing. Pure parsing: no store, no Textual.
 """
@@ -36,6 +40,7 @@ caller writes nothing. Pure parsing: no store, no Textual.
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import json
 import os
 from dataclasses import dataclass, field
@@ -60,6 +65,7 @@ class _Line:
     no: int
     obj: dict[str, Any]
     ts: float | None
+    where: str = ""
 
 
 @dataclass
@@ -94,8 +100,8 @@ class _State:
     outside: list[str] = field(default_factory=list)
     ts: float = 0.0
 
-    def fail(self, line: int, what: str) -> TranscriptError:
-        return TranscriptError(f"{self.where}:{line}: {what}")
+    def fail(self, ln: _Line, what: str) -> TranscriptError:
+        return TranscriptError(f"{ln.where or self.where}:{ln.no}: {what}")
 
     def add(self, event: ev.Event) -> None:
         event.ts = self.ts
@@ -147,13 +153,34 @@ def _read_lines(path: Path, where: str) -> tuple[list[_Line], str]:
             if ts is None:
                 raise TranscriptError(f"{where}:{no}: field timestamp: {ascii(obj['timestamp'])[:60]}"
                                       " is not an ISO 8601 time")
-        lines.append(_Line(no, obj, ts))
+        lines.append(_Line(no, obj, ts, where))
     if not lines:
         raise TranscriptError(f"{where}:1: empty file")
     if not fmt:
         raise TranscriptError(f"{where}:{lines[0].no}: not a Claude Code transcript or "
                               "stream-json log (no line has sessionId or session_id)")
     return lines, fmt
+
+
+def _with_subagents(path: Path, lines: list[_Line]) -> tuple[list[_Line], list[str]]:
+    """Newer Claude Code writes each subagent's (Task's) conversation beside the transcript, in
+    ``<session>/subagents/*.jsonl``: merged in by time, each line still named by its own file."""
+    folder = path.with_suffix("") / "subagents"
+    if not folder.is_dir():
+        return lines, []
+    runs = [lines]
+    names = []
+    for sub in sorted(folder.glob("*.jsonl")):
+        sub_lines, sub_fmt = _read_lines(sub, str(sub))
+        if sub_fmt != "transcript":
+            raise TranscriptError(f"{sub}:1: a subagent file that is not a transcript")
+        _place_in_time(sub_lines, sub)
+        for ln in sub_lines:
+            ln.obj.setdefault("isSidechain", True)
+            ln.obj.setdefault("agentId", sub.stem.removeprefix("agent-"))
+        runs.append(sub_lines)
+        names.append(sub.name)
+    return list(heapq.merge(*runs, key=lambda ln: ln.ts or 0.0)), names
 
 
 def _place_in_time(lines: list[_Line], path: Path) -> str:
@@ -191,11 +218,11 @@ def _place_in_time(lines: list[_Line], path: Path) -> str:
 def _require(st: _State, ln: _Line, obj: Any, name: str, kind: type | tuple[type, ...],
              where: str = "") -> Any:
     if not isinstance(obj, dict) or name not in obj:
-        raise st.fail(ln.no, f"field {where}{name}: missing")
+        raise st.fail(ln, f"field {where}{name}: missing")
     value = obj[name]
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise st.fail(ln.no, f"field {where}{name}: expected {want}, got {type(value).__name__}")
+        raise st.fail(ln, f"field {where}{name}: expected {want}, got {type(value).__name__}")
     return value
 
 
@@ -206,6 +233,9 @@ def read_claude_code(path: str | Path, *, session_id: str | None = None, target:
     where = str(path)
     lines, fmt = _read_lines(path, where)
     timing = _place_in_time(lines, path)
+    subagents: list[str] = []
+    if fmt == "transcript":
+        lines, subagents = _with_subagents(path, lines)
     claude_id = ""
     for ln in lines:
         claude_id = str(ln.obj.get("sessionId") or ln.obj.get("session_id") or "")
@@ -219,6 +249,8 @@ def read_claude_code(path: str | Path, *, session_id: str | None = None, target:
     st = _State(where, sid, fmt)
     st.meta = {"claude_code_session": claude_id, "imported_from": str(path.resolve()),
                "import_format": fmt, "timing": timing}
+    if subagents:
+        st.meta["subagent_files"] = subagents
     first_ts = float(lines[0].ts or 0.0)
     st.ts = first_ts
     for ln in lines:
@@ -323,7 +355,7 @@ def _line(st: _State, ln: _Line) -> None:
     if kind not in ("user", "assistant"):
         return  # summaries, file snapshots, queue operations, stream events: not the session
     if st.fmt == "transcript" and ln.ts is None:
-        raise st.fail(ln.no, "field timestamp: missing")
+        raise st.fail(ln, "field timestamp: missing")
     message = _require(st, ln, obj, "message", dict)
     content = _require(st, ln, message, "content", (str, list), "message.")
     sub = obj.get("parent_tool_use_id") or (
@@ -341,7 +373,7 @@ def _assistant(st: _State, ln: _Line, message: dict[str, Any], content: Any, sub
     for i, block in enumerate(blocks):
         at = f"message.content[{i}]."
         if not isinstance(block, dict):
-            raise st.fail(ln.no, f"field message.content[{i}]: not an object")
+            raise st.fail(ln, f"field message.content[{i}]: not an object")
         btype = _require(st, ln, block, "type", str, at)
         if btype == "text":
             text = _require(st, ln, block, "text", str, at)
@@ -374,7 +406,7 @@ def _user(st: _State, ln: _Line, content: Any, label: str) -> None:
     for i, block in enumerate(content):
         at = f"message.content[{i}]."
         if not isinstance(block, dict):
-            raise st.fail(ln.no, f"field message.content[{i}]: not an object")
+            raise st.fail(ln, f"field message.content[{i}]: not an object")
         btype = _require(st, ln, block, "type", str, at)
         if btype == "text" and isinstance(block.get("text"), str) and block["text"].strip():
             st.add(ev.SessionState(session_id=st.session_id, state="user-message",
@@ -490,7 +522,7 @@ def _edit_texts(st: _State, ln: _Line, call: _Call, result: Any, ok: bool
         elif ok and before and isinstance(r.get("structuredPatch"), list) and r["structuredPatch"]:
             after = _apply_patch(before, r["structuredPatch"])
             if after is None:
-                raise st.fail(ln.no, f"field toolUseResult.structuredPatch: does not apply to "
+                raise st.fail(ln, f"field toolUseResult.structuredPatch: does not apply to "
                               f"the text of {path} before the {call.name}")
         if after is None:
             after = _from_input(before, call.name, ti)

@@ -318,3 +318,31 @@ def test_secrets_are_masked_and_a_rejected_edit_is_not_applied(
     assert decided.decision == "rejected" and "doesn't want to proceed" in decided.reason
     assert not any(isinstance(e, ev.EditApplied) for e in events)
     assert edited_files(events) == {}
+
+
+def test_subagent_files_beside_the_transcript_are_merged_in(tmp_path: Path,
+                                                            project: Path) -> None:
+    """Newer Claude Code keeps a subagent's conversation in <session>/subagents/agent-*.jsonl:
+    the import is the same as with its lines inline; a bad line there is named by that file."""
+    s = clipping_port(project, START)
+    inline = read_claude_code(s.write(tmp_path / "inline.jsonl"), session_id="x")
+    lines = s.lines()
+    main = [x for x in lines if not x.get("isSidechain")]
+    side = [x for x in lines if x.get("isSidechain")]
+    assert len(side) == 3
+    for x in side:  # as the separate files have them: the agent's id in the file's name
+        x.pop("agentId")
+    path = tmp_path / f"{s.session_id}.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in main))
+    sub = tmp_path / s.session_id / "subagents" / "agent-a1b2c3d4.jsonl"
+    sub.parent.mkdir(parents=True)
+    sub.write_text("".join(json.dumps(x) + "\n" for x in side))
+    split = read_claude_code(path, session_id="x")
+    def plain(events: list[ev.Event]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in ev.to_builtins(e).items() if k != "meta"} for e in events[:-1]]
+
+    assert plain(split) == plain(inline)  # all but session.ended, which names the file
+    assert split[0].meta["subagent_files"] == ["agent-a1b2c3d4.jsonl"]  # type: ignore[attr-defined]
+    sub.write_text(sub.read_text().replace('"message"', '"massage"', 1))
+    with pytest.raises(TranscriptError, match=rf"^{sub}:1: field message: missing"):
+        read_claude_code(path)
