@@ -381,8 +381,10 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str | None, target
                tree: Path | None = None, before: Path | None = None) -> None:
     """Verify a candidate run against reference runs, headless (exit 0 pass, 1 fail, 2 usage)."""
     stall_s = VERIFY_STALL_S if stall_s is None else stall_s
-    if session is None and (candidate is None or tree or before):
-        raise click.UsageError("--candidate is required (--tree and --before go with --session)")
+    if session is None and (tree or before):
+        raise click.UsageError("--tree and --before go with --session")
+    if session is None and candidate is None:
+        raise click.UsageError("--candidate is required (or --session ID: an imported session)")
     trees = None
     if session is not None:
         from .import_cc import imported_trees

@@ -124,6 +124,10 @@ def test_trees_that_do_not_fit_the_transcript_are_refused(tmp_path: Path) -> Non
 
 
 def _bundled_cli() -> str:
+    if os.environ.get("PORTSIDE_CI") and not __import__("importlib").util.find_spec(
+            "claude_agent_sdk"):
+        raise RuntimeError("CI: claude-agent-sdk (the claude-code extra) must be installed; "
+                           "`make venv` installs it")
     pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not installed "
                         "(pip install -e '.[claude-code]'; `make venv` does)")
     import claude_agent_sdk
