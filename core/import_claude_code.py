@@ -467,7 +467,9 @@ def _apply_patch(original: str, hunks: Any) -> str | None:
         old = [x[1:] for x in body if x[:1] in (" ", "-")]
         new = [x[1:] for x in body if x[:1] in (" ", "+")]
         start = h.get("oldStart")
-        start = start - 1 if isinstance(start, int) and start > 0 and old else pos
+        # 1-based; a hunk with no old lines (an insertion, no context) inserts before it.
+        start = start - 1 if isinstance(start, int) and not isinstance(start, bool) and start > 0 \
+            else pos
         found = next((s for s in [max(pos, start), *range(pos, len(lines) + 1)]
                       if lines[s:s + len(old)] == old and s + len(old) <= len(lines)), None)
         if found is None:

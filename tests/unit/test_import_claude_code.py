@@ -282,6 +282,9 @@ def test_patch_with_line_numbers_applies_exactly() -> None:
     crlf = before.replace("\n", "\r\n")
     assert _apply_patch(crlf, structured_patch(before, after)) == after.replace("\n", "\r\n")
     assert _apply_patch(before, [{"oldStart": 1, "lines": ["-nope"]}]) is None
+    # No context (an insertion hunk of zero old lines) lands at its line number.
+    assert _apply_patch("a\nb\nc\n", [{"oldStart": 3, "oldLines": 0, "newStart": 3,
+                                         "newLines": 1, "lines": ["+x"]}]) == "a\nb\nx\nc\n"
 
 
 def test_secrets_are_masked_and_a_rejected_edit_is_not_applied(
