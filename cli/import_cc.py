@@ -25,10 +25,14 @@ def import_claude_code(store: Any, file: Path, rename_to: str | None, target: st
     (exit 2, ``file:line: what``) or a session already present writes nothing."""
     from portside.core.import_claude_code import TranscriptError, read_claude_code
     from portside.store import StoreError
-    from portside.store.jsonl import import_events
+    from portside.store.jsonl import import_events, session_id_problem
 
+    if rename_to and (problem := session_id_problem(rename_to)):
+        _usage_error(f"--as: {problem}")
     try:
         events = read_claude_code(file, session_id=rename_to, target=target or "")
+        if problem := session_id_problem(events[0].session_id):
+            raise TranscriptError(f"{file}:1: session id: {problem}")
         return import_events(store, events, str(file))
     except (TranscriptError, StoreError) as exc:
         store.close()

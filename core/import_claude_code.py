@@ -43,6 +43,7 @@ import datetime as dt
 import heapq
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -241,11 +242,8 @@ def read_claude_code(path: str | Path, *, session_id: str | None = None, target:
         claude_id = str(ln.obj.get("sessionId") or ln.obj.get("session_id") or "")
         if claude_id:
             break
-    sid = session_id or f"cc-{claude_id}"
-    from portside.store.jsonl import session_id_problem  # the one rule for session ids
-
-    if problem := session_id_problem(sid):
-        raise TranscriptError(f"{where}:{lines[0].no}: session id: {problem}")
+    # The store checks ids (store/jsonl.py session_id_problem); Claude Code's are uuids.
+    sid = session_id or "cc-" + re.sub(r"[^A-Za-z0-9._:-]", "-", claude_id)[:125]
     st = _State(where, sid, fmt)
     st.meta = {"claude_code_session": claude_id, "imported_from": str(path.resolve()),
                "import_format": fmt, "timing": timing}
