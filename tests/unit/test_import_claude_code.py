@@ -73,6 +73,9 @@ def test_transcript_imports_with_counts_diffs_and_original_times(tmp_path: Path,
     with Store(db) as store:
         events = list(store.events(sid))
         led = store.ledger(sid)
+        row = next(r for r in store.sessions() if r["session_id"] == sid)
+        assert (row["interventions"], row["human_s"] or 0) == (0, 0)  # the SQL view agrees
+        assert store.conn.execute("SELECT count(*) FROM interventions").fetchone()[0] == 0
     k = _kinds(events)
     # Counts against the fixture's own: every text, call and result; one usage per API reply
     # (a reply's blocks are several lines with the same message id).
