@@ -69,6 +69,61 @@ def rolling_mean(x: np.ndarray, w: int) -> np.ndarray:
     return mean
 
 
+def _accumulate(prev: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """`prev` (a cumulative sum) extended by the cumulative sum of `new`, with the very
+    additions np.cumsum makes over the whole (it adds in order): the same bits."""
+    if prev.size == 0:
+        return np.cumsum(new)
+    return np.concatenate((prev, np.cumsum(np.concatenate((prev[-1:], new)))[1:]))
+
+
+def smoothed(r: RunRecords, name: str, w: int) -> np.ndarray:
+    """`rolling_mean(r.series(name), w)`. On a live run's snapshot (records_live.py) the
+    sums are carried from the last pass and only the new steps are added: O(new), with
+    rolling_mean's arithmetic, so the values are the same to the bit."""
+    x = r.series(name)
+    memo: dict[Any, Any] | None = r._cache.get(("live",))
+    if memo is None or w <= 1 or x.size == 0:
+        return rolling_mean(x, w)
+    key = ("roll", name, w)
+    st = memo.get(key)
+    n0 = 0 if st is None else st["n"]
+    new = x[n0:]
+    fast = (st is None or st["fast"]) and bool(np.isfinite(new).all())
+    if st is None or n0 > x.size or (st["fast"] and not fast):
+        # rolling_mean takes another formula once a value is not finite: start again with it
+        fast = bool(np.isfinite(x).all())
+        st, n0, new = {"n": 0, "fast": fast, "cs": np.zeros(0), "cn": np.zeros(0, np.int64),
+                       "out": np.zeros(0)}, 0, x
+    i = np.arange(n0, x.size)
+    if fast:
+        cs = st["cs"] = _accumulate(st["cs"], new)
+        part = np.empty(i.size)
+        small = i < w
+        part[small] = cs[i[small]] / (i[small] + 1).astype(np.float64)
+        big = i[~small]
+        part[~small] = (cs[big] - cs[big - w]) / w
+    else:
+        fin = np.isfinite(new)
+        if n0 == 0:  # as rolling_mean builds them (a leading 0, then the sums)
+            st["cs"] = np.concatenate(([0.0], np.cumsum(np.where(fin, new, 0.0))))
+            st["cn"] = np.concatenate(([0], np.cumsum(fin)))
+        else:
+            st["cs"] = _accumulate(st["cs"], np.where(fin, new, 0.0))
+            st["cn"] = _accumulate(st["cn"], fin.astype(st["cn"].dtype))
+        cs, cn = st["cs"], st["cn"]
+        hi = i + 1
+        lo = np.maximum(hi - w, 0)
+        cnt = (cn[hi] - cn[lo]).astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            part = (cs[hi] - cs[lo]) / cnt
+        part[cnt == 0] = np.nan
+    st["out"] = np.concatenate((st["out"], part))
+    st["n"] = x.size
+    memo[key] = st
+    return st["out"]
+
+
 def step_noise(x: np.ndarray, w: int) -> np.ndarray:
     """Local per-step noise σ from the trailing mean |Δx| (σ = mean|Δ|·√π/2 for Gaussian noise;
     a trend only makes it larger, i.e. more lenient)."""
@@ -151,52 +206,104 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
     if steps.size < dc.window:
         return []
     noise_w = max(4 * dc.smooth, 20)
+    memo: dict[Any, Any] | None = cand._cache.get(("live",))
+    if memo is None:
+        memo = {}  # not a live snapshot: nothing is carried
+    k = steps.size
+    # A live run judged by step (every selector the prefix 0..k-1): each point's verdict is
+    # fixed once its step is in every run, so a pass need only look at the new points and the
+    # `window` before them for a long excursion; the full evidence is built when there is one.
+    tail = ("live",) in cand._cache and al.mode == "step" and all(
+        isinstance(s, slice) and s.start in (0, None) for s in idx)
     alarms = []
     for name in dc.series:
-        c_s = rolling_mean(cand.series(name), dc.smooth)[idx[0]]
-        env = _envelope(refs, idx[1:], name, dc.smooth, noise_w if dc.noise_z else 0)
-        if env is None or not np.isfinite(c_s).any():
-            continue  # the series is not reported by one side
-        lo, hi, sigma = env
-        widen = dc.rtol * np.maximum(np.abs(lo), np.abs(hi)) + dc.atol
-        if dc.noise_z:
-            n_eff = np.minimum(np.arange(1, steps.size + 1), dc.smooth)
-            widen = widen + dc.noise_z * sigma / np.sqrt(n_eff)
-        elo, ehi = lo - widen, hi + widen
-        with np.errstate(invalid="ignore"):
-            excess = np.maximum(c_s - ehi, elo - c_s)  # > 0 outside; NaN where unknown
-        out = excess > 0
-        starts, ends = true_runs(out)
-        long = (ends - starts) >= dc.window
-        if not long.any():
+        key = ("drift", name, dc.window, dc.smooth, dc.rtol, dc.atol, dc.noise_z, noise_w)
+        seen = memo.get(key) if tail else None
+        if seen is not None and seen[1] == tuple(map(id, refs)) and seen[0] <= k:
+            a = max(0, seen[0] - dc.window)
+            if not _long_excursion(refs, cand, name, dc, noise_w, a, k):
+                memo[key] = (k, seen[1], refs)  # refs kept: their ids stay theirs
+                continue
+        found = _drift_alarm(refs, cand, name, dc, noise_w, al)
+        if found is None:
+            if tail:
+                memo[key] = (k, tuple(map(id, refs)), refs)
             continue
-        s0, e0 = starts[long], ends[long]
-        first = int(s0[0])
-        # Worst point over the qualifying runs, relative to the envelope's scale.
-        in_long = np.zeros(steps.size, bool)
-        for a, b in zip(s0, e0, strict=True):
-            in_long[a:b] = True
-        scale = np.maximum(np.abs(ehi - elo), np.abs(hi)) + dc.atol
-        rel = np.where(in_long, excess / scale, -np.inf)
-        worst = int(np.argmax(rel))
-        direction = "above" if c_s[first] > ehi[first] else "below"
-        alarms.append(Alarm(
-            "numeric-drift", "error",
-            f"{name} leaves the reference envelope from step {int(steps[first])} "
-            f"({direction}, {int(in_long.sum())} steps out)",
-            {
-                "series": name, "first_step": int(steps[first]),
-                "alarm_step": int(steps[first + dc.window - 1]),
-                "worst_step": int(steps[worst]), "direction": direction,
-                "steps_out": int(in_long.sum()), "window": dc.window, "smooth": dc.smooth,
-                "value_first": _f(c_s[first]), "envelope_first": [_f(elo[first]), _f(ehi[first])],
-                "value_worst": _f(c_s[worst]), "envelope_worst": [_f(elo[worst]), _f(ehi[worst])],
-                "reference_runs": len(refs), "aligned_by": al.mode,
-                "spark": {"steps": downsample(steps), "candidate": downsample(c_s),
-                          "lo": downsample(elo), "hi": downsample(ehi)},
-            },
-            key=f"numeric-drift:{name}"))
+        alarms.append(found)
     return alarms
+
+
+def _excess(refs: list[RunRecords], cand: RunRecords, name: str, dc: Any, noise_w: int,
+            sel_c: slice | np.ndarray, sel_r: list[slice | np.ndarray], n_at: np.ndarray,
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Smoothed candidate, widened envelope (lo, hi), raw hi and the excess over it at the
+    selected points; n_at: each point's position in the compared series (from 1). None when
+    one side does not report the series."""
+    c_s = smoothed(cand, name, dc.smooth)[sel_c]
+    env = _envelope(refs, sel_r, name, dc.smooth, noise_w if dc.noise_z else 0)
+    if env is None or not np.isfinite(c_s).any():
+        return None
+    lo, hi, sigma = env
+    widen = dc.rtol * np.maximum(np.abs(lo), np.abs(hi)) + dc.atol
+    if dc.noise_z:
+        n_eff = np.minimum(n_at, dc.smooth)
+        widen = widen + dc.noise_z * sigma / np.sqrt(n_eff)
+    elo, ehi = lo - widen, hi + widen
+    with np.errstate(invalid="ignore"):
+        excess = np.maximum(c_s - ehi, elo - c_s)  # > 0 outside; NaN where unknown
+    return c_s, elo, ehi, hi, excess
+
+
+def _long_excursion(refs: list[RunRecords], cand: RunRecords, name: str, dc: Any,
+                    noise_w: int, a: int, k: int) -> bool:
+    """`window` consecutive points outside among points a..k-1 (the same values as the
+    whole series has there: smoothing is causal, the envelope is per point)."""
+    got = _excess(refs, cand, name, dc, noise_w, slice(a, k), [slice(a, k)] * len(refs),
+                  np.arange(a + 1, k + 1))
+    if got is None:
+        return False  # nothing to compare here: nothing outside here
+    starts, ends = true_runs(got[4] > 0)
+    return bool(((ends - starts) >= dc.window).any())
+
+
+def _drift_alarm(refs: list[RunRecords], cand: RunRecords, name: str, dc: Any, noise_w: int,
+                 al: Any) -> Alarm | None:
+    """The drift alarm of one series over the whole aligned series, or None."""
+    steps, idx = al.steps, al.sel
+    got = _excess(refs, cand, name, dc, noise_w, idx[0], idx[1:], np.arange(1, steps.size + 1))
+    if got is None:
+        return None  # the series is not reported by one side
+    c_s, elo, ehi, hi, excess = got
+    starts, ends = true_runs(excess > 0)
+    long = (ends - starts) >= dc.window
+    if not long.any():
+        return None
+    s0, e0 = starts[long], ends[long]
+    first = int(s0[0])
+    # Worst point over the qualifying runs, relative to the envelope's scale.
+    in_long = np.zeros(steps.size, bool)
+    for a, b in zip(s0, e0, strict=True):
+        in_long[a:b] = True
+    scale = np.maximum(np.abs(ehi - elo), np.abs(hi)) + dc.atol
+    rel = np.where(in_long, excess / scale, -np.inf)
+    worst = int(np.argmax(rel))
+    direction = "above" if c_s[first] > ehi[first] else "below"
+    return Alarm(
+        "numeric-drift", "error",
+        f"{name} leaves the reference envelope from step {int(steps[first])} "
+        f"({direction}, {int(in_long.sum())} steps out)",
+        {
+            "series": name, "first_step": int(steps[first]),
+            "alarm_step": int(steps[first + dc.window - 1]),
+            "worst_step": int(steps[worst]), "direction": direction,
+            "steps_out": int(in_long.sum()), "window": dc.window, "smooth": dc.smooth,
+            "value_first": _f(c_s[first]), "envelope_first": [_f(elo[first]), _f(ehi[first])],
+            "value_worst": _f(c_s[worst]), "envelope_worst": [_f(elo[worst]), _f(ehi[worst])],
+            "reference_runs": len(refs), "aligned_by": al.mode,
+            "spark": {"steps": downsample(steps), "candidate": downsample(c_s),
+                      "lo": downsample(elo), "hi": downsample(ehi)},
+        },
+        key=f"numeric-drift:{name}")
 
 
 # --- lr-schedule-changed ---------------------------------------------------------------------

@@ -49,6 +49,9 @@ class _Series:
         self.nf_loss = np.zeros(0, bool)
         self.nf_grad = np.zeros(0, bool)
         self.extra: dict[str, np.ndarray] = {}
+        # Derived series the checks carry from pass to pass (numeric.smoothed, check_drift):
+        # valid because rows are only ever appended.
+        self.memo: dict[Any, Any] = {}
 
     def _grow(self, need: int) -> None:
         cap = max(need, 2 * self.cap, 1024)
@@ -211,6 +214,7 @@ class LiveRecords:
         exit_rec = exits.get(main) or exits.get(0) or next(iter(exits.values()), None)
         out = series.view(facts=facts, exit=exit_rec, end=end, name=name,
                           metrics={k: list(v) for k, v in self.metrics.items()})
+        out._cache[("live",)] = series.memo
         if len(ranked) > 1:
             out.ranks = {k: by_rank[k].view(facts=self.rank_facts.get(k), exit=exits.get(k),
                                             name=f"{name}/rank{k}") for k in ranked}

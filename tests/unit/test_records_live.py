@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from portside.core.checks import RunEnd, RunRecords, jsonable, run_checks
 from portside.core.checks.clipping import rank_norm_spread
+from portside.core.checks.numeric import rolling_mean, smoothed
 from portside.core.checks.records import EXTRA
 from portside.core.checks.records_live import LiveRecords
 from portside.core.checks.steps import index_of, intersect
@@ -158,7 +159,7 @@ def test_random_streams_judge_the_same(records: list[dict], at: list[int]) -> No
 
 def training(seed: int, world: int, per_epoch: int, epochs: int, *, drift_at: int | None = None,
              lr_change: bool = False, clip: float | None = 1.0, nan_at: int | None = None,
-             reset_at: int | None = None) -> list[dict]:
+             reset_at: int | None = None, bump: tuple[int, int] = (0, 0)) -> list[dict]:
     """A multi-rank run as the probe writes it: facts per rank, then the ranks' step records
     interleaved in bursts, output-parsed metrics, exit records."""
     rng = np.random.default_rng(seed)
@@ -170,7 +171,7 @@ def training(seed: int, world: int, per_epoch: int, epochs: int, *, drift_at: in
     for k in range(n):
         e, b = divmod(k, per_epoch)
         loss = 2.0 * math.exp(-k / n * 3) + 0.1 + 0.02 * rng.standard_normal()
-        if drift_at is not None and k >= drift_at:
+        if drift_at is not None and k >= drift_at or bump[0] <= k < bump[1]:
             loss *= 1.5
         gn = 0.8 + 0.3 * rng.random()
         step = k - reset_at if reset_at is not None and k >= reset_at else k
@@ -189,8 +190,11 @@ def training(seed: int, world: int, per_epoch: int, epochs: int, *, drift_at: in
                 rec["loss"] = str(rec["loss"])  # a numeric string
             burst.append(rec)
         if rng.random() < 0.3 or k == n - 1:
-            rng.shuffle(burst)  # ranks' files are read in any order within a poll
-            out += burst
+            # ranks' files are read in any order within a poll; each rank's in its order
+            order = [rec["rank"] for rec in burst]
+            rng.shuffle(order)
+            per = {r: iter([x for x in burst if x["rank"] == r]) for r in range(world)}
+            out += [next(per[r]) for r in order]
             burst = []
         if b == per_epoch - 1:
             out.append({"type": "metric", "name": "accuracy", "value": 90 + rng.random(),
@@ -298,3 +302,37 @@ def test_rank_spread_is_its_definition(seed: int, world: int, shape: str, holes:
     vals = [(max(d[k] for d in by_step) - min(d[k] for d in by_step))
             / max(abs(d[k]) for d in by_step) for k in common]
     assert got == pytest.approx(float(np.median(vals)), rel=1e-12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.floats(-1e6, 1e6), st.just(math.nan), st.just(math.inf),
+                          st.just(-0.0)), max_size=80),
+       st.lists(st.integers(1, 80), max_size=6), st.integers(1, 12))
+def test_carried_smoothing_is_rolling_mean_to_the_bit(xs: list[float], at: list[int],
+                                                      w: int) -> None:
+    live = LiveRecords()
+    recs = [{"type": "step", "step": i, "loss": v} for i, v in enumerate(xs)]
+    lo = 0
+    for hi in sorted({c for c in at if c < len(recs)}) + [len(recs)]:
+        live.add(recs[lo:hi])
+        lo = hi
+        snap = live.snapshot()
+        got, want = smoothed(snap, "loss", w), rolling_mean(snap.loss, w)
+        assert got.tobytes() == want.tobytes()  # the same bits, -0.0 and NaN included
+
+
+def test_a_short_excursion_cut_by_a_pass_is_still_found() -> None:
+    # 35 steps out (window 20), the records cut in its middle: neither half is a window, the
+    # whole is. Ground truth: the rebuild of the same prefix.
+    recs = training(11, 1, 63, 6, bump=(250, 285))
+    cut = next(i for i, r in enumerate(recs) if r.get("step") == 268)
+    judge = lambda c, final: run_checks(REFS1, c, DEFAULT_CRITERIA, "cpu", final)  # noqa: E731
+    feed(recs, [cut - 200, cut, cut + 8], OK, judge)
+    live = LiveRecords()
+    for lo, hi in ((0, cut), (cut, cut + 30)):
+        live.add(recs[lo:hi])
+        kinds = {a.kind for a in judge(live.snapshot(None, "c"), False)}
+    assert "numeric-drift" in kinds
+
+
+REFS1 = [RunRecords.from_records(training(s, 1, 63, 6), OK, f"ref{s}") for s in (1, 2)]
