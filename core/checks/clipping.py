@@ -18,7 +18,7 @@ from ..criteria import Criteria
 from .alarms import Alarm
 from .ranks import diverged
 from .records import RunRecords
-from .steps import index_of, intersect
+from .steps import increasing, index_of, intersect
 
 CLIP_SHARE_PP = 0.25  # clipped share differing by more than 25 points…
 CLIP_SHARE_RATIO = 3.0  # …or by more than 3x (and by at least 5 points)
@@ -100,6 +100,11 @@ def rank_norm_spread(r: RunRecords) -> float | None:
     if len(r.ranks) < 2:
         return None
     runs = list(r.ranks.values())
+    memo = r._cache.get(("live",))
+    if memo is not None:
+        carried = _carried_spread(memo, r)
+        if carried is not _UNKNOWN:
+            return carried  # type: ignore[return-value]
     m = min(x.n for x in runs)
     first = runs[0].steps[:m]
     if all(x.steps_increasing() and np.array_equal(x.steps[:m], first) for x in runs):
@@ -126,6 +131,38 @@ def rank_norm_spread(r: RunRecords) -> float | None:
     a = np.vstack(norms)
     top = np.maximum(np.abs(a).max(axis=0), 1e-30)
     return float(np.median((a.max(axis=0) - a.min(axis=0)) / top))
+
+
+_UNKNOWN = object()
+
+
+def _carried_spread(memo: dict[Any, Any], r: RunRecords) -> object:
+    """rank_norm_spread on a live run's snapshot: the per-step spreads of earlier passes are
+    kept (rows are only appended), only new rows are added; _UNKNOWN when the ranks' steps
+    are not one increasing sequence (the general path then)."""
+    key = ("rank_spread", tuple(r.ranks))
+    st = memo.get(key) or {"m": 0, "vals": np.zeros(0), "last": None}
+    if st.get("off"):
+        return _UNKNOWN
+    runs = list(r.ranks.values())
+    m0, m = st["m"], min(x.n for x in runs)
+    if m < m0:
+        return _UNKNOWN
+    first = runs[0].steps[m0:m]
+    lead = first if st["last"] is None else np.concatenate(([st["last"]], first))
+    if not increasing(lead) or not all(np.array_equal(x.steps[m0:m], first) for x in runs):
+        memo[key] = {"off": True}
+        return _UNKNOWN
+    both = np.ones(m - m0, bool)
+    for x in runs:
+        both &= np.isfinite(x.max_norm[m0:m]) & np.isfinite(x.grad_norm[m0:m])
+    if both.any():
+        a = np.vstack([x.grad_norm[m0:m][both] for x in runs])
+        top = np.maximum(np.abs(a).max(axis=0), 1e-30)
+        st["vals"] = np.concatenate((st["vals"], (a.max(axis=0) - a.min(axis=0)) / top))
+    st["m"], st["last"] = m, (int(first[-1]) if first.size else st["last"])
+    memo[key] = st
+    return float(np.median(st["vals"])) if st["vals"].size else None
 
 
 def _same_values(a: list[float], b: list[float]) -> bool:

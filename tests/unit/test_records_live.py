@@ -336,3 +336,23 @@ def test_a_short_excursion_cut_by_a_pass_is_still_found() -> None:
 
 
 REFS1 = [RunRecords.from_records(training(s, 1, 63, 6), OK, f"ref{s}") for s in (1, 2)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from([2, 4]),
+       st.lists(st.integers(0, 6 * 30 * 4), max_size=8), st.booleans())
+def test_carried_rank_spread_is_the_rebuilt_one(seed: int, world: int, at: list[int],
+                                                 reset: bool) -> None:
+    recs = training(seed, world, 30, 6, reset_at=70 if reset else None)
+    rng = np.random.default_rng(seed)
+    for rec in recs:  # ranks' own clip norms (clipping before the reduction), some unknown
+        if rec.get("type") == "step" and "grad_norm" in rec:
+            rec["grad_norm"] *= 1 + 0.01 * rng.random()
+    live = LiveRecords()
+    lo = 0
+    for hi in sorted({c for c in at if 0 < c < len(recs)}) + [len(recs)]:
+        live.add(recs[lo:hi])
+        lo = hi
+        got = rank_norm_spread(live.snapshot())
+        want = rank_norm_spread(RunRecords.from_records(recs[:hi]))
+        assert repr(got) == repr(want)  # None, NaN and floats alike
