@@ -69,12 +69,34 @@ def rolling_mean(x: np.ndarray, w: int) -> np.ndarray:
     return mean
 
 
-def _accumulate(prev: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """`prev` (a cumulative sum) extended by the cumulative sum of `new`, with the very
-    additions np.cumsum makes over the whole (it adds in order): the same bits."""
-    if prev.size == 0:
-        return np.cumsum(new)
-    return np.concatenate((prev, np.cumsum(np.concatenate((prev[-1:], new)))[1:]))
+class _Buf:
+    """An array that grows at its end (capacity doubling); `view()` is read-only."""
+
+    def __init__(self, dtype: Any, first: Any = ()) -> None:
+        self.a = np.zeros(1024, dtype)
+        self.n = 0
+        self.extend(np.asarray(first, dtype))
+
+    def extend(self, v: np.ndarray) -> None:
+        if self.n + v.size > self.a.size:
+            bigger = np.zeros(max(2 * self.a.size, self.n + v.size), self.a.dtype)
+            bigger[: self.n] = self.a[: self.n]
+            self.a = bigger  # views handed out keep the old array: they never change
+        self.a[self.n: self.n + v.size] = v
+        self.n += v.size
+
+    def accumulate(self, v: np.ndarray) -> None:
+        """Extend by the running sum of v continued from the last value, with the very
+        additions np.cumsum makes over the whole (it adds in order): the same bits."""
+        if self.n == 0:
+            self.extend(np.cumsum(v))
+        else:
+            self.extend(np.cumsum(np.concatenate((self.a[self.n - 1: self.n], v)))[1:])
+
+    def view(self) -> np.ndarray:
+        out = self.a[: self.n]
+        out.flags.writeable = False
+        return out
 
 
 def smoothed(r: RunRecords, name: str, w: int) -> np.ndarray:
@@ -93,11 +115,15 @@ def smoothed(r: RunRecords, name: str, w: int) -> np.ndarray:
     if st is None or n0 > x.size or (st["fast"] and not fast):
         # rolling_mean takes another formula once a value is not finite: start again with it
         fast = bool(np.isfinite(x).all())
-        st, n0, new = {"n": 0, "fast": fast, "cs": np.zeros(0), "cn": np.zeros(0, np.int64),
-                       "out": np.zeros(0)}, 0, x
+        st, n0, new = {"n": 0, "fast": fast, "out": _Buf(np.float64)}, 0, x
+        if not fast:  # as rolling_mean builds them: a leading 0, then the sums
+            st["cs"], st["cn"] = _Buf(np.float64, [0.0]), _Buf(np.int64, [0])
+        else:
+            st["cs"] = _Buf(np.float64)
     i = np.arange(n0, x.size)
     if fast:
-        cs = st["cs"] = _accumulate(st["cs"], new)
+        st["cs"].accumulate(new)
+        cs = st["cs"].a
         part = np.empty(i.size)
         small = i < w
         part[small] = cs[i[small]] / (i[small] + 1).astype(np.float64)
@@ -105,23 +131,23 @@ def smoothed(r: RunRecords, name: str, w: int) -> np.ndarray:
         part[~small] = (cs[big] - cs[big - w]) / w
     else:
         fin = np.isfinite(new)
-        if n0 == 0:  # as rolling_mean builds them (a leading 0, then the sums)
-            st["cs"] = np.concatenate(([0.0], np.cumsum(np.where(fin, new, 0.0))))
-            st["cn"] = np.concatenate(([0], np.cumsum(fin)))
+        if n0 == 0:  # the first sum is the first value itself (0.0 + -0.0 is 0.0)
+            st["cs"].extend(np.cumsum(np.where(fin, new, 0.0)))
+            st["cn"].extend(np.cumsum(fin))
         else:
-            st["cs"] = _accumulate(st["cs"], np.where(fin, new, 0.0))
-            st["cn"] = _accumulate(st["cn"], fin.astype(st["cn"].dtype))
-        cs, cn = st["cs"], st["cn"]
+            st["cs"].accumulate(np.where(fin, new, 0.0))
+            st["cn"].accumulate(fin.astype(np.int64))
+        cs, cn = st["cs"].a, st["cn"].a
         hi = i + 1
         lo = np.maximum(hi - w, 0)
         cnt = (cn[hi] - cn[lo]).astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
             part = (cs[hi] - cs[lo]) / cnt
         part[cnt == 0] = np.nan
-    st["out"] = np.concatenate((st["out"], part))
+    st["out"].extend(part)
     st["n"] = x.size
     memo[key] = st
-    return st["out"]
+    return st["out"].view()
 
 
 def step_noise(x: np.ndarray, w: int) -> np.ndarray:

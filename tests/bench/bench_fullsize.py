@@ -1,5 +1,8 @@
 """A full-size live run through the real path: 1M optimizer steps x 8 ranks, 10M output lines.
 
+By default 100k steps (1M lines) go through the real path and the live pass is timed again at
+1M steps without the runner (see --steps: the runner holds every record dict in memory).
+
 A synthetic trainer (fullsize_trainer.py, a real subprocess) writes the probe's per-rank JSONL
 files and its output lines as fast as it can; the real Runner tails and reads them, the real
 bus records every event into a real SQLite store, and the real live checker (Verifier
@@ -237,13 +240,15 @@ def passes_at_size(n: int, ranks: int, old_steps: int, per_pass: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=1_000_000)
+    # 100k through the runner by default: its list of every record dict (about 2 KB a record)
+    # needs ~16 GB at 1M x 8; --steps 1000000 runs the full size where that fits.
+    p.add_argument("--steps", type=int, default=100_000, help="steps through the real path")
     p.add_argument("--ranks", type=int, default=8)
     p.add_argument("--lines", type=int, default=10, help="output lines per step")
     p.add_argument("--compare", type=float, nargs="*", default=[0.1, 1.0],
                    help="fractions of the run at which to compare one pass of each checker")
-    p.add_argument("--pass-steps", type=int, default=0,
-                   help="also time one live pass at this many steps without the runner")
+    p.add_argument("--pass-steps", type=int, default=1_000_000,
+                   help="also time a live pass at this many steps without the runner (0: no)")
     p.add_argument("--old-steps", type=int, default=50_000,
                    help="measure the previous checker at this many steps (then extrapolate)")
     p.add_argument("--pass-records", type=int, default=1000,

@@ -14,7 +14,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_fullsize.py"
 
 def test_fullsize_bench_small_raises_the_planted_drift() -> None:
     out = subprocess.run([sys.executable, str(BENCH), "--steps", "3000", "--ranks", "2",
-                          "--lines", "3", "--compare", "1.0"],
+                          "--lines", "3", "--compare", "1.0", "--pass-steps", "0"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout
