@@ -141,16 +141,23 @@ def _carried_spread(memo: dict[Any, Any], r: RunRecords) -> object:
     kept (rows are only appended), only new rows are added; _UNKNOWN when the ranks' steps
     are not one increasing sequence (the general path then)."""
     key = ("rank_spread", tuple(r.ranks))
-    st = memo.get(key) or {"m": 0, "vals": np.zeros(0), "last": None}
+    st = memo.get(key) or {"m": 0, "vals": np.zeros(0), "seen": {}}
     if st.get("off"):
         return _UNKNOWN
     runs = list(r.ranks.values())
     m0, m = st["m"], min(x.n for x in runs)
     if m < m0:
         return _UNKNOWN
+    # Every rank's whole series increasing (rows past m too: a repeated step there would make
+    # the general path take another row), and all the same on the first m rows.
+    seen = st["seen"]
+    for k, x in r.ranks.items():
+        if not increasing(x.steps[max(seen.get(k, 0) - 1, 0):]):
+            memo[key] = {"off": True}
+            return _UNKNOWN
+        seen[k] = x.n
     first = runs[0].steps[m0:m]
-    lead = first if st["last"] is None else np.concatenate(([st["last"]], first))
-    if not increasing(lead) or not all(np.array_equal(x.steps[m0:m], first) for x in runs):
+    if not all(np.array_equal(x.steps[m0:m], first) for x in runs):
         memo[key] = {"off": True}
         return _UNKNOWN
     both = np.ones(m - m0, bool)
@@ -160,7 +167,7 @@ def _carried_spread(memo: dict[Any, Any], r: RunRecords) -> object:
         a = np.vstack([x.grad_norm[m0:m][both] for x in runs])
         top = np.maximum(np.abs(a).max(axis=0), 1e-30)
         st["vals"] = np.concatenate((st["vals"], (a.max(axis=0) - a.min(axis=0)) / top))
-    st["m"], st["last"] = m, (int(first[-1]) if first.size else st["last"])
+    st["m"] = m
     memo[key] = st
     return float(np.median(st["vals"])) if st["vals"].size else None
 
