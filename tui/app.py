@@ -129,8 +129,8 @@ class PortsideApp(App[None]):
     # --- app-wide actions --------------------------------------------------------------------
 
     def action_help(self) -> None:
-        if isinstance(self.screen, LiveScreen):
-            self.screen.action_help()
+        if isinstance(self.screen, LiveScreen) or hasattr(self.screen, "HELP_TITLE"):
+            self.screen.action_help()  # type: ignore[attr-defined]
 
     async def action_quit(self) -> None:
         if self.engine_stop is not None:

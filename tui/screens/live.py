@@ -72,6 +72,9 @@ VIEW_BINDINGS = [
     _b("tab", "focus_column", "Next column", "view.next-column",
        "Move focus to the next column (Agent → Runs → Checks)", show=False),
     _b("z", "zoom", "Zoom", "view.zoom", "Maximise the focused column; z again restores it"),
+    _b("c", "compare", "Compare", "view.compare",
+       "A reference's and the candidate's step records and logs side by side, aligned by "
+       "training progress, differing numbers marked; a jumps to the selected alarm's step"),
     _b("s", "toggle_split", "Side-by-side", "view.split",
        "Toggle the selected diff between unified and side by side", show=False),
     _b("f", "toggle_full", "Full file", "view.full",
@@ -565,6 +568,12 @@ class LiveScreen(Screen[None]):
             self.notify("no run log to search yet", severity="warning")
             return
         runs.panes[run_id].action_search()
+
+    def action_compare(self) -> None:
+        from .compare import CompareScreen
+
+        checks = self.query_one(ChecksPanel)
+        self.app.push_screen(CompareScreen(self.model, checks.alarm_order, checks.selected))
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self.PALETTE + list(self.app.BINDINGS),  # type: ignore[arg-type]
