@@ -159,3 +159,28 @@ async def test_compare_view_at_large_size_stays_responsive(harness):
         assert rows.cursor == len(rows.pairing) - 1
         # Only the rows on screen were ever formatted: the log view holds its own cache only.
         assert app.screen.log_view("cand").lines is app.model.runs["cand-1"].lines
+
+
+async def test_compare_view_opens_from_the_replay_screen():
+    from portside.core.bus import MemorySink
+    from portside.core.replay import Replayer, SequenceSource
+    from portside.tui.replay import make_replay_app
+
+    sink = MemorySink()
+    events = [sink.append(e) for e in session()]
+    replayer = Replayer(SequenceSource(events), speed=8, clock=lambda: 0.0)
+    replayer.seek(events[-1].seq)  # the alarm: every run is there
+    from scenario import INFO
+
+    app = make_replay_app(replayer, session_id=SID, info=dict(INFO), autoplay=False)
+    async with app.run_test(size=(120, 41)) as pilot:
+        await until(pilot, lambda: "a-drift" in app.model.alarms)
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen))
+        rows = app.screen.query_one(StepRows)
+        await until(pilot, lambda: rows.cand is not None
+                    and int(rows.cand.steps[rows.pairing.cand[rows.cursor]]) == 12)
+        assert app.screen.log_view("cand").lines[app.screen.log_view("cand").current] == \
+            "cand-2 step 12 epoch 1 batch 4"
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, CompareScreen))

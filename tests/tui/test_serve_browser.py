@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import re
@@ -48,10 +49,8 @@ def _stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, wait: float = 
         os.killpg(proc.pid, sig)
         proc.wait(timeout=wait)
     except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait(timeout=10)
 
 
@@ -195,6 +194,14 @@ async def test_served_app_in_chromium_approves_an_edit(served, tmp_path: Path) -
                 await _wait(lambda: _db_rows(db, "SELECT seq FROM events WHERE kind = "
                                                  "'edit.proposed'"), 240, "the agent's edit")
                 await asyncio.sleep(1.5)  # ... and has been on screen a moment
+                # While the page holds the app, a second connection (a second session) is
+                # refused, even with the cookie and the right Origin.
+                base, token = url.split("/?")[0], url.split("token=")[1]
+                with pytest.raises(aiohttp.WSServerHandshakeError) as second:
+                    async with http.ws_connect(f"{base}/ws", headers={
+                            "Origin": base, "Cookie": f"portside_serve={token}"}):
+                        pass
+                assert second.value.status == 409
                 shot = await cdp.call("Page.captureScreenshot", format="png")
                 (tmp_path / "served.png").write_bytes(base64.b64decode(shot["data"]))
                 # A key press in the page (focus on the terminal first) approves it.

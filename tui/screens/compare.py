@@ -10,6 +10,7 @@ valid reference; `c` / `r` cycle them.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.text import Text
@@ -30,6 +31,8 @@ from ..widgets.step_rows import StepRows, header_text
 from ..widgets.text_line import TextLine
 
 REFRESH_S = 0.5  # a live run's new steps join the table at most this often
+# ... and a refresh that took t waits 10 t more: a million live steps never hog the UI loop.
+BACKOFF = 10.0
 
 
 def _b(key: str, action: str, description: str, tooltip: str, show: bool = True,
@@ -70,6 +73,7 @@ class CompareScreen(Screen[None]):
         self._key: tuple[Any, ...] = ()
         self.cand_rec: RunRecords | None = None
         self.ref_rec: RunRecords | None = None
+        self._not_before = 0.0
         self._pick_default()
 
     def compose(self) -> ComposeResult:
@@ -168,18 +172,26 @@ class CompareScreen(Screen[None]):
     def refresh_rows(self, force: bool = False) -> None:
         ref = self.model.runs.get(self.ref_id or "")
         cand = self.model.runs.get(self.cand_id or "")
+        for side, run in (("ref", ref), ("cand", cand)):
+            if run is not None and self.log_view(side) is not None:
+                self.query_one(f"#{side}-title", TextLine).set(self._title(run))
         key = (self.ref_id, self.cand_id, ref.table.version if ref else -1,
-               cand.table.version if cand else -1, ref.version if ref else -1,
-               cand.version if cand else -1)
-        if key == self._key and not force:
+               cand.table.version if cand else -1)
+        if not force and (key == self._key or time.monotonic() < self._not_before):
             return
         self._key = key
-        for side, run in (("ref", ref), ("cand", cand)):
+        t0 = time.monotonic()
+        try:
+            self._rebuild(ref, cand)
+        finally:
+            spent = time.monotonic() - t0
+            self._not_before = time.monotonic() + BACKOFF * spent
+
+    def _rebuild(self, ref: RunView | None, cand: RunView | None) -> None:
+        for side in ("ref", "cand"):
             view = self.log_view(side)
-            if view is not None and run is not None:
-                self.query_one(f"#{side}-title", TextLine).set(self._title(run))
-                if view.current is None:
-                    view.sync()
+            if view is not None and view.current is None:
+                view.sync()
         rows = self.query_one(StepRows)
         if ref is None or cand is None:
             self.ref_rec = self.cand_rec = None
