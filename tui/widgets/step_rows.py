@@ -159,7 +159,8 @@ class StepRows(ScrollView, can_focus=True):
             else:
                 v = float(r.series(k)[i])
             cell = _fmt(v, k).rjust(w)
-            marked = k in COMPARED and bool(self.diff.get(k, self.any_diff)[row])
+            mask = self.diff.get(k) if k in COMPARED else None
+            marked = mask is not None and bool(mask[row])
             if k != "step":
                 t.append(" ")
             t.append(cell, style=DIFF_STYLE if marked else ("dim" if k == "epoch" else ""))
