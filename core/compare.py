@@ -40,7 +40,9 @@ def pair(cand: RunRecords, ref: RunRecords) -> Pairing:
     """Rows of the side-by-side view, in order of training progress."""
     if cand.n and ref.n and has_progress(cand) and has_progress(ref) and differs(cand, [ref]):
         m = map_to(cand, ref)
-        lone = np.setdiff1d(np.arange(ref.n), m[m >= 0], assume_unique=False)
+        used = np.zeros(ref.n, bool)
+        used[m[m >= 0]] = True
+        lone = np.flatnonzero(~used)
         keys = np.concatenate([progress(cand), progress(ref)[lone]])
         # A lone reference row sorts after a candidate row of the same progress.
         tie = np.concatenate([np.zeros(cand.n), np.ones(lone.size)])

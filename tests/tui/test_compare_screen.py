@@ -153,6 +153,7 @@ async def test_compare_view_at_large_size_stays_responsive(harness):
                     and int(rows.cand.steps[rows.pairing.cand[rows.cursor]]) == 150_000,
                     timeout=30)
         opened = time.perf_counter() - t0
+        print(f"compare view opened on 2 x {n:,} steps in {opened:.2f} s")
         assert opened < 15, f"opening took {opened:.1f} s"
         await pilot.press("end")
         await pilot.pause()
