@@ -185,3 +185,29 @@ async def test_compare_view_opens_from_the_replay_screen():
             "cand-2 step 12 epoch 1 batch 4"
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, CompareScreen))
+
+
+async def test_compare_view_opened_before_the_runs_takes_them_as_they_start(harness):
+    app = harness.app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        harness.bus.publish(session_start())
+        await pilot.pause()
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen))
+        screen = app.screen
+        header = screen.query_one("#compare-header")
+        await until(pilot, lambda: "no pair to compare yet" in header.text.plain)
+        events = session()[1:]
+        cut = next(i for i, e in enumerate(events) if getattr(e, "run_id", "") == "cand-2")
+        for e in events[:cut]:  # the runs start while the view is open
+            harness.bus.publish(e)
+        rows = screen.query_one(StepRows)
+        await until(pilot, lambda: (screen.ref_id, screen.cand_id) == ("ref-1", "cand-1")
+                    and len(rows.pairing) == 20 and rows.pairing.mode == "step")
+        for e in events[cut:]:  # a newer attempt: the view follows it
+            harness.bus.publish(e)
+        await until(pilot, lambda: (screen.ref_id, screen.cand_id) == ("ref-1", "cand-2")
+                    and len(rows.pairing) == 20 and rows.pairing.mode == "progress")
+        await until(pilot, lambda: "ref#1 vs cand#2" in header.text.plain)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")

@@ -74,6 +74,7 @@ class CompareScreen(Screen[None]):
         self.cand_rec: RunRecords | None = None
         self.ref_rec: RunRecords | None = None
         self._not_before = 0.0
+        self.chosen: set[str] = set()  # roles the reviewer picked with C / r
         self._pick_default()
 
     def compose(self) -> ComposeResult:
@@ -108,14 +109,19 @@ class CompareScreen(Screen[None]):
     def runs(self, role: str) -> list[RunView]:
         return [r for r in self.model.runs.values() if r.role == role]
 
-    def _pick_default(self) -> None:
+    def _pick_default(self) -> bool:
+        """The newest candidate, the first valid reference (where not chosen by hand); True
+        when that changed the pair."""
+        before = (self.ref_id, self.cand_id)
         cands = self.runs("candidate")
-        self.cand_id = cands[-1].run_id if cands else None
-        valid = {r.run_id for r in self.model.ledger.valid_references()}
-        refs = self.runs("reference")
-        good = [r for r in refs if r.run_id in valid]
-        pick = good or refs
-        self.ref_id = pick[0].run_id if pick else None
+        if "candidate" not in self.chosen:
+            self.cand_id = cands[-1].run_id if cands else None
+        if "reference" not in self.chosen:
+            valid = {r.run_id for r in self.model.ledger.valid_references()}
+            refs = self.runs("reference")
+            pick = [r for r in refs if r.run_id in valid] or refs
+            self.ref_id = pick[0].run_id if pick else None
+        return (self.ref_id, self.cand_id) != before
 
     async def action_cycle(self, role: str) -> None:
         runs = self.runs(role)
@@ -125,10 +131,16 @@ class CompareScreen(Screen[None]):
         ids = [r.run_id for r in runs]
         current = self.cand_id if role == "candidate" else self.ref_id
         nxt = ids[(ids.index(current) + 1) % len(ids)] if current in ids else ids[0]
+        self.chosen.add(role)
         if role == "candidate":
             self.cand_id = nxt
         else:
             self.ref_id = nxt
+        await self._mount_logs()
+        self.refresh_rows(force=True)
+        self._follow_cursor()
+
+    async def _remount(self) -> None:
         await self._mount_logs()
         self.refresh_rows(force=True)
         self._follow_cursor()
@@ -170,6 +182,11 @@ class CompareScreen(Screen[None]):
     # --- the rows ----------------------------------------------------------------------------
 
     def refresh_rows(self, force: bool = False) -> None:
+        if self._pick_default():
+            # A live session: a newer candidate started, a reference passed. Until `C` / `r`
+            # chose by hand, the view follows the default pair.
+            self.call_later(self._remount)
+            return
         ref = self.model.runs.get(self.ref_id or "")
         cand = self.model.runs.get(self.cand_id or "")
         for side, run in (("ref", ref), ("cand", cand)):
