@@ -63,6 +63,13 @@ async def test_compare_view_aligns_marks_and_jumps_both_logs(harness):
     app = harness.app(history=session())
     async with app.run_test(size=(140, 44)) as pilot:
         await pilot.pause()
+        await pilot.press("question_mark")  # the key is in the help (and the footer)
+        await until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+        assert "compare" in [b.action for b in app.screen.bindings_shown]
+        await pilot.press("escape")
+        await until(pilot, lambda: type(app.screen).__name__ != "HelpScreen")
+        shown = app.active_bindings.get("c")  # what the footer draws
+        assert shown is not None and shown.binding.action == "compare" and shown.enabled
         await pilot.press("c")
         await until(pilot, lambda: isinstance(app.screen, CompareScreen))
         screen = app.screen

@@ -68,13 +68,15 @@ REVIEW_BINDINGS = [
     _b("d", "dismiss_failure", "Dismiss", "review.dismiss-failure",
        "Hide the failure bar (the reason stays in the session log and in `portside show`)"),
 ]
+# `c` (compare) is an app binding (tui/app.py), listed after ? and q: at 100 columns the
+# footer cuts it rather than Help; it calls action_compare of this screen.
+COMPARE_TOOLTIP = ("A reference's and the candidate's step records and logs side by side, "
+                   "aligned by training progress, differing numbers marked; a jumps to the "
+                   "selected alarm's step")
 VIEW_BINDINGS = [
     _b("tab", "focus_column", "Next column", "view.next-column",
        "Move focus to the next column (Agent → Runs → Checks)", show=False),
     _b("z", "zoom", "Zoom", "view.zoom", "Maximise the focused column; z again restores it"),
-    _b("c", "compare", "Compare", "view.compare",
-       "A reference's and the candidate's step records and logs side by side, aligned by "
-       "training progress, differing numbers marked; a jumps to the selected alarm's step"),
     _b("s", "toggle_split", "Side-by-side", "view.split",
        "Toggle the selected diff between unified and side by side", show=False),
     _b("f", "toggle_full", "Full file", "view.full",
