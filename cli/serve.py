@@ -17,6 +17,7 @@ while the first is open.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import shlex
 import socket
@@ -90,7 +91,19 @@ def make_server(command: str, port: int, token: str) -> Any:
             raise web.HTTPNotFound()
 
         async def on_startup(self, app: web.Application) -> None:
-            # The one line a user (or a test) needs, instead of textual-serve's banner.
+            # Startup runs before the socket listens: print once it accepts, so the URL
+            # printed always opens (instead of textual-serve's banner).
+            app["announce"] = asyncio.get_running_loop().create_task(self._announce())
+
+        async def _announce(self) -> None:
+            for _ in range(600):
+                try:
+                    _, writer = await asyncio.open_connection(HOST, self.port)
+                except OSError:
+                    await asyncio.sleep(0.05)
+                    continue
+                writer.close()
+                break
             print(f"portside serve: {self.public_url}/?token={token}", flush=True)
             print("  listening on 127.0.0.1 only; from another machine: "
                   f"ssh -L {self.port}:127.0.0.1:{self.port} <this host>  ·  ctrl+c stops",
