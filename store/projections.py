@@ -11,6 +11,8 @@ from typing import Any
 
 from portside.core import events as ev
 
+from . import index_blocks
+
 _METRIC_KEYS = ("loss", "grad_norm", "max_norm", "step_s", "compiles", "compile_s")
 
 
@@ -47,6 +49,7 @@ class Batch:
             "INSERT INTO events (session_id, seq, ts, kind, body) VALUES (?, ?, ?, ?, ?)",
             self.events,
         )
+        index_blocks.append(conn, self.events)
         for sql, rows in self.inserts.items():
             insert_rows(conn, sql, rows)
         for sql, params in self.updates:

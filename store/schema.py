@@ -12,7 +12,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-SCHEMA_USER_VERSION = 3
+SCHEMA_USER_VERSION = 4
 
 
 class StoreError(RuntimeError):
@@ -227,7 +227,16 @@ def _v3(db: sqlite_utils.Database) -> None:
     reproject(db.conn)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
+def _v4(db: sqlite_utils.Database) -> None:
+    # The replay index kept by the writer (store/index_blocks.py), so a replay opens without
+    # scanning the log. Sessions written before have no blocks: their index is still built
+    # from `events` (and cached in replay_index) at their first replay.
+    from .index_blocks import SCHEMA
+
+    db.execute(SCHEMA)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4]
 
 
 def migrate(conn: sqlite3.Connection, path: str | Path = "") -> int:
