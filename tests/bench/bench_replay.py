@@ -42,7 +42,8 @@ from portside.store.replay_source import StoreSource
 SID = "bench-replay-1m"
 
 
-def synthetic_events(n: int, session_id: str = SID, seed: int = 7) -> Iterator[ev.Event]:
+def synthetic_events(n: int, session_id: str = SID, seed: int = 7,
+                     run_events: tuple[int, int] = (2000, 20000)) -> Iterator[ev.Event]:
     """A long session: agent turns, edits, runs with heavy output, alarms, interventions."""
     rng = random.Random(seed)
     t = 1_800_000_000.0
@@ -74,7 +75,7 @@ def synthetic_events(n: int, session_id: str = SID, seed: int = 7) -> Iterator[e
         rid = f"run{run_no}"
         yield mk(ev.RunStarted, run_id=rid, role="candidate", attempt=run_no,
                  command="python train.py", target="tpu:v5e")
-        for step in range(rng.randint(2000, 20000)):
+        for step in range(rng.randint(*run_events)):
             if seq >= n - 4:
                 break
             if step % 5 == 4:
@@ -93,12 +94,12 @@ def synthetic_events(n: int, session_id: str = SID, seed: int = 7) -> Iterator[e
     yield mk(ev.SessionEnded, verdict="fail", outcome="failed-silent", reason="numeric-drift")
 
 
-def generate(db: Path, n: int) -> Store:
+def generate(db: Path, n: int, run_events: tuple[int, int] = (2000, 20000)) -> Store:
     store = Store(db)
     conn = store.conn
     batch = Batch()
     conn.execute("BEGIN IMMEDIATE")
-    for e in synthetic_events(n):
+    for e in synthetic_events(n, run_events=run_events):
         batch.add(e, ev.encode(e))
         if len(batch.events) >= 50_000:
             batch.write(conn)
@@ -199,6 +200,8 @@ def main() -> None:
     ap.add_argument("--check", action="store_true", help="also compare with a full fold (slow)")
     ap.add_argument("--rounds", type=int, default=3, help="cold opens of each kind")
     ap.add_argument("--no-frame", action="store_true", help="skip the replay screen's frame")
+    ap.add_argument("--run-events", type=int, nargs=2, default=(2000, 20000),
+                    metavar=("MIN", "MAX"), help="events per run (default: ~90 runs in 1M)")
     ap.add_argument("--state-once", choices=("before", "after"), help=argparse.SUPPRESS)
     ap.add_argument("--frame-once", choices=("before", "after"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -214,7 +217,7 @@ def main() -> None:
         if args.db is not None and db.exists():
             store = Store(db)
         else:
-            store = generate(db, args.events)
+            store = generate(db, args.events, tuple(args.run_events))
         print(f"generated {store.event_count(SID):,} events in {time.perf_counter() - t:.1f} s")
         cold_compare(db, args.rounds, "state")
         if not args.no_frame:
