@@ -79,14 +79,15 @@ class StoreSource:
             " WHERE session_id = ? AND last_seq > ? ORDER BY first_seq",
             (self.session_id, after),
         )
-        remaps: dict[str, np.ndarray | None] = {}
+        remaps: dict[str, tuple[np.ndarray | None, int]] = {}
         for first, last, ts_blob, code_blob, kinds in cur:
             codes = np.frombuffer(code_blob, dtype=np.uint8)
             ts = np.frombuffer(ts_blob, dtype="<f8")
             if kinds not in remaps:
                 remaps[kinds] = _remap(kinds)
-            remap = remaps[kinds]
-            if remap is None or codes.size != last - first + 1 or ts.size != codes.size:
+            remap, n_kinds = remaps[kinds]
+            if (remap is None or codes.size != last - first + 1 or ts.size != codes.size
+                    or not codes.size or int(codes.max()) >= n_kinds):
                 continue  # unreadable here: the range is read from `events` below
             if first > after + 1:
                 gap = self._fetch_after(conn, after, first - 1)
@@ -185,15 +186,18 @@ class StoreSource:
         return out
 
 
-def _remap(kinds_json: str) -> np.ndarray | None:
-    """Codes written in another kind order → this build's codes (empty: the same order);
-    None when a kind is unknown here."""
-    kinds = json.loads(kinds_json)
+def _remap(kinds_json: str) -> tuple[np.ndarray | None, int]:
+    """(codes written in another kind order → this build's codes, how many kinds there were);
+    an empty map: the same order; None: a kind unknown here, or not a list of kinds."""
+    try:
+        kinds = json.loads(kinds_json)
+    except ValueError:
+        return None, 0
+    if not isinstance(kinds, list) or any(k not in KIND_CODE for k in kinds):
+        return None, 0
     if kinds == list(KINDS):
-        return np.zeros(0, np.uint8)
-    if any(k not in KIND_CODE for k in kinds):
-        return None
-    return np.array([KIND_CODE[k] for k in kinds], dtype=np.uint8)
+        return np.zeros(0, np.uint8), len(kinds)
+    return np.array([KIND_CODE[k] for k in kinds], dtype=np.uint8), len(kinds)
 
 
 def _empty() -> IndexArrays:

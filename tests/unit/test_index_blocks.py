@@ -101,3 +101,21 @@ def test_replay_from_blocks_equals_the_fold(tmp_path: Path) -> None:
         assert rp.state_at(seq) == fold(logged[:seq], tail_lines=5)
     assert np.array_equal(rp.index.seqs, np.arange(1, 301))
     store.close()
+
+
+def test_damaged_blocks_are_read_from_the_log(tmp_path: Path) -> None:
+    store = Store(tmp_path / "d.db")
+    for e in _events(random.Random(2), "s", 40):
+        store.recorder.append(e)
+    store.recorder.flush()
+    truth = _from_log(store, "s")
+    good = store.conn.execute("SELECT ts, codes, kinds FROM replay_blocks").fetchone()
+    for column, damage in (("codes", b"\x01"), ("codes", bytes(39) + b"\xff"),
+                           ("kinds", "not json"), ("ts", bytes(8))):
+        store.conn.execute("UPDATE replay_blocks SET ts = ?, codes = ?, kinds = ?", tuple(good))
+        store.conn.execute(f"UPDATE replay_blocks SET {column} = ?", (damage,))
+        source = StoreSource(store, "s", cache=False)
+        got = source.index_arrays()
+        assert (got.seqs.tolist(), got.ts.tolist(), got.codes.tolist()) == truth, damage
+        assert source.index_rows_fetched == 40
+    store.close()
