@@ -27,7 +27,9 @@ from portside.core.remote import SSHExecutor, parse_host
 from portside.core.verify import RunReport, Verifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from loopback_sshd import ALIAS, LoopbackSSHD, why_not  # noqa: E402
+from treehash import tree_hash  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
@@ -36,15 +38,6 @@ PY = sys.executable
 BASE = f"{PY} train_tiny.py"  # relative: local runs use the project, remote ones its copy
 
 pytestmark = pytest.mark.skipif(bool(why_not()), reason=why_not() or "ok")
-
-
-def _tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        h.update(str(p.relative_to(root)).encode())
-        if p.is_file():
-            h.update(p.read_bytes())
-    return h.hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +89,7 @@ def _kinds(report: RunReport) -> set[str]:
 @pytest.mark.slow
 def test_remote_candidate_gives_the_local_alarms(harness: _Harness, sshd: LoopbackSSHD,
                                                   project: Path) -> None:
-    before_home, before_project = sshd.listing(), _tree_hash(project)
+    before_home, before_project = sshd.listing(), tree_hash(project)
     executor = SSHExecutor(ALIAS, "sess-match", ssh_config=sshd.config)
     for flags, kind, outcome in (("--max-norm 0.05", "clipping-changed", "failed-silent"),
                                  ("--raise-at 5", "crashed", "failed-error")):
@@ -114,7 +107,7 @@ def test_remote_candidate_gives_the_local_alarms(harness: _Harness, sshd: Loopba
     assert not [p for p in left if p.startswith(".portside-sess-match/runs/cand")], left
     executor.close()
     assert sshd.listing() == before_home
-    assert _tree_hash(project) == before_project
+    assert tree_hash(project) == before_project
     assert sshd.processes_under_home() == []
 
 
@@ -246,7 +239,7 @@ def test_cli_unreachable_host_and_bad_key_exit_2(tmp_path: Path, sshd: LoopbackS
 @pytest.mark.slow
 def test_cli_verify_on_hosts_fails_the_planted_case_and_cleans_up(
         tmp_path: Path, sshd: LoopbackSSHD, project: Path) -> None:
-    before_home, before_project = sshd.listing(), _tree_hash(project)
+    before_home, before_project = sshd.listing(), tree_hash(project)
     done = _verify_cli(tmp_path, project, "--candidate-host", ALIAS,
                        "--reference-host", f"ssh://root@127.0.0.1:{sshd.port}",
                        "--ssh-config", str(sshd.config))
@@ -257,7 +250,7 @@ def test_cli_verify_on_hosts_fails_the_planted_case_and_cleans_up(
     assert out["candidate"]["host"] == ALIAS
     assert out["reference"][0]["host"] == f"ssh://root@127.0.0.1:{sshd.port}"
     assert sshd.listing() == before_home
-    assert _tree_hash(project) == before_project
+    assert tree_hash(project) == before_project
 
 
 def test_parse_host_forms() -> None:
@@ -373,3 +366,69 @@ def test_disk_full_on_the_host_is_an_outcome(tmp_path: Path, sshd: LoopbackSSHD,
         assert list(full.iterdir()) == []
     finally:
         subprocess.run(["umount", str(full)], check=False)
+
+
+# Rewrites note.txt in place, same size, mtime put back: only a checksum sees it. In a run made
+# of hard links to the host's mirror, this changes the mirror too; the next run must not see it.
+_POISON = ("import os; s = os.stat('note.txt'); f = open('note.txt', 'r+'); f.write('XXXXXXX'); "
+           "f.close(); os.utime('note.txt', (s.st_atime, s.st_mtime))")
+
+
+@pytest.mark.parametrize("transport", ["rsync", "tar"])
+def test_each_transport_ships_every_attempt_as_it_is(tmp_path: Path, sshd: LoopbackSSHD,
+                                                     transport: str) -> None:
+    if transport == "rsync" and not shutil.which("rsync"):
+        pytest.skip("rsync is not installed (apt-get install -y rsync)")
+    proj = tmp_path / "proj"
+    (proj / ".git").mkdir(parents=True)
+    (proj / ".git" / "HEAD").write_text("ref: refs/heads/main\n")  # never shipped
+    (proj / "data.bin").write_bytes(os.urandom(2 << 20))
+    (proj / "note.txt").write_text("attempt 1\n")
+    before = sshd.listing()
+    verifier, _ = _runner_parts(tmp_path)
+    executor = SSHExecutor(ALIAS, f"sess-{transport}", ssh_config=sshd.config,
+                           transport=transport)
+    verifier.executors["candidate"] = executor
+    command = f"cat note.txt; sha256sum data.bin; ls -A; {PY} -c \"{_POISON}\""
+    data_sha = hashlib.sha256((proj / "data.bin").read_bytes()).hexdigest()
+    tails = []
+    for note in ("attempt 1", "attempt 2", None):  # the third attempt changes nothing
+        if note is not None:
+            (proj / "note.txt").write_text(f"{note}\n")
+        report = asyncio.run(verifier.run_candidate(command, proj))
+        assert report.result.exit_code == 0, report.result
+        tails.append(report.result.tail)
+    assert [t[0] for t in tails] == ["attempt 1", "attempt 2", "attempt 2"]
+    for tail in tails:
+        assert tail[1].startswith(data_sha)
+        assert sorted(tail[2:]) == ["data.bin", "note.txt"]  # no .git
+    sent = [s["bytes"] for s in executor.shipped]
+    assert [s["transport"] for s in executor.shipped] == [transport] * 3
+    assert sent[0] > 2 << 20
+    if transport == "rsync":  # the mirror on the host: a one-file change sends about that file
+        assert sent[1] < 64 << 10 and sent[2] < 64 << 10, sent
+    else:
+        assert sent[1] > 2 << 20
+    executor.close()
+    assert sshd.listing() == before
+
+
+def test_auto_transport_falls_back_to_tar_without_rsync_here(
+        tmp_path: Path, sshd: LoopbackSSHD, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    only_ssh = tmp_path / "bin"
+    only_ssh.mkdir()
+    (only_ssh / "ssh").symlink_to(shutil.which("ssh") or "/usr/bin/ssh")
+    monkeypatch.setenv("PATH", str(only_ssh))
+    monkeypatch.delenv("PORTSIDE_SSH_TRANSPORT", raising=False)
+    verifier, _ = _runner_parts(tmp_path)
+    executor = SSHExecutor(ALIAS, "sess-norsync", ssh_config=sshd.config)
+    verifier.executors["candidate"] = executor
+    report = asyncio.run(verifier.run_candidate("/usr/bin/cat train_tiny.py", project))
+    assert report.result.exit_code == 0
+    assert report.result.tail[-1] in (project / "train_tiny.py").read_text()
+    assert executor.transport == "tar"
+    executor.close()
+    monkeypatch.setenv("PATH", str(only_ssh))
+    with pytest.raises(ValueError, match="PORTSIDE_SSH_TRANSPORT"):
+        SSHExecutor(ALIAS, "x", transport="scp")
