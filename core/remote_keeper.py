@@ -20,14 +20,15 @@ def main() -> None:
     folder, token, keep, beat = sys.argv[1], sys.argv[2], sys.argv[3] == "1", float(sys.argv[4])
     os.makedirs(os.path.join(folder, "tree"), exist_ok=True)  # rsync makes only the last level
     os.chdir(folder)
+    folder = os.getcwd()
     with open(".owner", "w") as fh:
         fh.write(token)
-    print("rsync" if shutil.which("rsync") else "tar", os.getcwd(), flush=True)
+    os.chdir("/")  # holds nothing there: the runs' processes are the only ones in the folder
+    print("rsync" if shutil.which("rsync") else "tar", folder, flush=True)
     while select.select([0], [], [], beat)[0] and os.read(0, 4096):
         pass
     if keep:
         return
-    os.chdir("/")
     try:
         with open(os.path.join(folder, ".owner")) as fh:
             ours = fh.read() == token

@@ -125,6 +125,7 @@ def _runner_parts(tmp: Path) -> tuple[Verifier, MemorySink]:
 def test_sshd_killed_mid_run_is_connection_lost_and_leaves_nothing(tmp_path: Path,
                                                                    project: Path) -> None:
     server = _start_sshd(tmp_path / "sshd")
+    before = server.listing()
     verifier, sink = _runner_parts(tmp_path)
     verifier.executors["candidate"] = SSHExecutor(ALIAS, "sess-drop", ssh_config=server.config)
     killed_at: list[float] = []
@@ -155,6 +156,9 @@ def test_sshd_killed_mid_run_is_connection_lost_and_leaves_nothing(tmp_path: Pat
         while server.processes_under_home() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert server.processes_under_home() == []
+        # The keeper's connection went with the server: it removed the session's folder.
+        _until(lambda: server.listing() == before, 5)
+        assert server.listing() == before
     finally:
         server.kill()
 
@@ -263,9 +267,17 @@ def test_parse_host_forms() -> None:
             parse_host(bad)
 
 
+def _until(check: object, within: float) -> None:
+    deadline = time.monotonic() + within
+    while not check() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.1)
+
+
 def test_portside_killed_mid_run_leaves_no_run_on_the_host(tmp_path: Path, sshd: LoopbackSSHD,
                                                            project: Path) -> None:
-    """SIGKILL of portside itself: its end of the connection closes and the watchdog acts."""
+    """SIGKILL of portside itself: its end of the connections closes, the run's watchdog kills
+    the run and the session's keeper removes the session's folder."""
+    before = sshd.listing()
     env = {k: v for k, v in os.environ.items() if k != "PORTSIDE_DB"}
     cli = subprocess.Popen(
         [PY, "-m", "portside.cli", "verify", "--db", str(tmp_path / "p.db"), "--reference",
@@ -278,16 +290,101 @@ def test_portside_killed_mid_run_leaves_no_run_on_the_host(tmp_path: Path, sshd:
         while not any("train_tiny" in p for p in sshd.processes_under_home()):
             assert cli.poll() is None and time.monotonic() < deadline, "the run never started"
             time.sleep(0.1)
+        assert sshd.listing() != before  # the session's folder is there while it runs
         cli.kill()
         cli.wait()
-        killed = time.monotonic()
-        while sshd.processes_under_home() and time.monotonic() - killed < 10:
+        _until(lambda: not sshd.processes_under_home(), 10)
+        assert sshd.processes_under_home() == []
+        _until(lambda: sshd.listing() == before, 10)
+        assert sshd.listing() == before
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+        for p in sshd.home.glob(".portside-*"):  # left by a failure: not for the next tests
+            shutil.rmtree(p)
+
+
+_BETWEEN_RUNS = """
+import asyncio, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from test_remote import _runner_parts
+from portside.core.remote import SSHExecutor
+verifier, _ = _runner_parts(Path(sys.argv[1]))
+verifier.executors["candidate"] = SSHExecutor("portside-test", "sess-idle", ssh_config=Path(sys.argv[2]))
+report = asyncio.run(verifier.run_candidate("echo done", Path(sys.argv[1])))
+print(report.result.tail[-1], flush=True)
+time.sleep(300)  # an agent thinking between attempts
+"""
+
+
+def test_portside_killed_between_runs_leaves_the_remote_home_as_it_was(
+        tmp_path: Path, sshd: LoopbackSSHD) -> None:
+    before = sshd.listing()
+    proc = subprocess.Popen([PY, "-c", _BETWEEN_RUNS, str(tmp_path), str(sshd.config),
+                             str(Path(__file__).parent)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "done"
+        assert any(p.startswith(".portside-sess-idle/") for p in sshd.listing())
+        proc.kill()
+        proc.wait()
+        _until(lambda: sshd.listing() == before, 10)
+        assert sshd.listing() == before
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in sshd.home.glob(".portside-*"):
+            shutil.rmtree(p)
+
+
+@pytest.mark.slow
+def test_resume_runs_on_the_recorded_host(tmp_path: Path, sshd: LoopbackSSHD,
+                                          project: Path) -> None:
+    """`portside run --resume` after a SIGKILL: the candidate runs on the host it ran on."""
+    from portside.store import Store
+
+    before = sshd.listing()
+    flag = tmp_path / "sleep-once"
+    flag.touch()
+    db = tmp_path / "r.db"
+    env = {k: v for k, v in os.environ.items() if k != "PORTSIDE_DB"}
+    candidate = f'echo "ran-in=$HOME"; if [ -e {flag} ]; then rm {flag}; sleep 300; fi; {BASE}'
+    cli = subprocess.Popen(
+        [PY, "-m", "portside.cli", "run", str(project), "--headless", "--db", str(db),
+         "--target", "cpu", "--reference", BASE, "--candidate", candidate,
+         "--reference-runs", "1", "--criteria", str(CRITERIA), "--candidate-host", ALIAS,
+         "--ssh-config", str(sshd.config)], env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while not any("sleep 300" in p for p in sshd.processes_under_home()):
+            assert cli.poll() is None and time.monotonic() < deadline, "no candidate run"
             time.sleep(0.1)
+        cli.kill()
+        cli.wait()
+        _until(lambda: sshd.listing() == before, 10)
+        assert sshd.listing() == before
+        done = subprocess.run([PY, "-m", "portside.cli", "run", "--resume", "last",
+                               "--headless", "--json", "--db", str(db)],
+                              capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads(done.stdout)["verdict"] == "pass"
+        with Store(db) as store:
+            sid = store.resolve_session("last")
+            events = list(store.events(sid))
+            cands = [r for r in store.runs(sid) if r["role"] == "candidate"]
+        assert [r["outcome"] for r in cands] == ["aborted", "passed"]
+        ran_in = {e.run_id: line for e in events if isinstance(e, ev.RunOutput)
+                  for line in e.lines if line.startswith("ran-in=")}
+        # Both candidate runs, the one cut off and the resumed one, ran on the host.
+        assert [ran_in.get(r["run_id"]) for r in cands] == [f"ran-in={sshd.home}"] * 2
+        assert events[0].meta["hosts"]["candidate"] == ALIAS
+        assert sshd.listing() == before
         assert sshd.processes_under_home() == []
     finally:
         if cli.poll() is None:
             cli.kill()
-        for p in sshd.home.glob(".portside-*"):  # portside died before its cleanup: ours to do
+        for p in sshd.home.glob(".portside-*"):
             shutil.rmtree(p)
 
 
