@@ -90,7 +90,7 @@ def _kinds(report: RunReport) -> set[str]:
 def test_remote_candidate_gives_the_local_alarms(harness: _Harness, sshd: LoopbackSSHD,
                                                   project: Path) -> None:
     before_home, before_project = sshd.listing(), tree_hash(project)
-    executor = SSHExecutor(ALIAS, "sess-match", ssh_config=sshd.config)
+    executor = SSHExecutor(ALIAS, "sess-match", ssh_config=sshd.config, transport="auto")
     for flags, kind, outcome in (("--max-norm 0.05", "clipping-changed", "failed-silent"),
                                  ("--raise-at 5", "crashed", "failed-error")):
         local = harness.candidate(flags)
@@ -101,6 +101,7 @@ def test_remote_candidate_gives_the_local_alarms(harness: _Harness, sshd: Loopba
         # The probe's records came back over the connection, as many steps as locally.
         assert remote.summary["steps"] == local.summary["steps"] > 0
     assert remote.result.error_type == local.result.error_type == "RuntimeError"
+    assert executor.transport == ("rsync" if shutil.which("rsync") else "tar")  # auto
     # The session's folder is on the host until the end; each run's copy went with its run.
     left = [p for p in sshd.listing() if p.startswith(".portside-sess-match")]
     assert ".portside-sess-match/agent.py" in left
@@ -109,6 +110,11 @@ def test_remote_candidate_gives_the_local_alarms(harness: _Harness, sshd: Loopba
     assert sshd.listing() == before_home
     assert tree_hash(project) == before_project
     assert sshd.processes_under_home() == []
+
+
+def _need(transport: str) -> None:
+    if transport == "rsync" and not shutil.which("rsync"):
+        pytest.skip("rsync is not installed (apt-get install -y rsync)")
 
 
 def _start_sshd(tmp: Path) -> LoopbackSSHD:
@@ -449,8 +455,10 @@ def test_two_host_slice_is_one_run_with_both_hosts_ranks(tmp_path: Path, sshd: L
         other.kill()
 
 
+@pytest.mark.parametrize("transport", ["rsync", "tar"])
 def test_disk_full_on_the_host_is_an_outcome(tmp_path: Path, sshd: LoopbackSSHD,
-                                             project: Path) -> None:
+                                             project: Path, transport: str) -> None:
+    _need(transport)
     full = tmp_path / "full"
     full.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)],
@@ -462,7 +470,8 @@ def test_disk_full_on_the_host_is_an_outcome(tmp_path: Path, sshd: LoopbackSSHD,
         (big / "data.bin").write_bytes(os.urandom(256 * 1024))
         verifier, _ = _runner_parts(tmp_path)
         verifier.executors["candidate"] = SSHExecutor(
-            f"ssh://root@127.0.0.1:{sshd.port}{full}", "sess-full", ssh_config=sshd.config)
+            f"ssh://root@127.0.0.1:{sshd.port}{full}", "sess-full", ssh_config=sshd.config,
+            transport=transport)
         report = asyncio.run(verifier.run_candidate(BASE, big))
         assert report.result.reason == "host-disk-full", report.result
         assert report.result.error_type == "HostDiskFull"
@@ -484,8 +493,7 @@ _POISON = ("import os; s = os.stat('note.txt'); f = open('note.txt', 'r+'); f.wr
 @pytest.mark.parametrize("transport", ["rsync", "tar"])
 def test_each_transport_ships_every_attempt_as_it_is(tmp_path: Path, sshd: LoopbackSSHD,
                                                      transport: str) -> None:
-    if transport == "rsync" and not shutil.which("rsync"):
-        pytest.skip("rsync is not installed (apt-get install -y rsync)")
+    _need(transport)
     proj = tmp_path / "proj"
     (proj / ".git").mkdir(parents=True)
     (proj / ".git" / "HEAD").write_text("ref: refs/heads/main\n")  # never shipped
