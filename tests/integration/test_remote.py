@@ -165,6 +165,12 @@ def test_sshd_killed_mid_run_is_connection_lost_and_leaves_nothing(tmp_path: Pat
         # The keeper's connection went with the server: it removed the session's folder.
         _until(lambda: server.listing() == before, 5)
         assert server.listing() == before
+        # The host is back: the next attempt sends everything again (the folder went) and runs.
+        server.start()
+        again = asyncio.run(verifier.run_candidate(f"{BASE} --steps 3", project))
+        assert again.result.reason == "exit" and again.result.exit_code == 0, again.result
+        verifier.executors["candidate"].close()  # type: ignore[attr-defined]
+        assert server.listing() == before
     finally:
         server.kill()
 
