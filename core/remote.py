@@ -364,16 +364,20 @@ class SSHExecutor:
         self._shipped_tools = False
         self._stop_pings.set()
         self._used = True
-        command = (f"D={self.dir_expr}; exec {shlex.quote(self.python)} -c "
-                   f"{shlex.quote(_KEEPER.read_text())} \"$D\" {self._token} "
-                   f"{int(self.keep)} {KEEPER_HEARTBEAT_S:g}")
+        # Its source is the first line on its stdin (a short line in the host's `ps`).
+        boot = "import json, sys; exec(json.loads(sys.stdin.readline()))"
+        command = (f"D={self.dir_expr}; exec {shlex.quote(self.python)} -c {shlex.quote(boot)} "
+                   f"\"$D\" {self._token} {int(self.keep)} {KEEPER_HEARTBEAT_S:g}")
         try:
             keeper = subprocess.Popen(ssh_argv(self.host, command, self.config),
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, start_new_session=True)
         except FileNotFoundError:
             raise RemoteError("host-unreachable", self.host.spec, "no ssh client on PATH") from None
-        assert keeper.stdout is not None and keeper.stderr is not None
+        assert keeper.stdin and keeper.stdout and keeper.stderr
+        with contextlib.suppress(OSError):
+            keeper.stdin.write(json.dumps(_KEEPER.read_text()).encode() + b"\n")
+            keeper.stdin.flush()
         said = (await asyncio.to_thread(keeper.stdout.readline)).decode("utf-8", "replace")
         kind, _, where = said.strip().partition(" ")
         if kind not in ("rsync", "tar") or not where.startswith("/"):

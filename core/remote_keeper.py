@@ -1,4 +1,4 @@
-"""The session's keeper on a host (its source is sent as ``python3 -c``; stdlib only).
+"""The session's keeper on a host (its source is sent as the first line of its stdin; stdlib).
 
 One per host and session, on a connection of its own, for the whole session: it creates the
 session's folder, says which transport the host can take (``rsync DIR`` or ``tar DIR``, DIR
