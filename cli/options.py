@@ -3,6 +3,7 @@ the session's config from the options."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -155,10 +156,15 @@ def remote_hosts(command: str, reference_host: str | None, candidate_host: str |
     """role → its hosts (one, or a comma-separated slice), each reached once before the
     session starts: a host that cannot be used is a clear error and exit 2, not a session of
     failed runs."""
-    from portside.core.remote import RemoteError, check_host, parse_hosts
+    from portside.core.remote import TRANSPORTS, RemoteError, check_host, parse_hosts
 
     hosts: dict[str, Any] = {}
     checked: set[Any] = set()
+    transport = os.environ.get("PORTSIDE_SSH_TRANSPORT")
+    if (reference_host or candidate_host) and transport and transport not in TRANSPORTS:
+        click.echo(f"portside {command}: PORTSIDE_SSH_TRANSPORT={transport!r}: expected one of "
+                   f"{', '.join(TRANSPORTS)}", err=True)
+        sys.exit(2)
     for role, spec, flag in (("reference", reference_host, "--reference-host ([hosts] reference)"),
                              ("candidate", candidate_host, "--candidate-host ([hosts] candidate)")):
         if not spec:

@@ -239,6 +239,10 @@ def test_cli_unreachable_host_and_bad_key_exit_2(tmp_path: Path, sshd: LoopbackS
     assert done.returncode == 2 and "port '99999'" in done.stderr
     done = _verify_cli(tmp_path, project, "--candidate-host", f"{ALIAS},,w1")
     assert done.returncode == 2 and "an empty host in the list" in done.stderr
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PORTSIDE_SSH_TRANSPORT", "scp")
+        done = _verify_cli(tmp_path, project, "--candidate-host", ALIAS)
+    assert done.returncode == 2 and "PORTSIDE_SSH_TRANSPORT='scp'" in done.stderr
     # The same host named by the criteria file's [hosts] instead of the flag.
     crit = tmp_path / "hosts.toml"
     crit.write_text(CRITERIA.read_text() + f'\n[hosts]\ncandidate = "{ALIAS}"\n')
@@ -274,7 +278,8 @@ def test_parse_host_forms() -> None:
     assert (h.dest, h.user, h.port, h.base) == ("tpu-vm", "me", 2222, "/data/runs")
     assert parse_host("tpu-vm").dest == "tpu-vm" and parse_host("tpu-vm").port is None
     assert parse_host("ssh://tpu-vm").base is None
-    for bad in ("ssh://", "ssh://h:x", "-oProxyCommand=x", "a b", "ssh://@h", "ssh://h;rm"):
+    for bad in ("ssh://", "ssh://h:x", "-oProxyCommand=x", "a b", "ssh://@h", "ssh://h;rm",
+                "ssh://-oProxyCommand", "me@-oProxyCommand"):
         with pytest.raises(ValueError, match="ssh://"):
             parse_host(bad)
 
