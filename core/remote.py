@@ -58,6 +58,7 @@ _PROBE = Path(__file__).resolve().parent / "probe"
 _AGENT = Path(__file__).resolve().parent / "remote_agent.py"
 _KEEPER = Path(__file__).resolve().parent / "remote_keeper.py"
 KEEPER_HEARTBEAT_S = 60.0  # the keeper's wait for a ping before it takes portside for gone
+KEEPER_ANSWER_S = CONNECT_TIMEOUT_S + 50.0  # connecting, then a slow login and python3 start
 TRANSPORTS = ("auto", "rsync", "tar")
 COPY_FAILED = 97  # the run's folder could not be made from the mirror (exit status on the host)
 _SSH_FAULT = re.compile(r"Permission denied|Connection (refused|timed out|closed|reset)"
@@ -378,17 +379,28 @@ class SSHExecutor:
         with contextlib.suppress(OSError):
             keeper.stdin.write(json.dumps(_KEEPER.read_text()).encode() + b"\n")
             keeper.stdin.flush()
-        said = (await asyncio.to_thread(keeper.stdout.readline)).decode("utf-8", "replace")
-        kind, _, where = said.strip().partition(" ")
-        if kind not in ("rsync", "tar") or not where.startswith("/"):
+        try:
+            said, noisy = await asyncio.wait_for(asyncio.to_thread(_keeper_answer, keeper),
+                                                 timeout=KEEPER_ANSWER_S)
+        except TimeoutError:
+            keeper.kill()  # which ends the thread's read too
+            keeper.wait()
+            raise RemoteError("host-unreachable", self.host.spec, "the host did not answer "
+                              f"within {KEEPER_ANSWER_S:g} s") from None
+        kind, _, where = said.partition(" ")
+        if not said:
             err = (await asyncio.to_thread(keeper.stderr.read)).decode("utf-8", "replace")
             rc = await asyncio.to_thread(keeper.wait)
             raise self._fault(rc, err, "could not make the session's folder there")
         self._keeper, self.remote_dir = keeper, where
-        both = kind == "rsync" and shutil.which("rsync") is not None
+        both = kind == "rsync" and shutil.which("rsync") is not None and not noisy
         if self.wanted == "rsync" and not both:
-            raise RemoteError("remote-error", self.host.spec, "PORTSIDE_SSH_TRANSPORT=rsync, but "
-                              f"rsync is missing {'here' if kind == 'rsync' else 'on the host'}")
+            keeper.kill()  # its folder goes with its connection
+            keeper.wait()
+            why = ("the host's login prints to stdout (rsync needs a clean shell)" if noisy
+                   else f"rsync is missing {'here' if kind == 'rsync' else 'on the host'}")
+            raise RemoteError("remote-error", self.host.spec,
+                              f"PORTSIDE_SSH_TRANSPORT=rsync, but {why}")
         self.transport = "rsync" if both and self.wanted != "tar" else "tar"
         self._stop_pings = threading.Event()
         threading.Thread(target=_ping_keeper, args=(keeper, self._stop_pings),
@@ -495,6 +507,21 @@ class SSHExecutor:
             subprocess.run(ssh_argv(self.host, f"rm -rf -- {self.dir_expr}", self.config),
                            stdin=subprocess.DEVNULL, capture_output=True,
                            timeout=CONNECT_TIMEOUT_S + 20)
+
+
+def _keeper_answer(keeper: subprocess.Popen[bytes]) -> tuple[str, bool]:
+    """The keeper's ``rsync DIR`` / ``tar DIR`` line ('' when the connection ended first), and
+    whether the host's login printed something before it (a shell that is not clean breaks
+    rsync's protocol)."""
+    assert keeper.stdout is not None
+    noisy = False
+    for raw in keeper.stdout:
+        line = raw.decode("utf-8", "replace").strip()
+        kind, _, where = line.partition(" ")
+        if kind in ("rsync", "tar") and where.startswith("/"):
+            return line, noisy
+        noisy = True
+    return "", noisy
 
 
 def _ping_keeper(keeper: subprocess.Popen[bytes], stop: threading.Event) -> None:

@@ -558,3 +558,30 @@ def test_auto_transport_falls_back_to_tar_without_rsync_here(
     monkeypatch.setenv("PATH", str(only_ssh))
     with pytest.raises(ValueError, match="PORTSIDE_SSH_TRANSPORT"):
         SSHExecutor(ALIAS, "x", transport="scp")
+
+
+def test_a_login_that_prints_picks_tar_and_still_runs(tmp_path: Path, project: Path) -> None:
+    """A host whose login prints (a chatty ~/.bashrc) breaks rsync's protocol: tar, not a hang."""
+    server = _start_sshd(tmp_path / "sshd")
+    try:
+        (server.home / ".bashrc").write_text("echo welcome to the host\n")
+        before = server.listing()
+        verifier, _ = _runner_parts(tmp_path)
+        executor = SSHExecutor(ALIAS, "sess-noisy", ssh_config=server.config, transport="auto")
+        verifier.executors["candidate"] = executor
+        report = asyncio.run(verifier.run_candidate("echo ran", project))
+        assert report.result.exit_code == 0 and report.result.tail[-1] == "ran", report.result
+        assert executor.transport == "tar"
+        executor.close()
+        assert server.listing() == before
+        if shutil.which("rsync"):
+            verifier.executors["candidate"] = forced = SSHExecutor(
+                ALIAS, "sess-noisy2", ssh_config=server.config, transport="rsync")
+            report = asyncio.run(verifier.run_candidate("echo ran", project))
+            assert report.result.reason == "remote-error"
+            assert "rsync needs a clean shell" in report.result.error_message
+            forced.close()
+            _until(lambda: server.listing() == before, 5)
+            assert server.listing() == before
+    finally:
+        server.kill()
