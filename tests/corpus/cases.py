@@ -27,12 +27,12 @@ rtol = 0.05
 """
 
 
-def _python(py: str) -> str:
+def _python(py: str, nproc: int = 0) -> str:
     return py
 
 
-def _torchrun(py: str) -> str:
-    return f"{py} -m torch.distributed.run --standalone --nproc_per_node 2"
+def _torchrun(py: str, nproc: int = 0) -> str:
+    return f"{py} -m torch.distributed.run --standalone --nproc_per_node {nproc or 2}"
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,10 @@ class Case:
     name: str
     script: str
     reference: str
-    candidates: tuple[tuple[str, str, str], ...]  # (label, flags, expected)
+    # (label, flags, expected) or (label, flags, expected, processes for the launcher)
+    candidates: tuple[tuple[str, str, str] | tuple[str, str, str, int], ...]
     criteria: str = ACCURACY
-    launcher: Callable[[str], str] = _python
+    launcher: Callable[[str, int], str] = _python
     cwd: Path = HERE
 
 
@@ -90,5 +91,15 @@ CASES: tuple[Case, ...] = (
         ("all_reduce, then clip", "--mode allreduce", "pass"),
         ("clip before all_reduce", "--mode allreduce --clip-before", "clipping-changed"),
         ("never reduced", "--mode noreduce", "ranks-diverged !clipping-changed"),
+        ("gradients summed", "--mode allreduce --no-average", "rank-averaging-changed"),
+        ("loss x world size", "--loss-times-world", "rank-averaging-changed"),
+    ), launcher=_torchrun),
+    # Global batch 64 = 2 ranks x 32 in the reference; SGD, so the linear rule.
+    Case("ddp-batch", "ddp.py", "--mode ddp", (
+        ("1 rank x 64", "--batch 64", "pass", 1),
+        ("1 rank x 32, lr halved", "--lr 0.05", "pass", 1),
+        ("1 rank x 32, same lr", "", "global-batch-changed", 1),
+        ("2 ranks x 64, same lr", "--batch 64", "global-batch-changed"),
+        ("2 ranks x 64, lr doubled", "--batch 64 --lr 0.2", "pass"),
     ), launcher=_torchrun),
 )

@@ -45,8 +45,8 @@ class Row:
         return not self.errors if want == ["pass"] else all(w in self.errors for w in want)
 
 
-def _command(case: Case, flags: str) -> str:
-    return f"{case.launcher(sys.executable)} {case.script} {flags}".strip()
+def _command(case: Case, flags: str, nproc: int = 0) -> str:
+    return f"{case.launcher(sys.executable, nproc)} {case.script} {flags}".strip()
 
 
 async def run_case(case: Case, root: Path, slots: asyncio.Semaphore) -> list[Row]:
@@ -59,9 +59,9 @@ async def run_case(case: Case, root: Path, slots: asyncio.Semaphore) -> list[Row
             refs.append(await v.run_reference(_command(case, case.reference), case.cwd))
     ref_steps = [r.records.n for r in refs]
     rows = []
-    for label, flags, expected in case.candidates:
+    for label, flags, expected, *nproc in case.candidates:
         async with slots:
-            rep = await v.run_candidate(_command(case, flags), case.cwd)
+            rep = await v.run_candidate(_command(case, flags, *nproc), case.cwd)
         rows.append(Row(case.name, label, expected,
                         [a.kind for a in rep.alarms if a.is_error],
                         [f"{a.severity}:{a.kind}" for a in rep.alarms],
