@@ -24,7 +24,7 @@ from .alarms import (
     jsonable,
     sort_alarms,
 )
-from .batch import check_lr_batch, global_batch
+from .batch import check_lr_batch, drift_criteria, global_batch
 from .clipping import check_clipping, clip_share
 from .numeric import (
     check_drift,
@@ -66,7 +66,7 @@ def run_checks(references: list[RunRecords], candidate: RunRecords, criteria: Cr
     alarms += check_end(references, candidate, criteria, final)
     alarms += check_nonfinite(refs, candidate)
     alarms += check_hardware(candidate, criteria, target, final)
-    drift = check_drift(refs, candidate, criteria)
+    drift = check_drift(refs, candidate, drift_criteria(refs, candidate, criteria))
     causes = check_lr_batch(refs, candidate) + check_clipping(refs, candidate, criteria, final)
     causes += check_rank_average(refs, candidate)
     diverged = check_ranks(refs, candidate)

@@ -11,6 +11,10 @@ rule for SGD) or by √k (the usual rule for Adam-style optimisers). Judged on t
 - the lr is the reference's × k or × √k: info `global-batch-changed`, not judged; the scaled
   series must still match the reference's schedule.
 - anything else: `lr-schedule-changed`, with the global batches as evidence.
+With another global batch the gradient norm is not compared for drift (`drift_criteria`): its
+noise part scales with 1/√batch by construction. The loss and the goal still are: a scaled lr
+is the rule, not a proof that training converges the same (early steps of a large batch often
+do not, hence warmup), and the consequences are judged as for any port.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..criteria import Criteria
 from .alarms import Alarm
 from .numeric import check_lr
 from .records import RunRecords
@@ -105,3 +110,12 @@ def _first_lr(refs: list[RunRecords]) -> float:
 
 def _fmt(b: dict[str, Any]) -> str:
     return f"{b['global']:g} ({b['world_size']} rank(s) × {b['per_rank']:g})"
+
+
+def drift_criteria(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> Criteria:
+    """The drift criteria without `grad_norm` when the global batch differs (module doc)."""
+    series = criteria.drift.series
+    if "grad_norm" not in series or batch_ratio(refs, cand) is None:
+        return criteria
+    kept = tuple(s for s in series if s != "grad_norm")
+    return dc.replace(criteria, drift=dc.replace(criteria.drift, series=kept))

@@ -31,6 +31,7 @@ p.add_argument("--epochs", type=int, default=5)
 p.add_argument("--batch", type=int, default=32, help="per rank")
 p.add_argument("--max-norm", type=float, default=1.0)
 p.add_argument("--lr", type=float, default=0.1)
+p.add_argument("--momentum", type=float, default=0.9)
 p.add_argument("--no-average", action="store_true")
 p.add_argument("--loss-times-world", action="store_true")
 a = p.parse_args()
@@ -44,7 +45,7 @@ sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True,
 loader = DataLoader(train, batch_size=a.batch, sampler=sampler)
 net = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10))
 model = DistributedDataParallel(net) if a.mode == "ddp" else net
-opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
 params = list(model.parameters())
 for epoch in range(a.epochs):
     sampler.set_epoch(epoch)

@@ -11,7 +11,7 @@ from .harness import Row, run, table
 
 @pytest.fixture(scope="module")
 def rows() -> list[Row]:
-    out, _ = run(parallel=2)
+    out, _ = run(parallel=2, xla=False)
     print("\n" + table(out))
     return out
 
