@@ -67,7 +67,9 @@ def check_lr_batch(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:
     k, cb, rb = ratio
     ev = {"candidate_batch": cb, "reference_batch": rb, "batch_ratio": k}
     lr0 = _first_lr(refs)
-    if not plain and cand.n:
+    if not (math.isfinite(lr0) and np.isfinite(cand.lr).any()):
+        return plain  # no learning rate recorded (a hand-written update): nothing to scale
+    if not plain:
         return [Alarm(
             "global-batch-changed", "error",
             f"global batch {_fmt(cb)} vs reference {_fmt(rb)} with the same learning rate "

@@ -119,3 +119,22 @@ def test_correctly_averaged_and_single_process_runs_are_not_flagged():
     refs = [ddp_run(world=1, per_rank=64, seed=s) for s in (0, 1, 2)]
     alarms = judge(ddp_run(world=1, per_rank=64, grad_scale=2.0, seed=5), refs)
     assert "rank-averaging-changed" not in kinds(alarms) and "numeric-drift" in kinds(alarms)
+
+
+def test_no_learning_rate_recorded_is_not_a_batch_fault():
+    # a hand-written update has no optimizer: lr [] on both sides, nothing to scale
+    def no_lr(run: list[dict]) -> list[dict]:
+        return [{**r, "lr": []} if r["type"] == "step" else r for r in run]
+
+    refs = [no_lr(ddp_run(seed=s)) for s in (0, 1, 2)]
+    alarms = judge(no_lr(ddp_run(world=1, per_rank=32, seed=5)), refs)
+    assert "global-batch-changed" not in kinds(alarms, errors=False)
+
+
+def test_gradient_norm_is_not_drift_under_another_global_batch():
+    # twice the batch: the noise part of the gradient norm shrinks by up to 1/sqrt(2)
+    alarms = judge(ddp_run(world=2, per_rank=64, lr=0.2, grad_scale=0.7, seed=5))
+    assert not kinds(alarms), [a.title for a in alarms]
+    # the same global batch: the same 0.7x norm is drift
+    alarms = judge(ddp_run(grad_scale=0.7, seed=5))
+    assert any(a.kind == "numeric-drift" and a.evidence["series"] == "grad_norm" for a in alarms)
