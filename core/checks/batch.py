@@ -35,7 +35,8 @@ BATCH_RTOL = 0.02  # medians of whole batches: only a real change moves them
 
 def global_batch(r: RunRecords) -> dict[str, Any] | None:
     """Samples per optimizer step summed over the ranks (each rank's median, so a short last
-    batch does not count), with world size and per-rank batch; None without `samples`."""
+    batch does not count; steps the GradScaler skipped count as steps), with world size and
+    per-rank batch; None without `samples`."""
     memo = r._cache.get(("global_batch",))
     if memo is None:
         memo = r._cache[("global_batch",)] = [_global_batch(r)]
@@ -44,7 +45,8 @@ def global_batch(r: RunRecords) -> dict[str, Any] | None:
 
 def _global_batch(r: RunRecords) -> dict[str, Any] | None:
     def med(x: RunRecords) -> float | None:
-        s = x.col("samples")
+        # a record after GradScaler-skipped steps carries their batches too: per update
+        s = x.col("samples") / (1.0 + np.nan_to_num(x.col("skipped")))
         s = s[np.isfinite(s) & (s > 0)]
         return float(np.median(s)) if s.size else None
 

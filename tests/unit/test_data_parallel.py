@@ -60,6 +60,15 @@ def test_global_batch_is_world_times_per_rank_batch():
     assert global_batch(RunRecords.from_records(ddp_run(world=1, per_rank=48), OK))["global"] == 48
 
 
+def test_steps_the_grad_scaler_skipped_do_not_change_the_global_batch():
+    # fp16: a record after k skipped steps carries the samples of k + 1 batches
+    run = ddp_run(world=1, per_rank=32)
+    steps = [r for r in run if r["type"] == "step"]
+    for r in steps[: len(steps) * 2 // 3]:
+        r.update(samples=7 * 32, skipped=6)
+    assert global_batch(RunRecords.from_records(run, OK))["global"] == 32
+
+
 def test_same_global_batch_on_another_world_size_passes():
     alarms = judge(ddp_run(world=1, per_rank=64, seed=5))
     assert not kinds(alarms), [a.title for a in alarms]
