@@ -95,10 +95,10 @@ def run(names: list[str] | None = None, parallel: int = 2,
 
 
 def table(rows: list[Row]) -> str:
-    head = f"{'case':<14} {'candidate':<28} {'expected':<20} {'got':<36} ok  alarms"
+    head = f"{'case':<14} {'candidate':<28} {'expected':<34} {'got':<36} ok  alarms"
     lines = [head, "-" * len(head)]
     for r in rows:
         others = [a for a in r.alarms if not a.startswith(("error:", "critical:"))]
-        lines.append(f"{r.case:<14} {r.candidate:<28} {r.expected:<20} {r.got:<36} "
+        lines.append(f"{r.case:<14} {r.candidate:<28} {r.expected:<34} {r.got:<36} "
                      f"{'yes' if r.ok else 'NO ':<3} {', '.join(others) or '-'}")
     return "\n".join(lines)
