@@ -948,6 +948,7 @@ class Probe:
         self.xla_norm_cost: float | None = None  # CPU s per norm (tracing + launch), EMA
         self.xla_step_ema: float | None = None
         self.xla_norm_missed = 0  # due norms whose gradients were gone or changed at the sync
+        self.xla_norm_s = 0.0  # CPU s in tracing and launching them, compilations included
         self.xla_own = (0, 0.0)  # CompileTime count and s of the probe's own graphs
 
     def _xla_norm_later(self, grads: list[Any]) -> None:
@@ -999,8 +1000,11 @@ class Probe:
         self.xla_own = (self.xla_own[0] + c1 - c0, self.xla_own[1] + s1 - s0)
         if rec.get("grad_norm_source") is None:
             rec.update(grad_norm=norm, grad_norm_source="probe", max_norm=None)
-        if c1 == c0:  # steady state: stretch the stride if tracing the norm costs too much
-            cost = time.thread_time() - t0
+        cost = time.thread_time() - t0
+        self.xla_norm_s += cost
+        # Steady state, one process: stretch the stride if tracing the norm costs too much. Not
+        # across ranks: an SPMD norm is a collective, which every process must launch alike.
+        if c1 == c0 and (self.world or 1) == 1 and not self._xla_spmd():
             self.xla_norm_cost = cost if self.xla_norm_cost is None else (
                 0.8 * self.xla_norm_cost + 0.2 * cost)
             step_s = rec.get("step_s") or 0.0
@@ -1009,9 +1013,17 @@ class Probe:
             want = math.ceil(self.xla_norm_cost / (NORM_BUDGET_XLA * max(self.xla_step_ema, 1e-9)))
             self.norm_auto = min(NORM_MAX_STRIDE, max(self.xla_norm_stride, want))
 
+    def _xla_spmd(self) -> bool:
+        try:
+            return bool(self.xla["xr"].is_spmd())
+        except Exception:
+            return False
+
     def _xla_norm_exit(self, rec: dict[str, Any]) -> None:
         if self.xla_own[0]:
             rec["probe_compiles"], rec["probe_compile_s"] = self.xla_own
+        if self.xla_norm_s:
+            rec["probe_norm_s"] = self.xla_norm_s
         if self.xla_norm_missed:
             rec["probe_norm_missed"] = self.xla_norm_missed
 
