@@ -948,7 +948,7 @@ class Probe:
         self.xla_norm_cost: float | None = None  # CPU s per norm (tracing + launch), EMA
         self.xla_step_ema: float | None = None
         self.xla_norm_missed = 0  # due norms whose gradients were gone or changed at the sync
-        self.xla_norm_s = 0.0  # CPU s in tracing and launching them, compilations included
+        self.xla_norm_s = 0.0  # CPU s in tracing and launching those that compiled nothing
         self.xla_own = (0, 0.0)  # CompileTime count and s of the probe's own graphs
 
     def _xla_norm_later(self, grads: list[Any]) -> None:
@@ -1001,7 +1001,8 @@ class Probe:
         if rec.get("grad_norm_source") is None:
             rec.update(grad_norm=norm, grad_norm_source="probe", max_norm=None)
         cost = time.thread_time() - t0
-        self.xla_norm_s += cost
+        if c1 == c0:
+            self.xla_norm_s += cost
         # Steady state, one process: stretch the stride if tracing the norm costs too much. Not
         # across ranks: an SPMD norm is a collective, which every process must launch alike.
         if c1 == c0 and (self.world or 1) == 1 and not self._xla_spmd():
