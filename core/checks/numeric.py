@@ -109,7 +109,7 @@ def _cached(r: RunRecords, key: tuple, make: Any) -> np.ndarray:
 
 
 def _envelope(refs: list[RunRecords], sel: list[slice | np.ndarray], name: str, smooth: int,
-              noise_w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+              noise_w: int, gap: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Min and max over references of the smoothed series at the common steps, and their mean
     step noise σ (zeros when noise_w is 0); None when no reference reports the series.
     Smoothing is causal, so a run's full smoothed series cut at the common steps equals the
@@ -123,11 +123,40 @@ def _envelope(refs: list[RunRecords], sel: list[slice | np.ndarray], name: str, 
         np.fmin(lo, sm, out=lo)  # fmin/fmax skip NaN (a reference missing a step)
         np.fmax(hi, sm, out=hi)
         if noise_w:
-            sigma += _cached(r, ("noise", name, noise_w),
-                             lambda r=r: step_noise(r.series(name), noise_w))[s]
+            sigma += _cached(r, ("noise", name, noise_w, gap),
+                             lambda r=r: _sparse_noise(r.series(name), noise_w, gap))[s]
     if np.isnan(lo).all():
         return None
     return lo, hi, sigma / len(refs)
+
+
+def sample_gap(runs: list[RunRecords], name: str) -> int:
+    """The widest typical spacing, in records, between a series' values over these runs: 1 when
+    every step has one. The probe thins its own gradient norm on cheap steps (every k-th step
+    on the CPU, every 10th or more on torch_xla), and a 10-step mean over a series with a value
+    every 50 steps is mostly empty, which would blind the drift check to it."""
+    gap = 1
+    for r in runs:
+        at = np.flatnonzero(np.isfinite(r.series(name)))
+        if at.size >= 2:
+            gap = max(gap, int(np.median(np.diff(at))))
+    return gap
+
+
+def _sparse_noise(x: np.ndarray, w: int, gap: int) -> np.ndarray:
+    """step_noise over the values a sparse series has, held until the next value: the noise
+    between samples, not between steps that mostly have none."""
+    if gap <= 1:
+        return step_noise(x, w)
+    at = np.flatnonzero(np.isfinite(x))
+    out = np.zeros_like(x)
+    if at.size < 2:
+        return out
+    vals = step_noise(x[at], w)  # w counted in samples here
+    held = np.searchsorted(at, np.arange(x.size), side="right") - 1
+    ok = held >= 0
+    out[ok] = vals[held[ok]]
+    return out
 
 
 def _sel_len(s: slice | np.ndarray, r: RunRecords) -> int:
@@ -150,21 +179,25 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
     c_smooth = _progress_smooth(cand, refs, dc.smooth) if al.mode == "progress" else dc.smooth
     alarms = []
     for name in dc.series:
-        c_s = rolling_mean(cand.series(name), c_smooth)[idx[0]]
-        env = _envelope(refs, idx[1:], name, dc.smooth, noise_w if dc.noise_z else 0)
+        # A thinned series is smoothed over `smooth` of its values, not steps, and must stay
+        # out for a few of its values: the same test, counted in samples.
+        gap = sample_gap([cand, *refs], name)
+        window = dc.window if gap == 1 else max(dc.window, 2 * gap)
+        c_s = rolling_mean(cand.series(name), c_smooth * gap)[idx[0]]
+        env = _envelope(refs, idx[1:], name, dc.smooth * gap, noise_w if dc.noise_z else 0, gap)
         if env is None or not np.isfinite(c_s).any():
             continue  # the series is not reported by one side
         lo, hi, sigma = env
         widen = dc.rtol * np.maximum(np.abs(lo), np.abs(hi)) + dc.atol
         if dc.noise_z:
-            n_eff = np.minimum(np.arange(1, steps.size + 1), dc.smooth)
+            n_eff = np.clip(np.arange(1, steps.size + 1) / gap, 1, dc.smooth)
             widen = widen + dc.noise_z * sigma / np.sqrt(n_eff)
         elo, ehi = lo - widen, hi + widen
         with np.errstate(invalid="ignore"):
             excess = np.maximum(c_s - ehi, elo - c_s)  # > 0 outside; NaN where unknown
         out = excess > 0
         starts, ends = true_runs(out)
-        long = (ends - starts) >= dc.window
+        long = (ends - starts) >= window
         if not long.any():
             continue
         s0, e0 = starts[long], ends[long]
@@ -183,9 +216,10 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
             f"({direction}, {int(in_long.sum())} steps out)",
             {
                 "series": name, "first_step": int(steps[first]),
-                "alarm_step": int(steps[first + dc.window - 1]),
+                "alarm_step": int(steps[first + window - 1]),
                 "worst_step": int(steps[worst]), "direction": direction,
-                "steps_out": int(in_long.sum()), "window": dc.window, "smooth": dc.smooth,
+                "steps_out": int(in_long.sum()), "window": window, "smooth": dc.smooth * gap,
+                "sample_gap": gap,
                 "value_first": _f(c_s[first]), "envelope_first": [_f(elo[first]), _f(ehi[first])],
                 "value_worst": _f(c_s[worst]), "envelope_worst": [_f(elo[worst]), _f(ehi[worst])],
                 "reference_runs": len(refs), "aligned_by": al.mode,
