@@ -4,6 +4,7 @@ speed. All vectorised; every function is pure and safe on partial series."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -194,7 +195,7 @@ def _cached(r: RunRecords, key: tuple, make: Any) -> np.ndarray:
 
 
 def _envelope(refs: list[RunRecords], sel: list[slice | np.ndarray], name: str, smooth: int,
-              noise_w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+              noise_w: int, gap: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Min and max over references of the smoothed series at the common steps, and their mean
     step noise σ (zeros when noise_w is 0); None when no reference reports the series.
     Smoothing is causal, so a run's full smoothed series cut at the common steps equals the
@@ -208,11 +209,52 @@ def _envelope(refs: list[RunRecords], sel: list[slice | np.ndarray], name: str, 
         np.fmin(lo, sm, out=lo)  # fmin/fmax skip NaN (a reference missing a step)
         np.fmax(hi, sm, out=hi)
         if noise_w:
-            sigma += _cached(r, ("noise", name, noise_w),
-                             lambda r=r: step_noise(r.series(name), noise_w))[s]
+            sigma += _cached(r, ("noise", name, noise_w, gap),
+                             lambda r=r: _sparse_noise(r.series(name), noise_w, gap))[s]
     if np.isnan(lo).all():
         return None
     return lo, hi, sigma / len(refs)
+
+
+def sample_gap(runs: list[RunRecords], name: str) -> int:
+    """The widest typical spacing, in records, between a series' values over these runs: 1 when
+    every step has one. The probe thins its own gradient norm on cheap steps (every k-th step
+    on the CPU, every 10th or more on torch_xla), and a 10-step mean over a series with a value
+    every 50 steps is mostly empty, which would blind the drift check to it."""
+    gap = 1
+    for r in runs:
+        gap = max(gap, _gap(r, name))
+    return gap
+
+
+def _gap(r: RunRecords, name: str) -> int:
+    key = ("gap", name, r.n)  # memoised: references are asked on every live pass
+    val = r._cache.get(key)
+    if val is None:
+        fin = np.isfinite(r.series(name))
+        val = 1
+        if not fin.all():  # a value at every step: the gap is 1 without the median
+            at = np.flatnonzero(fin)
+            if at.size >= 2:
+                val = int(np.median(np.diff(at)))
+        r._cache[key] = val
+    return max(val, 1)
+
+
+def _sparse_noise(x: np.ndarray, w: int, gap: int) -> np.ndarray:
+    """step_noise over the values a sparse series has, held until the next value: the noise
+    between samples, not between steps that mostly have none."""
+    if gap <= 1:
+        return step_noise(x, w)
+    at = np.flatnonzero(np.isfinite(x))
+    out = np.zeros_like(x)
+    if at.size < 2:
+        return out
+    vals = step_noise(x[at], w)  # w counted in samples here
+    held = np.searchsorted(at, np.arange(x.size), side="right") - 1
+    ok = held >= 0
+    out[ok] = vals[held[ok]]
+    return out
 
 
 def _sel_len(s: slice | np.ndarray, r: RunRecords) -> int:
@@ -232,6 +274,7 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
     if steps.size < dc.window:
         return []
     noise_w = max(4 * dc.smooth, 20)
+    c_smooth = _progress_smooth(cand, refs, dc.smooth) if al.mode == "progress" else dc.smooth
     memo: dict[Any, Any] | None = cand._cache.get(("live",))
     if memo is None:
         memo = {}  # not a live snapshot: nothing is carried
@@ -243,14 +286,19 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
         isinstance(s, slice) and s.start in (0, None) for s in idx)
     alarms = []
     for name in dc.series:
-        key = ("drift", name, dc.window, dc.smooth, dc.rtol, dc.atol, dc.noise_z, noise_w)
+        # A thinned series is smoothed over `smooth` of its values, not steps, and must stay
+        # out for a few of its values: the same test, counted in samples.
+        gap = sample_gap([cand, *refs], name)
+        window = dc.window if gap == 1 else max(dc.window, 2 * gap)
+        how = _How(name, c_smooth, gap, window, noise_w)
+        key = ("drift", dc.rtol, dc.atol, dc.smooth, dc.noise_z, how)
         seen = memo.get(key) if tail else None
         if seen is not None and seen[1] == tuple(map(id, refs)) and seen[0] <= k:
-            a = max(0, seen[0] - dc.window)
-            if not _long_excursion(refs, cand, name, dc, noise_w, a, k):
+            a = max(0, seen[0] - window)
+            if not _long_excursion(refs, cand, dc, how, a, k):
                 memo[key] = (k, seen[1], refs)  # refs kept: their ids stay theirs
                 continue
-        found = _drift_alarm(refs, cand, name, dc, noise_w, al)
+        found = _drift_alarm(refs, cand, dc, how, al)
         if found is None:
             if tail:
                 memo[key] = (k, tuple(map(id, refs)), refs)
@@ -259,20 +307,32 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
     return alarms
 
 
-def _excess(refs: list[RunRecords], cand: RunRecords, name: str, dc: Any, noise_w: int,
+@dataclass(frozen=True)
+class _How:
+    """How one series is judged: its name, the candidate's smoothing, the sample gap, the
+    window (in steps) and the noise window."""
+    name: str
+    c_smooth: int
+    gap: int
+    window: int
+    noise_w: int
+
+
+def _excess(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
             sel_c: slice | np.ndarray, sel_r: list[slice | np.ndarray], n_at: np.ndarray,
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Smoothed candidate, widened envelope (lo, hi), raw hi and the excess over it at the
     selected points; n_at: each point's position in the compared series (from 1). None when
     one side does not report the series."""
-    c_s = smoothed(cand, name, dc.smooth)[sel_c]
-    env = _envelope(refs, sel_r, name, dc.smooth, noise_w if dc.noise_z else 0)
+    g = how.gap
+    c_s = smoothed(cand, how.name, how.c_smooth * g)[sel_c]
+    env = _envelope(refs, sel_r, how.name, dc.smooth * g, how.noise_w if dc.noise_z else 0, g)
     if env is None or not np.isfinite(c_s).any():
         return None
     lo, hi, sigma = env
     widen = dc.rtol * np.maximum(np.abs(lo), np.abs(hi)) + dc.atol
     if dc.noise_z:
-        n_eff = np.minimum(n_at, dc.smooth)
+        n_eff = np.clip(n_at / g, 1, dc.smooth)
         widen = widen + dc.noise_z * sigma / np.sqrt(n_eff)
     elo, ehi = lo - widen, hi + widen
     with np.errstate(invalid="ignore"):
@@ -280,28 +340,29 @@ def _excess(refs: list[RunRecords], cand: RunRecords, name: str, dc: Any, noise_
     return c_s, elo, ehi, hi, excess
 
 
-def _long_excursion(refs: list[RunRecords], cand: RunRecords, name: str, dc: Any,
-                    noise_w: int, a: int, k: int) -> bool:
+def _long_excursion(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How, a: int,
+                    k: int) -> bool:
     """`window` consecutive points outside among points a..k-1 (the same values as the
     whole series has there: smoothing is causal, the envelope is per point)."""
-    got = _excess(refs, cand, name, dc, noise_w, slice(a, k), [slice(a, k)] * len(refs),
+    got = _excess(refs, cand, dc, how, slice(a, k), [slice(a, k)] * len(refs),
                   np.arange(a + 1, k + 1))
     if got is None:
         return False  # nothing to compare here: nothing outside here
     starts, ends = true_runs(got[4] > 0)
-    return bool(((ends - starts) >= dc.window).any())
+    return bool(((ends - starts) >= how.window).any())
 
 
-def _drift_alarm(refs: list[RunRecords], cand: RunRecords, name: str, dc: Any, noise_w: int,
+def _drift_alarm(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
                  al: Any) -> Alarm | None:
     """The drift alarm of one series over the whole aligned series, or None."""
     steps, idx = al.steps, al.sel
-    got = _excess(refs, cand, name, dc, noise_w, idx[0], idx[1:], np.arange(1, steps.size + 1))
+    name, window, gap = how.name, how.window, how.gap
+    got = _excess(refs, cand, dc, how, idx[0], idx[1:], np.arange(1, steps.size + 1))
     if got is None:
         return None  # the series is not reported by one side
     c_s, elo, ehi, hi, excess = got
     starts, ends = true_runs(excess > 0)
-    long = (ends - starts) >= dc.window
+    long = (ends - starts) >= window
     if not long.any():
         return None
     s0, e0 = starts[long], ends[long]
@@ -320,9 +381,10 @@ def _drift_alarm(refs: list[RunRecords], cand: RunRecords, name: str, dc: Any, n
         f"({direction}, {int(in_long.sum())} steps out)",
         {
             "series": name, "first_step": int(steps[first]),
-            "alarm_step": int(steps[first + dc.window - 1]),
+            "alarm_step": int(steps[first + window - 1]),
             "worst_step": int(steps[worst]), "direction": direction,
-            "steps_out": int(in_long.sum()), "window": dc.window, "smooth": dc.smooth,
+            "steps_out": int(in_long.sum()), "window": window, "smooth": dc.smooth * gap,
+            "sample_gap": gap,
             "value_first": _f(c_s[first]), "envelope_first": [_f(elo[first]), _f(ehi[first])],
             "value_worst": _f(c_s[worst]), "envelope_worst": [_f(elo[worst]), _f(ehi[worst])],
             "reference_runs": len(refs), "aligned_by": al.mode,
@@ -330,6 +392,18 @@ def _drift_alarm(refs: list[RunRecords], cand: RunRecords, name: str, dc: Any, n
                       "lo": downsample(elo), "hi": downsample(ehi)},
         },
         key=f"numeric-drift:{name}")
+
+
+def _progress_smooth(cand: RunRecords, refs: list[RunRecords], smooth: int) -> int:
+    """The candidate's smoothing window over the same span of training as the references'
+    `smooth` steps: with half the steps per epoch (a doubled global batch) a 10-step mean
+    would cover twice the progress and lag behind a falling loss."""
+    c, r = steps_per_epoch(cand), steps_per_epoch(refs[0])
+    done = [e for e in c if e in r and e != max(c) and e != max(r)] or [e for e in c if e in r]
+    if not done:
+        return smooth
+    e = done[0]
+    return max(1, round(smooth * c[e] / max(r[e], 1)))
 
 
 # --- lr-schedule-changed ---------------------------------------------------------------------

@@ -113,7 +113,10 @@ def check_recompilation(cand: RunRecords, criteria: Criteria) -> list[Alarm]:
     one step after warm-up followed by at least `settle` steps without any (a graph compiled
     once between training steps: the first evaluation pass between epochs). A second burst is
     the same graph compiled again, or shapes that keep changing: all bursts are then counted.
-    While a burst is not yet followed by `settle` clean steps, nothing is decided.
+    While a burst is not yet followed by `settle` clean steps, nothing is decided. A compile
+    where the lr leaves or reaches exactly 0 or 1 is explained, not counted: torch_xla folds
+    those two scalars into the graph as constants (seen on the MNIST example's Adadelta lr 1.0
+    under StepLR), so the first other value compiles a new graph once.
     """
     comp = cand.compiles
     fin = np.isfinite(comp)
@@ -127,6 +130,17 @@ def check_recompilation(cand: RunRecords, criteria: Criteria) -> list[Alarm]:
     counted = (steps >= criteria.compile.warmup_steps) & (inc > 0)
     alarms: list[Alarm] = []
     causes = list((cand.exit or {}).get("compile_causes") or [])[:20]
+    scalar = counted & _lr_left_special_scalar(cand.lr[fin])
+    if scalar.any():
+        counted &= ~scalar
+        alarms.append(Alarm(
+            "recompilation", "info",
+            f"{int(inc[scalar].sum())} compilation(s) where the learning rate left or reached "
+            "0 or 1 (torch_xla folds those scalars into the graph, so the next value compiles "
+            "once): not counted",
+            {"steps": steps[scalar][:50].tolist(), "compiles": inc[scalar][:50].tolist(),
+             "lr_around": _lr_around(cand.lr[fin], scalar)},
+            key="recompilation:special-scalar"))
     at = np.flatnonzero(counted)
     settle = max(criteria.compile.warmup_steps, 3)
     if at.size == 1:
@@ -158,6 +172,27 @@ def check_recompilation(cand: RunRecords, criteria: Criteria) -> list[Alarm]:
              "max_recompiles": criteria.compile.max_recompiles, "causes": causes},
             key="recompilation"))
     return alarms + _after_training(cand, c, steps, causes)
+
+
+_SPECIAL = (0.0, 1.0)
+
+
+def _lr_left_special_scalar(lr: np.ndarray) -> np.ndarray:
+    """Steps whose lr moved from or to exactly 0 or 1, allowing one step of slack either way
+    (whether the recorded lr is the one the step used or the scheduler's next one)."""
+    prev = np.roll(lr, 1)
+    prev[:1] = lr[:1]
+    moved = (lr != prev) & np.isfinite(lr) & np.isfinite(prev)
+    moved &= np.isin(lr, _SPECIAL) | np.isin(prev, _SPECIAL)
+    near = moved.copy()
+    near[:-1] |= moved[1:]
+    near[1:] |= moved[:-1]
+    return near
+
+
+def _lr_around(lr: np.ndarray, at: np.ndarray) -> list[list[float]]:
+    """The lr at the step before, at and after each such compile: the reviewer sees the move."""
+    return [[float(x) for x in lr[max(i - 1, 0):i + 2]] for i in np.flatnonzero(at)[:50]]
 
 
 def _after_training(cand: RunRecords, c: np.ndarray, steps: np.ndarray,

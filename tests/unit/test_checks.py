@@ -173,6 +173,33 @@ def test_drift_real_shift_found_with_defaults():
     assert a.evidence["series"] == "loss" and a.evidence["direction"] == "above"
 
 
+def _thinned(x: np.ndarray, every: int, phase: int = 0) -> np.ndarray:
+    out = np.full_like(x, np.nan)
+    out[phase::every] = x[phase::every]
+    return out
+
+
+def test_drift_on_a_thinned_grad_norm_is_seen():
+    # The probe's own norm comes every 50th step on cheap CPU steps and every 10th on
+    # torch_xla: a 4x gradient norm with the same loss must still be drift (it was not: a
+    # 10-step mean over such a series is mostly empty, so no 20 steps in a row were "out").
+    refs = [RunRecords.from_arrays(loss=noisy(s), grad_norm=_thinned(noisy(s + 10), 50, s))
+            for s in (1, 2, 3)]
+    cand = RunRecords.from_arrays(loss=noisy(4), grad_norm=_thinned(4 * noisy(14), 10))
+    (a,) = check_drift(refs, cand, DEFAULT_CRITERIA)
+    assert a.key == "numeric-drift:grad_norm" and a.evidence["direction"] == "above"
+    assert a.evidence["sample_gap"] == 50
+
+
+def test_drift_on_thinned_series_another_seed_is_quiet():
+    for k in range(5):
+        refs = [RunRecords.from_arrays(loss=noisy(s), grad_norm=_thinned(noisy(s + 10), 50, s))
+                for s in (10 * k + 1, 10 * k + 2, 10 * k + 3)]
+        cand = RunRecords.from_arrays(loss=noisy(10 * k + 4),
+                                      grad_norm=_thinned(noisy(10 * k + 14), 10))
+        assert check_drift(refs, cand, DEFAULT_CRITERIA) == [], k
+
+
 def test_drift_ignores_series_missing_on_one_side():
     refs = [RunRecords.from_arrays(loss=np.ones(50)) for _ in range(2)]
     cand = RunRecords.from_arrays(grad_norm=np.ones(50))
@@ -439,6 +466,33 @@ def test_burst_that_recurs_is_counted():
     (a,) = _recomp(_compiles([1, 2, 2, 2, 2, 4, 4, 4, 4, 4, 6, 6, 6, 6]))
     assert a.severity == "error" and a.evidence["recompiles"] == 4
     assert a.evidence["steps"] == [5, 10]
+
+
+def _compiles_lr(counts: list[int], lrs: list[float]) -> RunRecords:
+    recs = steps(len(counts), compiles=counts, lr=[[x] for x in lrs], compile_s=0.0, backend=None)
+    return run(recs, facts=XLA_CPU_FACTS)
+
+
+def test_lr_leaving_one_compiles_once_and_is_explained():
+    # The MNIST example's StepLR on Adadelta lr 1.0: torch_xla folds 1.0 into the graph, so the
+    # first step at 0.7 compiles; the evaluation graph compiles once between epochs too. Two
+    # bursts, but one has its cause on record: not a recompilation error.
+    counts = [1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4]
+    lrs = [1.0] * 5 + [0.7] * 10
+    got = {a.key: a for a in _recomp(_compiles_lr(counts, lrs))}
+    assert set(got) == {"recompilation:special-scalar", "recompilation:once"}
+    assert got["recompilation:special-scalar"].severity == "info"
+    assert got["recompilation:special-scalar"].evidence["steps"] == [5]
+    assert got["recompilation:special-scalar"].evidence["lr_around"] == [[1.0, 0.7, 0.7]]
+    assert got["recompilation:once"].evidence["steps"] == [10]
+
+
+def test_lr_change_between_ordinary_values_explains_nothing():
+    # 0.5 -> 0.25 is device data in torch_xla: a compile there is the program's own; with the
+    # later burst it is two bursts, counted as before.
+    counts = [1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4]
+    (a,) = _recomp(_compiles_lr(counts, [0.5] * 5 + [0.25] * 10))
+    assert a.severity == "error" and a.evidence["recompiles"] == 2
 
 
 def test_compile_after_training_is_info_not_counted():
