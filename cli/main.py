@@ -182,15 +182,25 @@ def show_cmd(ctx: click.Context, session: str, db: Path | None, limit: int) -> N
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_db_option
 @click.option("--as", "rename_to", default=None, help="Import under this session id instead.")
+@click.option("--claude-code", "claude_code", is_flag=True, help="FILE is a Claude Code transcript "
+              "(~/.claude/projects/<dir>/<session>.jsonl) or a `claude -p --output-format "
+              "stream-json --verbose` log.")
+@click.option("--target", default=None, help="With --claude-code: the target it ported to.")
 @click.pass_context
-def import_cmd(ctx: click.Context, file: Path, db: Path | None, rename_to: str | None) -> None:
-    """Import a JSONL recording (refused whole if malformed)."""
+def import_cmd(ctx: click.Context, file: Path, db: Path | None, rename_to: str | None,
+               claude_code: bool = False, target: str | None = None) -> None:
+    """Import a JSONL recording, or a finished Claude Code session (refused whole if malformed)."""
     from portside.store import StoreError
     from portside.store.jsonl import RecordingError, import_file
 
     store = _open_store(ctx, db)
     try:
-        sid = import_file(store, file, rename_to)
+        if claude_code:
+            from .import_cc import import_claude_code
+
+            sid = import_claude_code(store, file, rename_to, target)
+        else:
+            sid = import_file(store, file, rename_to)
     except (RecordingError, StoreError) as exc:
         from portside.core.textsafe import clean_line
 
@@ -333,7 +343,8 @@ VERIFY_STALL_S = 1800.0
 
 @main.command("verify")
 @click.option("--reference", "reference", required=True, help="Reference command (shell string).")
-@click.option("--candidate", "candidate", required=True, help="Candidate command (shell string).")
+@click.option("--candidate", "candidate", default=None,
+              help="Candidate command (shell string; with --session default the reference's).")
 @click.option("--target", type=click.Choice(TARGETS_CHOICE), required=True, help=TARGET_HELP)
 @click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True)
 @click.option("--reference-target", type=click.Choice(TARGETS_CHOICE), default="cpu",
@@ -351,27 +362,53 @@ VERIFY_STALL_S = 1800.0
 @click.option("--localize", "localize_", is_flag=True,
               help="After a drift, clipping or goal alarm: find where the candidate first "
               "diverges (portside localize) and add it as `divergence`.")
+@click.option("--session", "session", default=None, metavar="ID",
+              help="Verify an imported Claude Code session: the references on the project as "
+              "it was before it, the candidate on the tree it left (copies, rebuilt from its "
+              "edits; see --tree / --before).")
+@click.option("--tree", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=None, help="With --session: the project as the session left it (default: "
+              "the folder it ran in).")
+@click.option("--before", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=None, help="With --session: the project as it was before the session.")
 @_db_option
 @click.pass_context
-def verify_cmd(ctx: click.Context, reference: str, candidate: str, target: str,
+def verify_cmd(ctx: click.Context, reference: str, candidate: str | None, target: str,
                reference_runs: int, reference_target: str, criteria_file: Path | None, cwd: Path,
                timeout_s: float | None, stall_s: float | None, as_json: bool, verbose: bool,
                reference_host: str | None, candidate_host: str | None, ssh_config: Path | None,
-               keep_remote: bool, localize_: bool, db: Path | None) -> None:
+               keep_remote: bool, localize_: bool, db: Path | None, session: str | None = None,
+               tree: Path | None = None, before: Path | None = None) -> None:
     """Verify a candidate run against reference runs, headless (exit 0 pass, 1 fail, 2 usage)."""
     stall_s = VERIFY_STALL_S if stall_s is None else stall_s
-    config = session_config(
-        "verify", project=cwd.resolve(), target=target, reference=reference,
-        candidate=candidate, criteria_file=criteria_file, reference_runs=reference_runs,
-        reference_target=reference_target, timeout_s=timeout_s, stall_s=stall_s,
-        policy="auto", mode="verify")
-    config.localize = localize_
-    hosts = remote_hosts("verify", *config_hosts(config, reference_host, candidate_host),
-                         ssh_config)
-    sys.exit(run_with_hosts(config, open_store(ctx, db), hosts, ssh_config, keep_remote,
-                            headless=True, as_json=as_json, show_output=verbose,
-                            interrupted="portside verify: interrupted; runs killed, session "
-                            "recorded as failed"))
+    if session is None and (tree or before):
+        raise click.UsageError("--tree and --before go with --session")
+    if session is None and candidate is None:
+        raise click.UsageError("--candidate is required (or --session ID: an imported session)")
+    trees = None
+    if session is not None:
+        from .import_cc import imported_trees
+
+        trees = imported_trees(open_store(ctx, db), session, tree, before)
+    try:
+        config = session_config(
+            "verify", project=trees.reference if trees else cwd.resolve(), target=target,
+            reference=reference, candidate=candidate, criteria_file=criteria_file,
+            reference_runs=reference_runs, reference_target=reference_target,
+            timeout_s=timeout_s, stall_s=stall_s, policy="auto", mode="verify")
+        config.localize = localize_
+        if trees:
+            trees.apply(config)
+        hosts = remote_hosts("verify", *config_hosts(config, reference_host, candidate_host),
+                             ssh_config)
+        code = run_with_hosts(config, open_store(ctx, db), hosts, ssh_config, keep_remote,
+                              headless=True, as_json=as_json, show_output=verbose,
+                              interrupted="portside verify: interrupted; runs killed, session "
+                              "recorded as failed")
+    finally:
+        if trees:
+            trees.close()
+    sys.exit(code)
 
 
 @main.command("localize")

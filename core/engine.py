@@ -64,6 +64,10 @@ class SessionConfig:
     candidate_env: dict[str, str] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     localize: bool = False  # after a drift/goal/clipping alarm: where it diverged (trace mode)
+    # Verification of an imported session: the candidate runs in this tree (the references in
+    # ``project``), and the imported agent's claim is checked against the candidate's alarms.
+    candidate_cwd: Path | None = None
+    claim: str = ""
 
     @property
     def candidate(self) -> str:
@@ -181,7 +185,8 @@ class SessionEngine:
         run = self.ledger.runs.get(alarm.run_id)
         if run is None or run.role != "candidate":
             raise ValueError(f"{alarm.check} is not about a candidate run: nothing to localize")
-        cwd = self.workspace.root if self.workspace is not None else Path(self.config.project)
+        cwd = self.workspace.root if self.workspace is not None else Path(
+            self.config.candidate_cwd or self.config.project)
         work = self.workdir / "localize" / f"{alarm.run_id}-{alarm_id}"
         self._localizing.add(alarm_id)
 
@@ -349,7 +354,7 @@ class SessionEngine:
     def _prepare_dirs(self) -> tuple[Path, Path]:
         project = Path(self.config.project)
         if not self.config.isolate:
-            return project, project
+            return project, Path(self.config.candidate_cwd or project)
         self.workdir.mkdir(parents=True, exist_ok=True)
         pristine = self.workdir / "reference"
         done = self.workdir / "reference.copied"  # a copy cut short by a kill is made again
@@ -399,6 +404,10 @@ class SessionEngine:
                 or c.result.reason != ENGINE_KILLED]
         if not done:
             await self.run_candidate(cwd)
+            if self.config.claim:
+                from .verify_import import check_outside_claim
+
+                check_outside_claim(self, self.config.claim)
         if self.config.policy == "ask":
             # Live without an agent: the reviewer may re-run, abort, and gives the verdict.
             assert self._decided is not None and self._rerun is not None

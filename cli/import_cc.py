@@ -1,0 +1,103 @@
+"""`portside import --claude-code FILE` and `portside verify --session ID`: thin glue over
+core/import_claude_code.py and core/verify_import.py."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+
+def _usage_error(message: str) -> NoReturn:
+    from portside.core.textsafe import clean_line
+
+    click.echo(f"portside: {clean_line(message)}", err=True)
+    sys.exit(2)
+
+
+def import_claude_code(store: Any, file: Path, rename_to: str | None, target: str | None) -> str:
+    """Read the whole transcript or log, then write it in one transaction: a malformed file
+    (exit 2, ``file:line: what``) or a session already present writes nothing."""
+    from portside.core.import_claude_code import TranscriptError, read_claude_code
+    from portside.store import StoreError
+    from portside.store.jsonl import import_events, session_id_problem
+
+    if rename_to and (problem := session_id_problem(rename_to)):
+        _usage_error(f"--as: {problem}")
+    try:
+        events = read_claude_code(file, session_id=rename_to, target=target or "")
+        if problem := session_id_problem(events[0].session_id):
+            raise TranscriptError(f"{file}:1: session id: {problem}")
+        return import_events(store, events, str(file))
+    except (TranscriptError, StoreError) as exc:
+        store.close()
+        _usage_error(str(exc))
+
+
+@dataclass
+class ImportedTrees:
+    """The reference and candidate trees of an imported session, in a folder of their own
+    (removed by :meth:`close`)."""
+
+    reference: Path
+    candidate: Path
+    meta: dict[str, Any]
+    claim: str
+    home: Path
+    notes: list[str] = field(default_factory=list)
+
+    def apply(self, config: Any) -> None:
+        config.candidate_cwd = self.candidate
+        config.meta.update(self.meta)
+        config.claim = self.claim
+        config.title = f"verify {self.meta['verifies']}"
+
+    def close(self) -> None:
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+def imported_trees(store: Any, session: str, tree: Path | None, before: Path | None
+                   ) -> ImportedTrees:
+    from portside.core import events as ev
+    from portside.core.verify_import import (
+        TreeError,
+        imported_claim,
+        prepare_trees,
+        verify_meta,
+    )
+    from portside.store import StoreError
+
+    try:
+        sid = store.resolve_session(session)
+        events = list(store.events(sid))
+    except StoreError as exc:
+        _usage_error(f"--session: {exc}")
+    finally:
+        store.close()
+    started = events[0] if events else None
+    if not isinstance(started, ev.SessionStarted) or started.mode != "imported":
+        _usage_error(f"--session {session}: not an imported Claude Code session "
+                     "(portside import --claude-code FILE makes one)")
+    assert isinstance(started, ev.SessionStarted)
+    if tree is None and before is None:
+        recorded = Path(started.project)
+        if not recorded.is_dir():
+            _usage_error(f"--session {sid}: its folder {started.project} is not here; give the "
+                         "project as the session left it (--tree DIR) or as it was before "
+                         "(--before DIR)")
+        tree = recorded
+    home = Path(tempfile.mkdtemp(prefix=f"portside-verify-{sid[:20]}-"))
+    try:
+        ref, cand = prepare_trees(events, home, tree_after=tree, tree_before=before)
+    except TreeError as exc:
+        shutil.rmtree(home, ignore_errors=True)
+        _usage_error(f"--session {sid}: {exc}")
+    source = tree or before
+    assert source is not None
+    meta = verify_meta(events, source.resolve(), tree is not None)
+    return ImportedTrees(ref, cand, meta, imported_claim(events), home)

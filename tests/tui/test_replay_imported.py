@@ -1,0 +1,54 @@
+"""An imported Claude Code session on the replay screen: it plays to the end with the agent's
+text, its diffs as decided (by the imported run, not a reviewer) and no interventions."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from conftest import until
+from screen_text import screen_text
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from cc_transcript import CLAIM, clipping_port  # noqa: E402
+
+from portside.core.import_claude_code import read_claude_code  # noqa: E402
+from portside.core.replay import Replayer  # noqa: E402
+from portside.store import Store  # noqa: E402
+from portside.store.jsonl import import_events  # noqa: E402
+from portside.store.replay_source import StoreSource  # noqa: E402
+from portside.tui.replay import make_replay_app  # noqa: E402
+from portside.tui.screens.replay import ReplayScreen  # noqa: E402
+
+TINY = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "train_tiny.py"
+
+
+async def test_imported_claude_code_session_replays_on_screen(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "train.py").write_text(TINY.read_text(encoding="utf-8"), encoding="utf-8")
+    s = clipping_port(project)
+    events = read_claude_code(s.write(tmp_path / "t.jsonl"), target="tpu")
+    store = Store(tmp_path / "p.db")
+    try:
+        sid = import_events(store, events)
+        replayer = Replayer(StoreSource(store, sid), speed=1000)
+        app = make_replay_app(replayer, session_id=sid, sink=store.recorder)
+        async with app.run_test(size=(120, 41)) as pilot:
+            await until(pilot, lambda: replayer.at_end and not app._inbox, timeout=30)
+            for _ in range(3):
+                await pilot.pause()
+                app.live.flush()
+            assert isinstance(app.screen, ReplayScreen)
+            m = app.model
+            assert {e.event.path: e.decided.decision for e in m.edits.values()
+                    if e.decided is not None} == {"$ .": "approved", "train.py": "approved",
+                                                  "PORTING.md": "approved"}
+            assert all(e.decided.by == "policy" for e in m.edits.values() if e.decided)
+            assert m.interventions == [] and m.claim is not None
+            assert m.claim.summary == CLAIM
+            text = screen_text(app)
+            assert "replay end" in text and "0 interventions" in text
+            assert "edit 4/4 PORTING.md" in text and "approved · applied" in text
+    finally:
+        store.close()
