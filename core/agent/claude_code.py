@@ -206,14 +206,14 @@ class ClaudeCodeAgent:
         kill cut off between Claude Code writing it and portside recording it is recorded now
         as ``edit.applied`` when the workspace holds exactly the approved text."""
         self.resume = any(isinstance(e, ev.AgentToolCall | ev.AgentText) for e in events)
-        proposed = {e.edit_id: e for e in events if ev.is_file_edit(e)}
+        proposed = {e.edit_id: e for e in events
+                    if isinstance(e, ev.EditProposed) and ev.is_file_edit(e)}
         applied = {e.edit_id for e in events if isinstance(e, ev.EditApplied)}
         for d in events:
             if not (isinstance(d, ev.EditDecided) and d.decision != "rejected"
                     and d.edit_id in proposed and d.edit_id not in applied):
                 continue
             p = proposed[d.edit_id]
-            assert isinstance(p, ev.EditProposed)
             want = d.after if d.decision == "edited" and d.after is not None else p.after
             with contextlib.suppress(Exception):
                 if host.workspace.read_file(p.path) == want:
