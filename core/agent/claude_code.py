@@ -10,8 +10,8 @@ week, so the tool runs only when the callback answered "allow":
   Code touches the file. Approved → allow (the reviewer's version as ``updatedInput``);
   rejected → deny with the reason, which Claude Code hands to the model. ``PostToolUse``
   checks the file holds the approved text (``edit.applied``, or an ``edit-mismatch`` alarm).
-- Bash: a command proposal (command, description, cwd); edited → the edited command. An
-  approved command goes through :func:`command_for_run` (the one place the sandbox wraps it).
+- Bash: a ``command.proposed`` (command, description, cwd; not an edit); edited → the edited
+  command. An approved command goes through :func:`command_for_run` (the one place the sandbox wraps it).
 - Read / Grep / Glob / LS (and Claude Code's own bookkeeping tools): allowed, shown as tool calls.
 - A path outside the workspace: denied with a reason and an ``outside-workspace`` alarm.
 - Anything else (web, MCP, unknown tools): denied.
