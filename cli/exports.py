@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +17,22 @@ def _fail(message: str) -> None:
     raise click.ClickException(message)
 
 
-def _write(text: str, output: Path | None, what: str) -> None:
+def _write(text: str | Iterable[str], output: Path | None, what: str | Callable[[], str]
+           ) -> None:
+    """Write the export (a text, or its chunks as they are made: constant memory)."""
+    chunks = [text] if isinstance(text, str) else text
     if output is None:
-        sys.stdout.write(text)
+        for chunk in chunks:
+            sys.stdout.write(chunk)
         sys.stdout.flush()
         return
     try:
-        output.write_text(text, encoding="utf-8")
+        with open(output, "w", encoding="utf-8") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
     except OSError as exc:
         _fail(f"{output}: cannot write: {exc.strerror}")
-    click.echo(f"wrote {what} to {output}", err=True)
+    click.echo(f"wrote {what if isinstance(what, str) else what()} to {output}", err=True)
 
 
 # --- replay ---------------------------------------------------------------------------------
@@ -128,13 +134,9 @@ def export(store: Any, session: str | None, what: str, fmt: str | None, output: 
     if what == "events":
         if output is None and sys.stdout.isatty():
             # To a terminal the bytes matter less than what they do: C1 controls as \u escapes.
-            import io
-
             from portside.core.textsafe import json_safe
 
-            buf = io.BytesIO()
-            export_session(store, sids[0], buf)
-            sys.stdout.write(json_safe(buf.getvalue().decode()))
+            export_session(store, sids[0], _JsonSafeOut(sys.stdout, json_safe))
             sys.stdout.flush()
         elif output is None:
             export_session(store, sids[0], sys.stdout.buffer)
@@ -147,12 +149,31 @@ def export(store: Any, session: str | None, what: str, fmt: str | None, output: 
         _write(ex.report_md(store, sids[0]), output, f"the report of {sids[0]}")
         return
     rows, columns = {
-        "interventions": (ex.intervention_rows, ex.INTERVENTION_COLUMNS),
-        "alarms": (ex.alarm_rows, ex.ALARM_COLUMNS),
-        "runs": (ex.run_rows, ex.RUN_COLUMNS),
+        "interventions": (ex.iter_intervention_rows, ex.INTERVENTION_COLUMNS),
+        "alarms": (ex.iter_alarm_rows, ex.ALARM_COLUMNS),
+        "runs": (ex.iter_run_rows, ex.RUN_COLUMNS),
     }[what]
-    data = rows(store, sids)
-    _write(ex.render(data, columns, fmt), output, f"{len(data)} {what}")
+    count = 0
+
+    def counted() -> Iterator[dict[str, Any]]:
+        nonlocal count
+        for row in rows(store, sids):
+            count += 1
+            yield row
+
+    _write(ex.render_iter(counted(), columns, fmt), output, lambda: f"{count} {what}")
+
+
+class _JsonSafeOut:
+    """A binary sink for a recording shown on a terminal: each write as text, C1 controls as
+    \\u escapes (lines are written whole, so no escape is split)."""
+
+    def __init__(self, out: Any, safe: Callable[[str], str]) -> None:
+        self.out, self.safe = out, safe
+
+    def write(self, data: bytes) -> int:
+        self.out.write(self.safe(data.decode()))
+        return len(data)
 
 
 # --- stats ----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ the session's config from the options."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -155,10 +156,15 @@ def remote_hosts(command: str, reference_host: str | None, candidate_host: str |
     """role → its hosts (one, or a comma-separated slice), each reached once before the
     session starts: a host that cannot be used is a clear error and exit 2, not a session of
     failed runs."""
-    from portside.core.remote import RemoteError, check_host, parse_hosts
+    from portside.core.remote import TRANSPORTS, RemoteError, check_host, parse_hosts
 
     hosts: dict[str, Any] = {}
     checked: set[Any] = set()
+    transport = os.environ.get("PORTSIDE_SSH_TRANSPORT")
+    if (reference_host or candidate_host) and transport and transport not in TRANSPORTS:
+        click.echo(f"portside {command}: PORTSIDE_SSH_TRANSPORT={transport!r}: expected one of "
+                   f"{', '.join(TRANSPORTS)}", err=True)
+        sys.exit(2)
     for role, spec, flag in (("reference", reference_host, "--reference-host ([hosts] reference)"),
                              ("candidate", candidate_host, "--candidate-host ([hosts] candidate)")):
         if not spec:
@@ -179,24 +185,53 @@ def remote_hosts(command: str, reference_host: str | None, candidate_host: str |
 def run_with_hosts(config: Any, store: Any, hosts: dict[str, Any], ssh_config: Path | None,
                    keep_remote: bool, **how: Any) -> int:
     """run_config, with the roles in ``hosts`` executed over SSH; their folders on the hosts
-    are removed at the end (unless keep_remote), whatever the end."""
-    from portside.core.remote import SliceExecutor, SSHExecutor
-
+    are removed at the end (unless keep_remote), whatever the end. The hosts are recorded in
+    the session's log (``session.started`` meta ``hosts``) for `portside run --resume`."""
     from .drive import drive, new_engine
 
+    if hosts:
+        config.meta["hosts"] = {
+            **{role: ",".join(h.spec for h in slice_) for role, slice_ in hosts.items()},
+            "ssh_config": str(ssh_config.resolve()) if ssh_config else None,
+            "keep_remote": keep_remote}
     executors: list[Any] = []
     try:
         engine = new_engine(config, store)
-        by_hosts: dict[Any, Any] = {}
-        for role, slice_ in hosts.items():
-            if slice_ not in by_hosts:
-                each = [SSHExecutor(h, engine.session_id, ssh_config=ssh_config,
-                                    keep=keep_remote) for h in slice_]
-                by_hosts[slice_] = each[0] if len(each) == 1 else SliceExecutor(each)
-                executors.append(by_hosts[slice_])
-            engine.verifier.executors[role] = by_hosts[slice_]
+        executors = attach_hosts(engine, hosts, ssh_config, keep_remote)
         return drive(engine, store, **how)
     finally:
         for executor in executors:
             executor.close()
         store.close()
+
+
+def attach_hosts(engine: Any, hosts: dict[str, Any], ssh_config: Path | None,
+                 keep_remote: bool) -> list[Any]:
+    """Give each role in ``hosts`` its executor (a role sharing the other's hosts shares its
+    executor, so one keeper and one folder per host); returns them, for closing."""
+    from portside.core.remote import SliceExecutor, SSHExecutor
+
+    executors: list[Any] = []
+    by_hosts: dict[Any, Any] = {}
+    for role, slice_ in hosts.items():
+        if slice_ not in by_hosts:
+            each = [SSHExecutor(h, engine.session_id, ssh_config=ssh_config,
+                                keep=keep_remote) for h in slice_]
+            by_hosts[slice_] = each[0] if len(each) == 1 else SliceExecutor(each)
+            executors.append(by_hosts[slice_])
+        engine.verifier.executors[role] = by_hosts[slice_]
+    return executors
+
+
+def recorded_hosts(meta: dict[str, Any]) -> tuple[dict[str, Any], Path | None, bool]:
+    """The hosts a session was recorded with (see run_with_hosts), each reached again before
+    the resumed session goes on: hosts, ssh config, keep_remote."""
+    rec = meta.get("hosts")
+    if not isinstance(rec, dict):
+        return {}, None, False
+    config = Path(rec["ssh_config"]) if rec.get("ssh_config") else None
+    if config is not None and not config.is_file():
+        click.echo(f"portside run --resume: the session's ssh config {config} is gone", err=True)
+        sys.exit(2)
+    hosts = remote_hosts("run --resume", rec.get("reference"), rec.get("candidate"), config)
+    return hosts, config, bool(rec.get("keep_remote"))

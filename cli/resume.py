@@ -1,7 +1,8 @@
 """`portside run --resume SESSION`: continue a session whose engine was killed, from its log.
 
 The log is the truth: the engine is rebuilt from ``session.started`` (its ``meta.resume``), the
-runs and alarms already recorded, and the agent's events; see ``core/resume.py``.
+runs and alarms already recorded, and the agent's events; see ``core/resume.py``. Runs that
+went to hosts (``meta.hosts``) go to the same hosts again, each reached once before.
 Headless, a session recorded with policy ``ask`` continues with ``auto`` (nobody to ask).
 """
 
@@ -24,7 +25,7 @@ def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: b
     from portside.store.jsonl import refuse_untrusted_resume
 
     from .drive import drive
-    from .options import open_store
+    from .options import attach_hosts, open_store, recorded_hosts
 
     store = open_store(ctx, db)
     err = Console(stderr=True, highlight=False)
@@ -50,8 +51,14 @@ def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: b
         except ResumeError as exc:
             raise click.ClickException(f"cannot resume {sid}: {exc}") from None
         last = log[-1].seq
+        hosts, ssh_config, keep = recorded_hosts(engine.config.meta)
         err.print(Text(f"portside: resuming {sid} after seq {last} ({len(log)} events), "
                        f"policy {engine.config.policy}"))
-        return drive(engine, store, headless=headless, as_json=as_json, after_seq=last)
+        executors = attach_hosts(engine, hosts, ssh_config, keep)  # the runs go where they went
+        try:
+            return drive(engine, store, headless=headless, as_json=as_json, after_seq=last)
+        finally:
+            for executor in executors:
+                executor.close()
     finally:
         store.close()

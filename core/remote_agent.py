@@ -5,7 +5,8 @@ lines (``ping``, ``kill N``). stdout: the run's output lines as they are, interl
 ``<marker> R <file> <line>`` (a new line of one of the probe's record files) and, last,
 ``<marker> X <returncode>``. The run is ``/bin/sh -c command`` in its own process group. The
 watchdog: stdin closing (the connection dropped, portside exited), no ping for HEARTBEAT_S, or
-stdout breaking kills the whole group, and every descendant seen, at once.
+stdout breaking kills the whole group, and every descendant seen, at once, and removes the
+run's folder (unless kept). The session's folder is the keeper's (core/remote_keeper.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ _lock = threading.Lock()
 _seen: set[int] = set()
 _proc: subprocess.Popen[bytes] | None = None
 _last_ping = time.monotonic()
+_run_dir: str | None = None  # removed when the run dies with its connection (unless kept)
 
 
 def _children_of(root: int) -> set[int]:
@@ -68,6 +70,8 @@ def _die(why: str) -> None:
     _kill(signal.SIGTERM)
     time.sleep(GRACE_S)
     _kill(signal.SIGKILL)
+    if _run_dir is not None:  # the session's keeper sweeps the rest when portside is gone
+        shutil.rmtree(_run_dir, ignore_errors=True)
     sys.stderr.write(f"portside remote: run killed ({why})\n")
     os._exit(3)
 
@@ -129,8 +133,10 @@ class _Tail:
 
 
 def main() -> None:
-    global _proc
+    global _proc, _run_dir
     job = json.loads(sys.stdin.buffer.readline())
+    if not job.get("keep"):
+        _run_dir = os.path.abspath(job["cwd"])
     marker = job["marker"].encode()
     records = os.path.abspath(job["records"])
     os.makedirs(records, exist_ok=True)

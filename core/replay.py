@@ -393,7 +393,9 @@ class ReplayIndex:
         )
 
         def where(kinds: Iterable[str]) -> np.ndarray:
-            return np.flatnonzero(np.isin(self.codes, [KIND_CODE[k] for k in kinds]))
+            table = np.zeros(256, dtype=bool)  # a lookup per code: np.isin sorts
+            table[[KIND_CODE[k] for k in kinds]] = True
+            return np.flatnonzero(table[self.codes])
 
         self.markers = {k: np.flatnonzero(self.codes == KIND_CODE[k]) for k in MARKER_KINDS}
         self.all_markers = where(MARKER_KINDS)
@@ -733,7 +735,7 @@ class Replayer:
             end = pos if run.finished_seq is None else min(pos, idx.pos_le(run.finished_seq))
             chunks: list[list[str]] = []
             got = 0
-            for e in self._back(idx.output, end, run.started_seq, cache):
+            for e in self._back(idx.output, end, run.started_seq, cache, self.tail_lines):
                 if not isinstance(e, ev.RunOutput) or e.run_id != run.run_id:
                     continue
                 chunks.append(e.lines)
@@ -742,7 +744,7 @@ class Replayer:
                     break
             for chunk in reversed(chunks):
                 run.tail.extend(chunk)
-            for e in self._back(idx.records, end, run.started_seq, cache):
+            for e in self._back(idx.records, end, run.started_seq, cache, 4):
                 if not isinstance(e, ev.RunRecord) or e.run_id != run.run_id:
                     continue
                 step = next((x for x in reversed(e.records) if x.get("type") == "step"), None)
@@ -751,12 +753,15 @@ class Replayer:
                     break
 
     def _back(
-        self, positions: np.ndarray, pos: int, after_seq: int, cache: dict[int, ev.Event]
+        self, positions: np.ndarray, pos: int, after_seq: int, cache: dict[int, ev.Event],
+        block: int = 32,
     ) -> Iterator[ev.Event]:
         """The events at ``positions`` up to position ``pos``, newest first, while their seq is
-        above ``after_seq``. Read in growing blocks, so a tail right there costs one query."""
+        above ``after_seq``. Read in growing blocks from ``block`` (about what the caller
+        expects to need: every run of a session pays it at open), so a tail right there costs
+        one query."""
         i = int(np.searchsorted(positions, pos, side="right"))
-        block = 32
+        block = max(1, block)
         while i > 0:
             lo = max(0, i - block)
             seqs = [int(s) for s in self.index.seqs[positions[lo:i]]]

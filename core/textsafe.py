@@ -7,6 +7,7 @@ portside's own UI; none of that may reach the screen. Colour is dropped too: a l
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL/ST), other two-byte ESC sequences, and C1 CSI/OSC.
 _ESCAPES = re.compile(
@@ -17,6 +18,7 @@ _ESCAPES = re.compile(
     r"|\x9b[0-?]*[ -/]*[@-~]"
     r"|\x9d[^\x07\x9c]*[\x07\x9c]?"
 )
+_INTRODUCER = re.compile(r"[\x1b\x9b\x9d]")
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 MAX_LINE = 4096
 
@@ -48,6 +50,31 @@ def clean_text(text: str) -> str:
     """Multi-line text (a CSV or Markdown export) safe for a terminal: escape sequences
     removed, control characters other than newline and tab shown as �."""
     return _CONTROLS_KEEP_NL.sub("\ufffd", _ESCAPES.sub("", text))
+
+
+def clean_text_stream(chunks: Iterable[str]) -> Iterator[str]:
+    """``clean_text`` of the chunks joined, yielded as it goes (an export in constant memory).
+
+    Pending text is cleaned and let go at a chunk ending in a newline once no escape sequence
+    in it can still grow with what follows: every pattern starts at ESC, CSI or OSC, and the
+    only ones that can run on (OSC, DCS: up to their terminator) are then the last match,
+    ending exactly at the end of the pending text. A sequence left open holds the text back,
+    so the result always equals cleaning the whole text at once."""
+    pending = ""
+    for chunk in chunks:
+        pending += chunk
+        if not pending.endswith("\n"):
+            continue
+        if _INTRODUCER.search(pending):
+            last = None
+            for last in _ESCAPES.finditer(pending):  # noqa: B007 (the last one is wanted)
+                pass
+            if last is not None and last.end() == len(pending):
+                continue
+        yield clean_text(pending)
+        pending = ""
+    if pending:
+        yield clean_text(pending)
 
 
 def json_safe(text: str) -> str:

@@ -17,7 +17,7 @@ import datetime as dt
 import io
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from portside.core import costs
 from portside.core import events as ev
 from portside.core.ledger import attention_s
 from portside.core.risk import linked_edits
-from portside.core.textsafe import clean_text, json_safe
+from portside.core.textsafe import clean_text, clean_text_stream, json_safe
 
 from .queries import Store
 
@@ -92,12 +92,17 @@ def iso(ts: float | None) -> str | None:
 
 
 def intervention_rows(store: Store, session_ids: Sequence[str]) -> list[dict[str, Any]]:
+    return list(iter_intervention_rows(store, session_ids))
+
+
+def iter_intervention_rows(store: Store, session_ids: Sequence[str]) -> Iterator[dict[str, Any]]:
     """Every intervention, read from the log itself (the reviewer's verdict is a field of its
     intervention, which the derived table does not carry)."""
-    out = []
     for sid in session_ids:
-        for e in store.intervention_events(sid):
-            out.append(
+        for e in store.events(sid, kinds=["intervention"]):
+            if not isinstance(e, ev.Intervention):
+                continue
+            yield (
                 {
                     "session": sid,
                     "seq": e.seq,
@@ -112,14 +117,16 @@ def intervention_rows(store: Store, session_ids: Sequence[str]) -> list[dict[str
                     "verdict": e.verdict or "",
                 }
             )
-    return out
 
 
 def alarm_rows(store: Store, session_ids: Sequence[str]) -> list[dict[str, Any]]:
-    out = []
+    return list(iter_alarm_rows(store, session_ids))
+
+
+def iter_alarm_rows(store: Store, session_ids: Sequence[str]) -> Iterator[dict[str, Any]]:
     for sid in session_ids:
-        for r in store.alarms(sid):
-            out.append(
+        for r in store.iter_table("alarms", sid, "seq"):
+            yield (
                 {
                     "session": sid,
                     "seq": r["seq"],
@@ -135,16 +142,18 @@ def alarm_rows(store: Store, session_ids: Sequence[str]) -> list[dict[str, Any]]
                     "evidence": r["evidence"] or {},
                 }
             )
-    return out
 
 
 def run_rows(store: Store, session_ids: Sequence[str]) -> list[dict[str, Any]]:
-    out = []
+    return list(iter_run_rows(store, session_ids))
+
+
+def iter_run_rows(store: Store, session_ids: Sequence[str]) -> Iterator[dict[str, Any]]:
     for sid in session_ids:
         ledger = store.ledger(sid)
-        for r in store.runs(sid):
+        for r in store.iter_table("runs", sid, "seq"):
             entry = ledger.runs.get(r["run_id"])
-            out.append(
+            yield (
                 {
                     "session": sid,
                     "seq": r["seq"],
@@ -166,19 +175,25 @@ def run_rows(store: Store, session_ids: Sequence[str]) -> list[dict[str, Any]]:
                     "error_message": r["error_message"] or "",
                 }
             )
-    return out
 
 
 # --- formats --------------------------------------------------------------------------------
 
 
-def to_csv(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+def to_csv(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> str:
+    return "".join(iter_csv(rows, columns))
+
+
+def iter_csv(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> Iterator[str]:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: _cell(row.get(k)) for k in columns})
-    return buf.getvalue()
+        yield buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+    yield buf.getvalue()
 
 
 def _cell(value: Any) -> Any:
@@ -191,12 +206,28 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def to_json(rows: list[dict[str, Any]]) -> str:
-    return json_safe(json.dumps(rows, indent=2, sort_keys=False, ensure_ascii=False)) + "\n"
+def to_json(rows: Iterable[dict[str, Any]]) -> str:
+    return "".join(iter_json(rows))
 
 
-def to_jsonl(rows: list[dict[str, Any]]) -> str:
-    return "".join(json_safe(json.dumps(r, ensure_ascii=False)) + "\n" for r in rows)
+def iter_json(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """``json.dumps(list(rows), indent=2)`` a row at a time: each row dumped on its own, its
+    lines indented one level (strings never hold a raw newline in JSON)."""
+    first = True
+    for row in rows:
+        text = json.dumps(row, indent=2, sort_keys=False, ensure_ascii=False)
+        yield json_safe(("[\n" if first else ",\n") + "  " + text.replace("\n", "\n  "))
+        first = False
+    yield "[]\n" if first else "\n]\n"
+
+
+def to_jsonl(rows: Iterable[dict[str, Any]]) -> str:
+    return "".join(iter_jsonl(rows))
+
+
+def iter_jsonl(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    for r in rows:
+        yield json_safe(json.dumps(r, ensure_ascii=False)) + "\n"
 
 
 def _md_cell(value: Any) -> str:
@@ -204,24 +235,33 @@ def _md_cell(value: Any) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def md_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+def md_table(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> str:
+    return "".join(iter_md(rows, columns))
+
+
+def iter_md(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> Iterator[str]:
+    yield "| " + " | ".join(columns) + " |\n" + "|" + "---|" * len(columns) + "\n"
     for row in rows:
-        lines.append("| " + " | ".join(_md_cell(row.get(c)) for c in columns) + " |")
-    return "\n".join(lines) + "\n"
+        yield "| " + " | ".join(_md_cell(row.get(c)) for c in columns) + " |\n"
 
 
-def render(rows: list[dict[str, Any]], columns: Sequence[str], fmt: str) -> str:
+def render(rows: Iterable[dict[str, Any]], columns: Sequence[str], fmt: str) -> str:
+    return "".join(render_iter(rows, columns, fmt))
+
+
+def render_iter(rows: Iterable[dict[str, Any]], columns: Sequence[str], fmt: str
+                ) -> Iterator[str]:
+    """The export as it is made, row by row (constant memory whatever the row count)."""
     # Exports go to terminals and pull requests: no escape sequence from a run or a recording
     # survives into CSV or Markdown (JSON escapes its controls, losslessly).
     if fmt == "csv":
-        return clean_text(to_csv(rows, columns))
+        return clean_text_stream(iter_csv(rows, columns))
     if fmt == "json":
-        return to_json(rows)
+        return iter_json(rows)
     if fmt == "jsonl":
-        return to_jsonl(rows)
+        return iter_jsonl(rows)
     if fmt == "md":
-        return clean_text(md_table(rows, columns))
+        return clean_text_stream(iter_md(rows, columns))
     raise ValueError(f"unknown format {fmt!r}")
 
 

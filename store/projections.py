@@ -11,6 +11,8 @@ from typing import Any
 
 from portside.core import events as ev
 
+from . import index_blocks
+
 _METRIC_KEYS = ("loss", "grad_norm", "max_norm", "step_s", "compiles", "compile_s")
 
 
@@ -47,6 +49,7 @@ class Batch:
             "INSERT INTO events (session_id, seq, ts, kind, body) VALUES (?, ?, ?, ?, ?)",
             self.events,
         )
+        index_blocks.append(conn, self.events)
         for sql, rows in self.inserts.items():
             insert_rows(conn, sql, rows)
         for sql, params in self.updates:
@@ -169,24 +172,27 @@ def _step(value: Any) -> int | None:
 
 
 def _run_record(b: Batch, e: ev.RunRecord) -> None:
-    rows = b.inserts["INSERT INTO metrics (session_id, run_id, step, name, value) VALUES (?,?,?,?,?)"]
-    for rec in e.records:
+    # Keyed by the record's place in the log (seq, k): see schema v4.
+    rows = b.inserts["INSERT OR REPLACE INTO metrics (session_id, run_id, name, seq, k, step,"
+                     " value) VALUES (?,?,?,?,?,?,?)"]
+    sid, run, seq = e.session_id, e.run_id, e.seq
+    for k, rec in enumerate(e.records):
         kind = rec.get("type")
         if kind == "step":
             step = _step(rec.get("step"))
             for key in _METRIC_KEYS:
                 value = _num(rec.get(key))
                 if value is not None:
-                    rows.append((e.session_id, e.run_id, step, key, value))
+                    rows.append((sid, run, key, seq, k, step, value))
             lrs = rec.get("lr")
             if isinstance(lrs, list) and lrs:
                 value = _num(lrs[0])
                 if value is not None:
-                    rows.append((e.session_id, e.run_id, step, "lr", value))
+                    rows.append((sid, run, "lr", seq, k, step, value))
         elif kind == "metric":
             value = _num(rec.get("value"))
             if value is not None and isinstance(rec.get("name"), str):
-                rows.append((e.session_id, e.run_id, _step(rec.get("step")), rec["name"], value))
+                rows.append((sid, run, rec["name"], seq, k, _step(rec.get("step")), value))
 
 
 def _alarm_raised(b: Batch, e: ev.AlarmRaised) -> None:
@@ -275,13 +281,15 @@ _TAGS: dict[type, str] = {cls: tag for tag, cls in ev.EVENT_TYPES.items()}
 PROJECTED_KINDS: tuple[str, ...] = tuple(_TAGS[cls] for cls in _HANDLERS)
 
 
-def reproject(conn: sqlite3.Connection, chunk: int = 5000) -> int:
-    """Rebuild every derived row from the log (a migration; the caller holds the transaction).
-    An event that no longer decodes is left out of the derived tables, never out of the log."""
-    marks = ",".join("?" * len(PROJECTED_KINDS))
+def reproject(conn: sqlite3.Connection, chunk: int = 5000,
+              kinds: tuple[str, ...] = PROJECTED_KINDS) -> int:
+    """Rebuild the derived rows of ``kinds`` from the log (a migration; the caller holds the
+    transaction). An event that no longer decodes is left out of the derived tables, never out
+    of the log."""
+    marks = ",".join("?" * len(kinds))
     cur = conn.execute(
         f"SELECT body FROM events WHERE kind IN ({marks}) ORDER BY session_id, seq",
-        PROJECTED_KINDS,
+        kinds,
     )
     n = 0
     while rows := cur.fetchmany(chunk):

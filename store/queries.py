@@ -169,17 +169,20 @@ class Store:
         ).fetchone()[0]
 
     def _table(self, table: str, session_id: str, order: str) -> list[dict[str, Any]]:
-        rows = self.conn.execute(
+        return list(self.iter_table(table, session_id, order))
+
+    def iter_table(self, table: str, session_id: str, order: str) -> Iterator[dict[str, Any]]:
+        """A derived table's rows of one session, a row at a time (JSON columns parsed)."""
+        cur = self.conn.execute(
             f"SELECT * FROM {table} WHERE session_id = ? ORDER BY {order}", (session_id,)
         )
-        out = []
-        for r in rows:
-            d = dict(r)
-            for key in ("metrics", "device", "evidence"):
-                if isinstance(d.get(key), str):
-                    d[key] = json.loads(d[key])
-            out.append(d)
-        return out
+        while rows := cur.fetchmany(500):
+            for r in rows:
+                d = dict(r)
+                for key in ("metrics", "device", "evidence"):
+                    if isinstance(d.get(key), str):
+                        d[key] = json.loads(d[key])
+                yield d
 
     def runs(self, session_id: str) -> list[dict[str, Any]]:
         return self._table("runs", session_id, "seq")

@@ -2,8 +2,10 @@
 
 ``portside.core.replay.Replayer`` reads a session through this; nothing here loads a whole
 session into memory. The index (seq, ts, kind code per event) is what a seek needs;
-fetching it row by row costs about 1-2 µs an event in Python, so it is cached, packed, in the
-``replay_index`` table (migration v2) and only the events appended since are fetched next time.
+fetching it row by row costs about 1-2 µs an event in Python and a scan of the whole log, so the
+writer keeps it, packed in blocks (``replay_blocks``, migration v4, store/index_blocks.py). A
+session written before v4 has its index built from ``events`` once, cached, packed, in the
+``replay_index`` table (migration v2); only the events appended since are fetched next time.
 """
 
 from __future__ import annotations
@@ -21,17 +23,21 @@ from portside.core.replay import KIND_CODE, KINDS, IndexArrays
 from .queries import Store
 
 _CHUNK = 900  # under SQLite's default limit of host parameters per statement
+_CACHE_MIN_ROWS = 20_000  # rows fetched from `events` that make an index worth caching
 
 # The kind → code mapping runs inside SQLite, so Python never touches a million kind strings.
 _KIND_CASE = "CASE kind " + " ".join(f"WHEN '{k}' THEN {c}" for k, c in KIND_CODE.items()) + " END"
 
 
 class StoreSource:
-    def __init__(self, store: Store, session_id: str, *, cache: bool = True) -> None:
+    def __init__(self, store: Store, session_id: str, *, cache: bool = True,
+                 blocks: bool = True) -> None:
         self.store = store
         self.session_id = session_id
-        self.cache = cache
+        self.cache = cache  # the replay_index table: an index built from `events` before
+        self.blocks = blocks  # the writer's replay_blocks (False: what portside did before v4)
         self.index_rows_fetched = 0  # how many rows the last index_arrays() read from `events`
+        self.index_blocks_read = 0  # how many of the writer's blocks it read
 
     # --- the index ----------------------------------------------------------------------------
 
@@ -40,26 +46,71 @@ class StoreSource:
         cached = self._load_cached(conn) if self.cache else None
         base = cached or _empty()
         after = int(base.seqs[-1]) if base.seqs.size else 0
+        pieces = [base]
+        self.index_rows_fetched = 0
+        self.index_blocks_read = 0
+        if self.blocks:
+            after = self._read_blocks(conn, after, pieces)
         new = self._fetch_after(conn, after)
-        self.index_rows_fetched = int(new.seqs.size)
-        if not new.seqs.size:
+        self.index_rows_fetched += int(new.seqs.size)
+        pieces.append(new)
+        if len(pieces) == 2 and not new.seqs.size:
             return base
         arrays = IndexArrays(
-            np.concatenate([base.seqs, new.seqs]),
-            np.concatenate([base.ts, new.ts]),
-            np.concatenate([base.codes, new.codes]),
+            np.concatenate([p.seqs for p in pieces]),
+            np.concatenate([p.ts for p in pieces]),
+            np.concatenate([p.codes for p in pieces]),
         )
-        if self.cache:
+        # Only a build from `events` is worth caching: the writer's blocks are read as fast.
+        fetched = self.index_rows_fetched
+        if self.cache and fetched and (not self.blocks or fetched >= _CACHE_MIN_ROWS):
             self._save(conn, arrays)
         return arrays
 
-    def _fetch_after(self, conn: sqlite3.Connection, after: int) -> IndexArrays:
+    def _read_blocks(self, conn: sqlite3.Connection, after: int, pieces: list[IndexArrays]
+                     ) -> int:
+        """Append to ``pieces`` the index of events after ``after`` from the writer's blocks,
+        filling any range the blocks do not cover (events from an older portside) from
+        ``events``; returns the last seq covered."""
+        cur = conn.cursor()
+        cur.row_factory = None
+        cur.execute(
+            "SELECT first_seq, last_seq, ts, codes, kinds FROM replay_blocks"
+            " WHERE session_id = ? AND last_seq > ? ORDER BY first_seq",
+            (self.session_id, after),
+        )
+        remaps: dict[str, tuple[np.ndarray | None, int]] = {}
+        for first, last, ts_blob, code_blob, kinds in cur:
+            codes = np.frombuffer(code_blob, dtype=np.uint8)
+            ts = np.frombuffer(ts_blob, dtype="<f8")
+            if kinds not in remaps:
+                remaps[kinds] = _remap(kinds)
+            remap, n_kinds = remaps[kinds]
+            if (remap is None or codes.size != last - first + 1 or ts.size != codes.size
+                    or not codes.size or int(codes.max()) >= n_kinds):
+                continue  # unreadable here: the range is read from `events` below
+            if first > after + 1:
+                gap = self._fetch_after(conn, after, first - 1)
+                self.index_rows_fetched += int(gap.seqs.size)
+                pieces.append(gap)
+            skip = max(0, after + 1 - first)
+            pieces.append(IndexArrays(
+                np.arange(first + skip, last + 1, dtype=np.int64),
+                ts[skip:],
+                (remap[codes] if remap.size else codes)[skip:],
+            ))
+            self.index_blocks_read += 1
+            after = last
+        return after
+
+    def _fetch_after(self, conn: sqlite3.Connection, after: int, upto: int | None = None
+                     ) -> IndexArrays:
         cur = conn.cursor()
         cur.row_factory = None  # plain tuples: sqlite3.Row costs more per row
         cur.execute(
             f"SELECT seq, ts, {_KIND_CASE} FROM events"
-            " WHERE session_id = ? AND seq > ? ORDER BY seq",
-            (self.session_id, after),
+            " WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq",
+            (self.session_id, after, ev.INT64_MAX if upto is None else upto),
         )
         rows = cur.fetchall()
         if not rows:
@@ -133,6 +184,20 @@ class StoreSource:
             )
             out.extend(ev.decode(r[0]) for r in rows)
         return out
+
+
+def _remap(kinds_json: str) -> tuple[np.ndarray | None, int]:
+    """(codes written in another kind order → this build's codes, how many kinds there were);
+    an empty map: the same order; None: a kind unknown here, or not a list of kinds."""
+    try:
+        kinds = json.loads(kinds_json)
+    except ValueError:
+        return None, 0
+    if not isinstance(kinds, list) or any(k not in KIND_CODE for k in kinds):
+        return None, 0
+    if kinds == list(KINDS):
+        return np.zeros(0, np.uint8), len(kinds)
+    return np.array([KIND_CODE[k] for k in kinds], dtype=np.uint8), len(kinds)
 
 
 def _empty() -> IndexArrays:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-SCHEMA_USER_VERSION = 3
+SCHEMA_USER_VERSION = 4
 
 
 class StoreError(RuntimeError):
@@ -222,12 +222,37 @@ def _v3(db: sqlite_utils.Database) -> None:
         {"session_id": str, "source": str, "imported_at": float}, pk="session_id"
     )
     db.create_view("session_summary", SESSION_SUMMARY_SQL)
+    from .projections import PROJECTED_KINDS, reproject
+
+    # Metrics (run.record) are rebuilt by v4 in their own shape.
+    reproject(db.conn, kinds=tuple(k for k in PROJECTED_KINDS if k != "run.record"))
+
+
+METRICS_V4 = (
+    "CREATE TABLE metrics (session_id TEXT NOT NULL, run_id TEXT NOT NULL, step INTEGER,"
+    " name TEXT NOT NULL, value REAL, seq INTEGER NOT NULL, k INTEGER NOT NULL,"
+    " PRIMARY KEY (session_id, run_id, name, seq, k)) WITHOUT ROWID"
+)
+
+
+def _v4(db: sqlite_utils.Database) -> None:
+    # The replay index kept by the writer (store/index_blocks.py), so a replay opens without
+    # scanning the log. Sessions written before have no blocks: their index is still built
+    # from `events` (and cached in replay_index) at their first replay.
+    from .index_blocks import SCHEMA
     from .projections import reproject
 
-    reproject(db.conn)
+    db.execute(SCHEMA)
+    # Metrics were a rowid table plus an index holding every row again (~520 bytes a step
+    # record of 6 metrics). Now one b-tree, clustered the way they are read (a run's series
+    # of one name) and keyed by where the record is in the log: event seq, k-th record of it.
+    # Same columns people query (session_id, run_id, step, name, value), plus seq and k.
+    db.execute("DROP TABLE IF EXISTS metrics")
+    db.execute(METRICS_V4)
+    reproject(db.conn, kinds=("run.record",))
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4]
 
 
 def migrate(conn: sqlite3.Connection, path: str | Path = "") -> int:

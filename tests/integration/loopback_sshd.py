@@ -104,7 +104,10 @@ class LoopbackSSHD:
         out = {}
         for p in sorted(self.home.rglob("*")):
             rel = str(p.relative_to(self.home))
-            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            try:  # a folder being removed right now: what is gone is not listed
+                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            except FileNotFoundError:
+                continue
         return out
 
     def processes_under_home(self) -> list[str]:

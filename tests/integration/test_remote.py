@@ -27,7 +27,9 @@ from portside.core.remote import SSHExecutor, parse_host
 from portside.core.verify import RunReport, Verifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from loopback_sshd import ALIAS, LoopbackSSHD, why_not  # noqa: E402
+from treehash import tree_hash  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
@@ -36,15 +38,6 @@ PY = sys.executable
 BASE = f"{PY} train_tiny.py"  # relative: local runs use the project, remote ones its copy
 
 pytestmark = pytest.mark.skipif(bool(why_not()), reason=why_not() or "ok")
-
-
-def _tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        h.update(str(p.relative_to(root)).encode())
-        if p.is_file():
-            h.update(p.read_bytes())
-    return h.hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +89,8 @@ def _kinds(report: RunReport) -> set[str]:
 @pytest.mark.slow
 def test_remote_candidate_gives_the_local_alarms(harness: _Harness, sshd: LoopbackSSHD,
                                                   project: Path) -> None:
-    before_home, before_project = sshd.listing(), _tree_hash(project)
-    executor = SSHExecutor(ALIAS, "sess-match", ssh_config=sshd.config)
+    before_home, before_project = sshd.listing(), tree_hash(project)
+    executor = SSHExecutor(ALIAS, "sess-match", ssh_config=sshd.config, transport="auto")
     for flags, kind, outcome in (("--max-norm 0.05", "clipping-changed", "failed-silent"),
                                  ("--raise-at 5", "crashed", "failed-error")):
         local = harness.candidate(flags)
@@ -108,14 +101,20 @@ def test_remote_candidate_gives_the_local_alarms(harness: _Harness, sshd: Loopba
         # The probe's records came back over the connection, as many steps as locally.
         assert remote.summary["steps"] == local.summary["steps"] > 0
     assert remote.result.error_type == local.result.error_type == "RuntimeError"
+    assert executor.transport == ("rsync" if shutil.which("rsync") else "tar")  # auto
     # The session's folder is on the host until the end; each run's copy went with its run.
     left = [p for p in sshd.listing() if p.startswith(".portside-sess-match")]
     assert ".portside-sess-match/agent.py" in left
     assert not [p for p in left if p.startswith(".portside-sess-match/runs/cand")], left
     executor.close()
     assert sshd.listing() == before_home
-    assert _tree_hash(project) == before_project
+    assert tree_hash(project) == before_project
     assert sshd.processes_under_home() == []
+
+
+def _need(transport: str) -> None:
+    if transport == "rsync" and not shutil.which("rsync"):
+        pytest.skip("rsync is not installed (apt-get install -y rsync)")
 
 
 def _start_sshd(tmp: Path) -> LoopbackSSHD:
@@ -132,6 +131,7 @@ def _runner_parts(tmp: Path) -> tuple[Verifier, MemorySink]:
 def test_sshd_killed_mid_run_is_connection_lost_and_leaves_nothing(tmp_path: Path,
                                                                    project: Path) -> None:
     server = _start_sshd(tmp_path / "sshd")
+    before = server.listing()
     verifier, sink = _runner_parts(tmp_path)
     verifier.executors["candidate"] = SSHExecutor(ALIAS, "sess-drop", ssh_config=server.config)
     killed_at: list[float] = []
@@ -162,6 +162,15 @@ def test_sshd_killed_mid_run_is_connection_lost_and_leaves_nothing(tmp_path: Pat
         while server.processes_under_home() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert server.processes_under_home() == []
+        # The keeper's connection went with the server: it removed the session's folder.
+        _until(lambda: server.listing() == before, 5)
+        assert server.listing() == before
+        # The host is back: the next attempt sends everything again (the folder went) and runs.
+        server.start()
+        again = asyncio.run(verifier.run_candidate(f"{BASE} --steps 3", project))
+        assert again.result.reason == "exit" and again.result.exit_code == 0, again.result
+        verifier.executors["candidate"].close()  # type: ignore[attr-defined]
+        assert server.listing() == before
     finally:
         server.kill()
 
@@ -230,6 +239,10 @@ def test_cli_unreachable_host_and_bad_key_exit_2(tmp_path: Path, sshd: LoopbackS
     assert done.returncode == 2 and "port '99999'" in done.stderr
     done = _verify_cli(tmp_path, project, "--candidate-host", f"{ALIAS},,w1")
     assert done.returncode == 2 and "an empty host in the list" in done.stderr
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PORTSIDE_SSH_TRANSPORT", "scp")
+        done = _verify_cli(tmp_path, project, "--candidate-host", ALIAS)
+    assert done.returncode == 2 and "PORTSIDE_SSH_TRANSPORT='scp'" in done.stderr
     # The same host named by the criteria file's [hosts] instead of the flag.
     crit = tmp_path / "hosts.toml"
     crit.write_text(CRITERIA.read_text() + f'\n[hosts]\ncandidate = "{ALIAS}"\n')
@@ -246,7 +259,7 @@ def test_cli_unreachable_host_and_bad_key_exit_2(tmp_path: Path, sshd: LoopbackS
 @pytest.mark.slow
 def test_cli_verify_on_hosts_fails_the_planted_case_and_cleans_up(
         tmp_path: Path, sshd: LoopbackSSHD, project: Path) -> None:
-    before_home, before_project = sshd.listing(), _tree_hash(project)
+    before_home, before_project = sshd.listing(), tree_hash(project)
     done = _verify_cli(tmp_path, project, "--candidate-host", ALIAS,
                        "--reference-host", f"ssh://root@127.0.0.1:{sshd.port}",
                        "--ssh-config", str(sshd.config))
@@ -257,7 +270,7 @@ def test_cli_verify_on_hosts_fails_the_planted_case_and_cleans_up(
     assert out["candidate"]["host"] == ALIAS
     assert out["reference"][0]["host"] == f"ssh://root@127.0.0.1:{sshd.port}"
     assert sshd.listing() == before_home
-    assert _tree_hash(project) == before_project
+    assert tree_hash(project) == before_project
 
 
 def test_parse_host_forms() -> None:
@@ -265,14 +278,23 @@ def test_parse_host_forms() -> None:
     assert (h.dest, h.user, h.port, h.base) == ("tpu-vm", "me", 2222, "/data/runs")
     assert parse_host("tpu-vm").dest == "tpu-vm" and parse_host("tpu-vm").port is None
     assert parse_host("ssh://tpu-vm").base is None
-    for bad in ("ssh://", "ssh://h:x", "-oProxyCommand=x", "a b", "ssh://@h", "ssh://h;rm"):
+    for bad in ("ssh://", "ssh://h:x", "-oProxyCommand=x", "a b", "ssh://@h", "ssh://h;rm",
+                "ssh://-oProxyCommand", "me@-oProxyCommand"):
         with pytest.raises(ValueError, match="ssh://"):
             parse_host(bad)
 
 
+def _until(check: object, within: float) -> None:
+    deadline = time.monotonic() + within
+    while not check() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.1)
+
+
 def test_portside_killed_mid_run_leaves_no_run_on_the_host(tmp_path: Path, sshd: LoopbackSSHD,
                                                            project: Path) -> None:
-    """SIGKILL of portside itself: its end of the connection closes and the watchdog acts."""
+    """SIGKILL of portside itself: its end of the connections closes, the run's watchdog kills
+    the run and the session's keeper removes the session's folder."""
+    before = sshd.listing()
     env = {k: v for k, v in os.environ.items() if k != "PORTSIDE_DB"}
     cli = subprocess.Popen(
         [PY, "-m", "portside.cli", "verify", "--db", str(tmp_path / "p.db"), "--reference",
@@ -285,17 +307,112 @@ def test_portside_killed_mid_run_leaves_no_run_on_the_host(tmp_path: Path, sshd:
         while not any("train_tiny" in p for p in sshd.processes_under_home()):
             assert cli.poll() is None and time.monotonic() < deadline, "the run never started"
             time.sleep(0.1)
+        assert sshd.listing() != before  # the session's folder is there while it runs
         cli.kill()
         cli.wait()
-        killed = time.monotonic()
-        while sshd.processes_under_home() and time.monotonic() - killed < 10:
+        _until(lambda: not sshd.processes_under_home(), 10)
+        assert sshd.processes_under_home() == []
+        _until(lambda: sshd.listing() == before, 10)
+        assert sshd.listing() == before
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+        for p in sshd.home.glob(".portside-*"):  # left by a failure: not for the next tests
+            shutil.rmtree(p, ignore_errors=True)
+
+
+_BETWEEN_RUNS = """
+import asyncio, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from test_remote import _runner_parts
+from portside.core.remote import SSHExecutor
+verifier, _ = _runner_parts(Path(sys.argv[1]))
+verifier.executors["candidate"] = SSHExecutor("portside-test", "sess-idle", ssh_config=Path(sys.argv[2]))
+report = asyncio.run(verifier.run_candidate("echo done", Path(sys.argv[1])))
+print(report.result.tail[-1], flush=True)
+time.sleep(300)  # an agent thinking between attempts
+"""
+
+
+def test_portside_killed_between_runs_leaves_the_remote_home_as_it_was(
+        tmp_path: Path, sshd: LoopbackSSHD) -> None:
+    before = sshd.listing()
+    proc = subprocess.Popen([PY, "-c", _BETWEEN_RUNS, str(tmp_path), str(sshd.config),
+                             str(Path(__file__).parent)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "done"
+        assert any(p.startswith(".portside-sess-idle/") for p in sshd.listing())
+        proc.kill()
+        proc.wait()
+        _until(lambda: sshd.listing() == before, 10)
+        assert sshd.listing() == before
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in sshd.home.glob(".portside-*"):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _ran_in(db: Path) -> dict[str, str]:
+    """run id → its ``ran-in=$HOME`` line, from the session's log."""
+    from portside.store import Store
+
+    with Store(db) as store:
+        sid = store.resolve_session("last")
+        return {e.run_id: line for e in store.events(sid) if isinstance(e, ev.RunOutput)
+                for line in e.lines if line.startswith("ran-in=")}
+
+
+@pytest.mark.slow
+def test_resume_runs_on_the_recorded_host(tmp_path: Path, sshd: LoopbackSSHD,
+                                          project: Path) -> None:
+    """`portside run --resume` after a SIGKILL: the candidate runs on the host it ran on."""
+    from portside.store import Store
+
+    before = sshd.listing()
+    flag = tmp_path / "sleep-once"
+    flag.touch()
+    db = tmp_path / "r.db"
+    env = {k: v for k, v in os.environ.items() if k != "PORTSIDE_DB"}
+    candidate = f'echo "ran-in=$HOME"; if [ -e {flag} ]; then rm {flag}; sleep 300; fi; {BASE}'
+    cli = subprocess.Popen(
+        [PY, "-m", "portside.cli", "run", str(project), "--headless", "--db", str(db),
+         "--target", "cpu", "--reference", BASE, "--candidate", candidate,
+         "--reference-runs", "1", "--criteria", str(CRITERIA), "--candidate-host", ALIAS,
+         "--ssh-config", str(sshd.config)], env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while not any("sleep 300" in p for p in sshd.processes_under_home()):
+            assert cli.poll() is None and time.monotonic() < deadline, "no candidate run"
             time.sleep(0.1)
+        _until(lambda: _ran_in(db), 10)  # the cut-off run's first line is in the log
+        cli.kill()
+        cli.wait()
+        _until(lambda: sshd.listing() == before, 10)
+        assert sshd.listing() == before
+        done = subprocess.run([PY, "-m", "portside.cli", "run", "--resume", "last",
+                               "--headless", "--json", "--db", str(db)],
+                              capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads(done.stdout)["verdict"] == "pass"
+        with Store(db) as store:
+            sid = store.resolve_session("last")
+            events = list(store.events(sid))
+            cands = [r for r in store.runs(sid) if r["role"] == "candidate"]
+        assert [r["outcome"] for r in cands] == ["aborted", "passed"]
+        ran_in = _ran_in(db)
+        # Both candidate runs, the one cut off and the resumed one, ran on the host.
+        assert [ran_in.get(r["run_id"]) for r in cands] == [f"ran-in={sshd.home}"] * 2
+        assert events[0].meta["hosts"]["candidate"] == ALIAS
+        assert sshd.listing() == before
         assert sshd.processes_under_home() == []
     finally:
         if cli.poll() is None:
             cli.kill()
-        for p in sshd.home.glob(".portside-*"):  # portside died before its cleanup: ours to do
-            shutil.rmtree(p)
+        for p in sshd.home.glob(".portside-*"):
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def test_host_lost_between_runs_is_an_outcome(tmp_path: Path, sshd: LoopbackSSHD,
@@ -349,8 +466,10 @@ def test_two_host_slice_is_one_run_with_both_hosts_ranks(tmp_path: Path, sshd: L
         other.kill()
 
 
+@pytest.mark.parametrize("transport", ["rsync", "tar"])
 def test_disk_full_on_the_host_is_an_outcome(tmp_path: Path, sshd: LoopbackSSHD,
-                                             project: Path) -> None:
+                                             project: Path, transport: str) -> None:
+    _need(transport)
     full = tmp_path / "full"
     full.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)],
@@ -362,7 +481,8 @@ def test_disk_full_on_the_host_is_an_outcome(tmp_path: Path, sshd: LoopbackSSHD,
         (big / "data.bin").write_bytes(os.urandom(256 * 1024))
         verifier, _ = _runner_parts(tmp_path)
         verifier.executors["candidate"] = SSHExecutor(
-            f"ssh://root@127.0.0.1:{sshd.port}{full}", "sess-full", ssh_config=sshd.config)
+            f"ssh://root@127.0.0.1:{sshd.port}{full}", "sess-full", ssh_config=sshd.config,
+            transport=transport)
         report = asyncio.run(verifier.run_candidate(BASE, big))
         assert report.result.reason == "host-disk-full", report.result
         assert report.result.error_type == "HostDiskFull"
@@ -373,3 +493,95 @@ def test_disk_full_on_the_host_is_an_outcome(tmp_path: Path, sshd: LoopbackSSHD,
         assert list(full.iterdir()) == []
     finally:
         subprocess.run(["umount", str(full)], check=False)
+
+
+# Rewrites note.txt in place, same size, mtime put back: only a checksum sees it. In a run made
+# of hard links to the host's mirror, this changes the mirror too; the next run must not see it.
+_POISON = ("import os; s = os.stat('note.txt'); f = open('note.txt', 'r+'); f.write('XXXXXXX'); "
+           "f.close(); os.utime('note.txt', (s.st_atime, s.st_mtime))")
+
+
+@pytest.mark.parametrize("transport", ["rsync", "tar"])
+def test_each_transport_ships_every_attempt_as_it_is(tmp_path: Path, sshd: LoopbackSSHD,
+                                                     transport: str) -> None:
+    _need(transport)
+    proj = tmp_path / "proj"
+    (proj / ".git").mkdir(parents=True)
+    (proj / ".git" / "HEAD").write_text("ref: refs/heads/main\n")  # never shipped
+    (proj / "data.bin").write_bytes(os.urandom(2 << 20))
+    (proj / "note.txt").write_text("attempt 1\n")
+    before = sshd.listing()
+    verifier, _ = _runner_parts(tmp_path)
+    executor = SSHExecutor(ALIAS, f"sess-{transport}", ssh_config=sshd.config,
+                           transport=transport)
+    verifier.executors["candidate"] = executor
+    command = f"cat note.txt; sha256sum data.bin; ls -A; {PY} -c \"{_POISON}\""
+    data_sha = hashlib.sha256((proj / "data.bin").read_bytes()).hexdigest()
+    tails = []
+    for note in ("attempt 1", "attempt 2", None):  # the third attempt changes nothing
+        if note is not None:
+            (proj / "note.txt").write_text(f"{note}\n")
+        report = asyncio.run(verifier.run_candidate(command, proj))
+        assert report.result.exit_code == 0, report.result
+        tails.append(report.result.tail)
+    assert [t[0] for t in tails] == ["attempt 1", "attempt 2", "attempt 2"]
+    for tail in tails:
+        assert tail[1].startswith(data_sha)
+        assert sorted(tail[2:]) == ["data.bin", "note.txt"]  # no .git
+    sent = [s["bytes"] for s in executor.shipped]
+    assert [s["transport"] for s in executor.shipped] == [transport] * 3
+    assert sent[0] > 2 << 20
+    if transport == "rsync":  # the mirror on the host: a one-file change sends about that file
+        assert sent[1] < 64 << 10 and sent[2] < 64 << 10, sent
+    else:
+        assert sent[1] > 2 << 20
+    executor.close()
+    assert sshd.listing() == before
+
+
+def test_auto_transport_falls_back_to_tar_without_rsync_here(
+        tmp_path: Path, sshd: LoopbackSSHD, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    only_ssh = tmp_path / "bin"
+    only_ssh.mkdir()
+    (only_ssh / "ssh").symlink_to(shutil.which("ssh") or "/usr/bin/ssh")
+    monkeypatch.setenv("PATH", str(only_ssh))
+    monkeypatch.delenv("PORTSIDE_SSH_TRANSPORT", raising=False)
+    verifier, _ = _runner_parts(tmp_path)
+    executor = SSHExecutor(ALIAS, "sess-norsync", ssh_config=sshd.config)
+    verifier.executors["candidate"] = executor
+    report = asyncio.run(verifier.run_candidate("/usr/bin/cat train_tiny.py", project))
+    assert report.result.exit_code == 0
+    assert report.result.tail[-1] in (project / "train_tiny.py").read_text()
+    assert executor.transport == "tar"
+    executor.close()
+    monkeypatch.setenv("PATH", str(only_ssh))
+    with pytest.raises(ValueError, match="PORTSIDE_SSH_TRANSPORT"):
+        SSHExecutor(ALIAS, "x", transport="scp")
+
+
+def test_a_login_that_prints_picks_tar_and_still_runs(tmp_path: Path, project: Path) -> None:
+    """A host whose login prints (a chatty ~/.bashrc) breaks rsync's protocol: tar, not a hang."""
+    server = _start_sshd(tmp_path / "sshd")
+    try:
+        (server.home / ".bashrc").write_text("echo welcome to the host\n")
+        before = server.listing()
+        verifier, _ = _runner_parts(tmp_path)
+        executor = SSHExecutor(ALIAS, "sess-noisy", ssh_config=server.config, transport="auto")
+        verifier.executors["candidate"] = executor
+        report = asyncio.run(verifier.run_candidate("echo ran", project))
+        assert report.result.exit_code == 0 and report.result.tail[-1] == "ran", report.result
+        assert executor.transport == "tar"
+        executor.close()
+        assert server.listing() == before
+        if shutil.which("rsync"):
+            verifier.executors["candidate"] = forced = SSHExecutor(
+                ALIAS, "sess-noisy2", ssh_config=server.config, transport="rsync")
+            report = asyncio.run(verifier.run_candidate("echo ran", project))
+            assert report.result.reason == "remote-error"
+            assert "rsync needs a clean shell" in report.result.error_message
+            forced.close()
+            _until(lambda: server.listing() == before, 5)
+            assert server.listing() == before
+    finally:
+        server.kill()

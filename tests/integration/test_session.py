@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
@@ -11,18 +10,12 @@ from pathlib import Path
 
 from portside.store import Store
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from treehash import tree_hash  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
 PY = sys.executable
-
-
-def _tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        h.update(str(p.relative_to(root)).encode())
-        if p.is_file():
-            h.update(p.read_bytes())
-    return h.hexdigest()
 
 
 def _project(tmp: Path) -> Path:
@@ -40,7 +33,7 @@ def _script(tmp: Path, lines: list[dict]) -> Path:
 
 def test_clipping_change_claimed_as_success_fails_the_session(tmp_path: Path) -> None:
     project = _project(tmp_path)
-    before = _tree_hash(project)
+    before = tree_hash(project)
     script = _script(tmp_path, [
         {"say": "Porting train.py; first a look at the loop."},
         {"read": "train.py"},
@@ -79,4 +72,4 @@ def test_clipping_change_claimed_as_success_fails_the_session(tmp_path: Path) ->
         # The API key never reaches the database.
         dump = "\n".join(store.event_bodies(sid))
         assert "sk-ant-must-not-leak" not in dump
-    assert _tree_hash(project) == before  # the user's tree is never written
+    assert tree_hash(project) == before  # the user's tree is never written

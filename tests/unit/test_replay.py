@@ -168,16 +168,25 @@ def test_state_at_from_the_store_equals_the_fold(tmp_path: Path) -> None:
     rp = Replayer(StoreSource(store, SID), snapshot_every=4, tail_lines=5)
     for seq in (0, 1, 7, len(EVENTS) // 2, len(EVENTS) - 1, len(EVENTS)):
         assert rp.state_at(seq) == fold(EVENTS[:seq], tail_lines=5)
-    # A second open reads the cached index; appended events extend it.
+    # The writer's blocks hold the index: no row of `events` is read, appended events too.
     source = StoreSource(store, SID)
     Replayer(source)
-    assert source.index_rows_fetched == 0
+    assert source.index_rows_fetched == 0 and source.index_blocks_read == 1
     extra = ev.AgentText(session_id=SID, text="after")
     store.recorder.append(extra)
     store.recorder.flush()
     source = StoreSource(store, SID)
     rp = Replayer(source)
-    assert source.index_rows_fetched == 1 and rp.index.last_seq == len(EVENTS) + 1
+    assert source.index_rows_fetched == 0 and rp.index.last_seq == len(EVENTS) + 1
+    # Without blocks (a session written before v4): built from `events`, then extended.
+    source = StoreSource(store, SID, blocks=False)
+    Replayer(source)
+    assert source.index_rows_fetched == len(EVENTS) + 1
+    store.recorder.append(ev.AgentText(session_id=SID, text="later"))
+    store.recorder.flush()
+    source = StoreSource(store, SID, blocks=False)
+    rp = Replayer(source)
+    assert source.index_rows_fetched == 1 and rp.index.last_seq == len(EVENTS) + 2
     store.close()
 
 

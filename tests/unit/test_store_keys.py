@@ -96,9 +96,44 @@ def test_v2_database_is_migrated_and_repaired(tmp_path: Path) -> None:
         insert_rows(conn, sql, rows)
     conn.execute("COMMIT")
     assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1  # the takeover
-    assert migrate(conn, path) == SCHEMA_USER_VERSION == 3
+    assert migrate(conn, path) == SCHEMA_USER_VERSION == 4
     conn.close()
     with Store(path) as store:
         assert [r["run_id"] for r in store.runs("orig")] == ["r1"]
         assert [r["run_id"] for r in store.runs("copy")] == ["r1"]
         assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_v3_metrics_are_rebuilt_compact(tmp_path: Path) -> None:
+    """v4 keeps one b-tree for metrics: a v3 DB's rows come back the same, from the log."""
+    path = tmp_path / "v3.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    import sqlite_utils
+
+    from portside.store.projections import insert_rows
+    from portside.store.schema import MIGRATIONS, migrate
+
+    db = sqlite_utils.Database(conn)
+    conn.execute("BEGIN")
+    for m in MIGRATIONS[:3]:
+        m(db)
+    conn.execute("PRAGMA user_version = 3")
+    recs = [{"type": "step", "step": 0, "loss": 2.5, "grad_norm": "nan", "lr": [0.1]},
+            {"type": "metric", "name": "accuracy", "value": 91.5, "step": None},
+            {"type": "step", "step": 0, "loss": 2.25}]  # a second rank's record of step 0
+    events = [ev.RunRecord(session_id="s", seq=1, ts=1.0, run_id="r", records=recs)]
+    insert_rows(conn, "INSERT INTO events (session_id, seq, ts, kind, body) VALUES (?,?,?,?,?)",
+                [(e.session_id, e.seq, e.ts, "run.record", ev.encode(e).decode()) for e in events])
+    # What a v3 portside derived from that event (written here by hand: the ground truth).
+    v3_rows = [("s", "r", 0, "loss", 2.5), ("s", "r", 0, "grad_norm", None),
+               ("s", "r", 0, "lr", 0.1), ("s", "r", None, "accuracy", 91.5),
+               ("s", "r", 0, "loss", 2.25)]
+    conn.executemany("INSERT INTO metrics (session_id, run_id, step, name, value)"
+                     " VALUES (?,?,?,?,?)", v3_rows)
+    conn.execute("COMMIT")
+    assert migrate(conn, path) == SCHEMA_USER_VERSION
+    got = conn.execute("SELECT session_id, run_id, step, name, value FROM metrics").fetchall()
+    assert sorted(got, key=repr) == sorted(v3_rows, key=repr)
+    assert conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index'"
+                        " AND tbl_name = 'metrics' AND sql IS NOT NULL").fetchone()[0] == 0
+    conn.close()
