@@ -452,6 +452,21 @@ def replay_cmd(ctx: click.Context, session: str, db: Path | None, speed: float,
     replay(lambda: _open_store(ctx, db), session, speed, from_, headless, idle_limit)
 
 
+@main.command("serve", context_settings={"ignore_unknown_options": True,
+                                         "allow_interspersed_args": False})
+@click.option("--port", type=click.IntRange(0, 65535), default=0,
+              help="Port on 127.0.0.1 (default: a free one, printed).")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def serve_cmd(ctx: click.Context, port: int, args: tuple[str, ...]) -> None:
+    """The same app in a browser tab: `portside serve run ./project --target tpu`,
+    `portside serve replay SESSION`. Listens on 127.0.0.1 only; prints the URL (with its token)."""
+    from .serve import serve
+
+    db = (ctx.obj or {}).get("db")
+    serve(list(args), str(db) if db else None, port)
+
+
 @main.command("stats")
 @_db_option
 @click.option("--project", default=None, help="Only sessions of this project (path or its name).")

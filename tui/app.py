@@ -27,7 +27,7 @@ from portside.core.review import ReviewGate
 from .commands import ReviewCommands
 from .messages import EventsApplied, EventsArrived
 from .model import SessionModel
-from .screens.live import LiveScreen
+from .screens.live import COMPARE_TOOLTIP, LiveScreen
 
 ENGINE_WORKER = "engine"
 
@@ -41,6 +41,7 @@ class PortsideApp(App[None]):
                 tooltip="Show every key and what it does"),
         Binding("q", "quit", "Quit", id="app.quit",
                 tooltip="Leave portside (the session log is already on disk)"),
+        Binding("c", "compare", "Compare", id="app.compare", tooltip=COMPARE_TOOLTIP),
     ]
 
     def __init__(self, *, bus: EventBus, gate: ReviewGate, info: dict[str, Any],
@@ -129,8 +130,17 @@ class PortsideApp(App[None]):
     # --- app-wide actions --------------------------------------------------------------------
 
     def action_help(self) -> None:
+        if isinstance(self.screen, LiveScreen) or hasattr(self.screen, "HELP_TITLE"):
+            self.screen.action_help()  # type: ignore[attr-defined]
+
+    def action_compare(self) -> None:
         if isinstance(self.screen, LiveScreen):
-            self.screen.action_help()
+            self.screen.action_compare()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "compare":  # only the live and replay screens compare (hidden elsewhere)
+            return isinstance(self.screen, LiveScreen)
+        return True
 
     async def action_quit(self) -> None:
         if self.engine_stop is not None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from portside.core import events as ev
+from portside.core.compare import StepColumns
 from portside.core.ledger import LEDGER_KINDS, Ledger
 
 from .linestore import LineStore
@@ -38,6 +39,7 @@ class RunView:
     step_ids: array = field(default_factory=lambda: array("d"))
     losses: array = field(default_factory=lambda: array("d"))
     grad_norms: array = field(default_factory=lambda: array("d"))
+    table: StepColumns = field(default_factory=StepColumns)  # main rank, for the compare view
     version: int = 0  # bumped on every change, so widgets redraw only what moved
 
     @property
@@ -197,6 +199,7 @@ class SessionModel:
                 run.step_ids.append(step if step is not None else float(run.steps_seen - 1))
                 run.losses.append(_num(r.get("loss"), math.nan))
                 run.grad_norms.append(_num(r.get("grad_norm"), math.nan))
+                run.table.add(r, len(run.lines))
             elif kind == "facts":
                 run.facts = r
         run.version += 1

@@ -24,6 +24,7 @@ from .alarms import (
     jsonable,
     sort_alarms,
 )
+from .batch import check_lr_batch, drift_criteria, global_batch
 from .clipping import check_clipping, clip_share
 from .numeric import (
     check_drift,
@@ -34,7 +35,7 @@ from .numeric import (
     steady_step_s,
 )
 from .progress import check_step_count
-from .ranks import check_ranks
+from .ranks import check_rank_average, check_ranks
 from .records import RunEnd, RunRecords, to_float
 from .runtime import (
     TARGETS,
@@ -50,8 +51,9 @@ __all__ = [
     "KINDS", "SEVERITIES", "TARGETS", "Alarm", "Finding", "RunEnd", "RunRecords",
     "agent_claim_contradicted", "budget_exhausted", "check_budget", "check_clipping",
     "check_drift", "check_end", "check_fallback", "check_goal", "check_hardware", "check_lr",
-    "check_nonfinite", "check_ranks", "check_recompilation", "check_slow", "check_step_count", "device_facts", "jsonable",
-    "run_checks", "sort_alarms", "steady_step_s", "to_float", "validate_target",
+    "check_lr_batch", "check_nonfinite", "check_rank_average", "check_ranks",
+    "check_recompilation", "check_slow", "check_step_count", "device_facts", "global_batch",
+    "jsonable", "run_checks", "sort_alarms", "steady_step_s", "to_float", "validate_target",
 ]
 
 
@@ -64,8 +66,9 @@ def run_checks(references: list[RunRecords], candidate: RunRecords, criteria: Cr
     alarms += check_end(references, candidate, criteria, final)
     alarms += check_nonfinite(refs, candidate)
     alarms += check_hardware(candidate, criteria, target, final)
-    drift = check_drift(refs, candidate, criteria)
-    causes = check_lr(refs, candidate) + check_clipping(refs, candidate, criteria, final)
+    drift = check_drift(refs, candidate, drift_criteria(refs, candidate, criteria))
+    causes = check_lr_batch(refs, candidate) + check_clipping(refs, candidate, criteria, final)
+    causes += check_rank_average(refs, candidate)
     diverged = check_ranks(refs, candidate)
     if diverged:  # never reduced at all: that is the cause, not where the clipping sits
         causes = [a for a in causes if a.evidence.get("reason") != "before-reduction"]

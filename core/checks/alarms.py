@@ -12,6 +12,10 @@ Severities (why each is what it is):
 - info — reported, not counted: compilations after the last training step (evaluation),
   `step-count-differs` (another number of optimizer steps, compared by progress).
   `ranks-diverged` (error): the ranks' parameters differ, gradients were not reduced.
+  `rank-averaging-changed` (error): gradients W× (or 1/W×) the reference's, W the world size:
+  rank losses/gradients summed instead of averaged, or averaged twice.
+  `global-batch-changed`: error when the global batch (world size × per-rank batch) changed
+  and the learning rate did not; info when the lr was scaled by the batch ratio (or its √).
 
 `key` is stable across incremental calls (kind plus the series or aspect), so a live caller can
 keep the newest alarm per key and raise each key once.
@@ -35,7 +39,7 @@ KINDS = (
     "wrong-hardware", "unverified-hardware", "recompilation", "cpu-fallback", "stalled",
     "timed-out", "crashed", "no-metrics", "slow", "agent-claim-contradicted", "budget-exhausted",
     "reference-failed", "ranks-diverged", "step-count-differs", "edit-mismatch",
-    "outside-workspace",
+    "outside-workspace", "global-batch-changed", "rank-averaging-changed",
 )
 
 

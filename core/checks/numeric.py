@@ -147,9 +147,10 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
     if steps.size < dc.window:
         return []
     noise_w = max(4 * dc.smooth, 20)
+    c_smooth = _progress_smooth(cand, refs, dc.smooth) if al.mode == "progress" else dc.smooth
     alarms = []
     for name in dc.series:
-        c_s = rolling_mean(cand.series(name), dc.smooth)[idx[0]]
+        c_s = rolling_mean(cand.series(name), c_smooth)[idx[0]]
         env = _envelope(refs, idx[1:], name, dc.smooth, noise_w if dc.noise_z else 0)
         if env is None or not np.isfinite(c_s).any():
             continue  # the series is not reported by one side
@@ -193,6 +194,18 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
             },
             key=f"numeric-drift:{name}"))
     return alarms
+
+
+def _progress_smooth(cand: RunRecords, refs: list[RunRecords], smooth: int) -> int:
+    """The candidate's smoothing window over the same span of training as the references'
+    `smooth` steps: with half the steps per epoch (a doubled global batch) a 10-step mean
+    would cover twice the progress and lag behind a falling loss."""
+    c, r = steps_per_epoch(cand), steps_per_epoch(refs[0])
+    done = [e for e in c if e in r and e != max(c) and e != max(r)] or [e for e in c if e in r]
+    if not done:
+        return smooth
+    e = done[0]
+    return max(1, round(smooth * c[e] / max(r[e], 1)))
 
 
 # --- lr-schedule-changed ---------------------------------------------------------------------

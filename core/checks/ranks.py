@@ -4,15 +4,23 @@
 initial weights, the same reduced gradients). The probe checksums the parameters every few steps
 (`param_sum`); ranks whose checksums drift apart while the reference's agree never reduced their
 gradients (or reduced only some of them).
+
+`rank-averaging-changed`: the ranks' losses or gradients are combined differently — summed
+instead of averaged (gradients W× the reference's), or averaged twice (1/W×) — seen as the
+gradient norm at the same training progress scaled by the world size W (check_rank_average).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from .alarms import Alarm
+from .batch import batch_ratio
+from .numeric import common_steps
+from .progress import align
 from .records import RunRecords
 
 PARAM_RTOL = 1e-5  # float noise of a float64 sum over identical float32 parameters is ~0
@@ -67,3 +75,67 @@ def check_ranks(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:
          "relative_spread": float(d["spread"][i]), "steps_checked": int(d["steps"].size),
          "steps_diverged": int(bad.sum()), "world_size": cand.world_size},
         key="ranks-diverged")]
+
+
+# --- rank-averaging-changed ------------------------------------------------------------------
+
+AVG_EARLY = 20  # compared steps: the first ones, before the trajectories part
+AVG_TOL = 1.3  # a gradient-norm ratio within this factor of the world size (or its inverse)…
+REF_TOL = 1.15  # …where the references' own ratios stay within this factor of 1
+
+
+def norm_ratio(cand: RunRecords, ref: RunRecords) -> dict[str, Any] | None:
+    """Median candidate/reference ratio of the gradient norm (and of the loss) over the first
+    AVG_EARLY steps compared at the same training progress where both report a norm."""
+    al = align(cand, [ref], common_steps)
+    ic, ir = al.sel
+    g = cand.grad_norm[ic] / ref.grad_norm[ir]
+    keep = np.flatnonzero(np.isfinite(g) & (g > 0))[:AVG_EARLY]
+    if keep.size < AVG_EARLY // 2:
+        return None
+    with np.errstate(invalid="ignore", divide="ignore"):
+        loss = (cand.loss[ic] / ref.loss[ir])[keep]
+    loss = loss[np.isfinite(loss)]
+    return {"grad_norm": float(np.median(g[keep])), "steps": int(keep.size),
+            "loss": float(np.median(loss)) if loss.size else None}
+
+
+def check_rank_average(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:
+    """The candidate's gradients are the reference's times the world size W (rank losses or
+    gradients summed instead of averaged: an all_reduce SUM without the division, a loss
+    multiplied by W) or divided by W (averaged twice: a loss divided by W under DDP, which
+    averages already), at the same training progress and the same global batch, while the
+    references agree with each other. Ranks that never reduce are ranks-diverged's."""
+    w = cand.world_size
+    refs = [r for r in refs if r.n]
+    if w < 2 or not refs or cand.n < AVG_EARLY or diverged(cand):
+        return []
+    if batch_ratio(refs, cand) is not None:
+        return []  # another global batch changes the norms by itself: global-batch-changed
+    ratios = [norm_ratio(cand, r) for r in refs]
+    if any(x is None for x in ratios):
+        return []
+    for r in refs[1:]:
+        x = norm_ratio(r, refs[0])
+        if x is None or abs(math.log(x["grad_norm"])) > math.log(REF_TOL):
+            return []  # the references' norms vary too much between seeds to judge
+    gs = [x["grad_norm"] for x in ratios if x is not None]
+    for sign, how in ((1, "summed over the ranks instead of averaged"),
+                      (-1, "averaged twice (divided by the world size once more than the "
+                           "reference)")):
+        target = w ** sign
+        if all(abs(math.log(g / target)) <= math.log(AVG_TOL) for g in gs):
+            g = float(np.median(gs))
+            losses = [x["loss"] for x in ratios if x is not None and x["loss"] is not None]
+            lossr = float(np.median(losses)) if losses else None
+            scaled = "loss and gradients" if lossr is not None and lossr > 0 and abs(
+                math.log(lossr / target)) <= math.log(AVG_TOL) else "gradients"
+            return [Alarm(
+                "rank-averaging-changed", "error",
+                f"{scaled} {how}: gradient norm {g:.3g}× the reference's at the same progress "
+                f"with {w} ranks", {"world_size": w, "grad_norm_ratio": g,
+                                    "grad_norm_ratios": gs, "loss_ratio": lossr,
+                                    "steps_compared": min(x["steps"] for x in ratios if x),
+                                    "direction": "summed" if sign > 0 else "averaged-twice"},
+                key="rank-averaging-changed")]
+    return []

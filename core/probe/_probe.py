@@ -25,6 +25,12 @@ FLUSH_EVERY_S = 1.0
 MAX_COMPILE_CAUSES = 50
 NORM_BUDGET = 0.003  # share of the step time the probe's own grad norm may take on CPU
 NORM_MAX_STRIDE = 50
+# torch_xla: the probe's own norm runs as a small graph of its own after the step's sync, every
+# NORM_XLA_EVERY-th step: no sparser than the drift check's default smoothing (10 steps), so the
+# smoothed series has no gaps. Stretched (up to NORM_MAX_STRIDE) only where tracing and
+# launching it costs more than NORM_BUDGET_XLA of the step time at that stride.
+NORM_XLA_EVERY = 10
+NORM_BUDGET_XLA = 0.01
 # Backward passes become steps only after this many with no optimizer step in between: a
 # gradient-accumulation loop runs several backward passes before its first optimizer step.
 BW_CONFIRM = 16
@@ -259,6 +265,7 @@ class Probe:
         self.norm_auto = 1
         self.norm_off: str | None = None  # why the probe computes no norm of its own
         self.norm_cost: float | None = None  # seconds, CPU only
+        self._reset_xla_norm()
         self.step_ema: float | None = None
         self.facts: dict[str, Any] | None = None
         self.exited = False
@@ -715,13 +722,14 @@ class Probe:
         on_xla = grads[0].device.type == "xla"
         if on_xla:
             if self.norm_every is None:
-                # Off by default on torch_xla: there the norm can only be part of the step
-                # graph (on its own it would compile), and on XLA:CPU its reductions cost
-                # ~10% of the step (tests/bench/bench_probe_overhead.py). Opt in with
-                # PORTSIDE_PROBE_NORM_EVERY.
-                self.norm_off = "torch_xla default"
+                # By default not in the step graph (on XLA:CPU its reductions cost ~10% of
+                # the step there): every k-th optimizer step, a graph of its own after the
+                # step's sync (_xla_norm_later). Backward-only steps get none.
+                if self.in_opt:
+                    self._xla_norm_later(grads)
                 return None
-            # Every step once asked: steps with and without it would be two graphs.
+            # Every step once asked (PORTSIDE_PROBE_NORM_EVERY): steps with and without it
+            # would be two graphs.
             self.norm_every = 1
         with torch.no_grad():
             fn = self._orig.get("get_total_norm")
@@ -775,10 +783,13 @@ class Probe:
         loss = self.loss if self.loss_gen != seen[1] else None  # no backward since its last step
         seen[1] = self.loss_gen
         lr = [g.get("lr") for g in opt.param_groups]
-        self._record(opt, loss, self.pre_norm, lr, "optimizer", seen[0], new_opt)
+        grads, self.xla_norm_grads = self.xla_norm_grads, None
+        rec = self._record(opt, loss, self.pre_norm, lr, "optimizer", seen[0], new_opt)
+        if grads is not None:
+            self._xla_norm_attach(rec, grads)
 
     def _record(self, opt: Any, loss: Any, own_norm: Any, lr: list[Any], source: str,
-                opt_index: int | None = None, new_opt: bool = False) -> None:
+                opt_index: int | None = None, new_opt: bool = False) -> dict[str, Any]:
         """One step record: from an optimizer step, or (no optimizer) a backward pass."""
         now = time.perf_counter()
         if not self.started:
@@ -859,6 +870,7 @@ class Probe:
             elif kind == "cpu":
                 self._resolve(rec)
         self._maybe_flush()
+        return rec
 
     def _kind(self, rec: dict[str, Any]) -> str:
         """Where the record's tensors live: 'cpu' (read now), 'xla' (step closure), 'lazy'."""
@@ -882,6 +894,7 @@ class Probe:
         t0 = time.perf_counter()
         try:
             self._xla_metrics(rec)
+            self._xla_norm_launch(rec)
             with self.lock:
                 rec["_wait"] = "ran"
                 self.xla_previous, self.xla_latest = self.xla_latest, rec
@@ -892,6 +905,11 @@ class Probe:
             self.probe_s += time.perf_counter() - t0
 
     def _xla_totals(self) -> tuple[int, float, float]:
+        """CompileTime count and seconds less the probe's own compilations, ExecuteTime s."""
+        count, compile_s, execute_s = self._xla_raw_totals()
+        return count - self.xla_own[0], compile_s - self.xla_own[1], execute_s
+
+    def _xla_raw_totals(self) -> tuple[int, float, float]:
         met = self.xla["met"]
         count, compile_s, execute_s = 0, 0.0, 0.0
         c = met.metric_data("CompileTime")
@@ -908,6 +926,8 @@ class Probe:
         rec["compiles"] = count
         rec["compile_s"] = compile_s - last[1]
         rec["execute_s"] = execute_s - last[2]
+        if self.xla_own[0]:
+            rec["probe_compiles"] = self.xla_own[0]
         self.xla_last = (count, compile_s, execute_s)
 
     def _load_xla(self) -> None:
@@ -918,6 +938,95 @@ class Probe:
             import torch_xla.runtime as xr
 
             self.xla = {"torch_xla": torch_xla, "xm": xm, "met": met, "xr": xr}
+
+    # ------------------------------------------------------------ torch_xla: the probe's own norm
+
+    def _reset_xla_norm(self) -> None:
+        self.xla_norm_stride = 0  # > 0 once the after-sync norm is in use
+        self.xla_norm_grads: list[tuple[Any, int]] | None = None  # taken at this step's pre-hook
+        self.xla_norm_jobs: list[tuple[dict[str, Any], list[tuple[Any, int]]]] = []
+        self.xla_norm_cost: float | None = None  # CPU s per norm (tracing + launch), EMA
+        self.xla_step_ema: float | None = None
+        self.xla_norm_missed = 0  # due norms whose gradients were gone or changed at the sync
+        self.xla_norm_s = 0.0  # CPU s in tracing and launching those that compiled nothing
+        self.xla_own = (0, 0.0)  # CompileTime count and s of the probe's own graphs
+
+    def _xla_norm_later(self, grads: list[Any]) -> None:
+        """Remember this step's gradients (weakly, with their version counters): keeping them
+        alive would make them outputs of the step graph, i.e. a different graph."""
+        if not self.xla_norm_stride:
+            self.xla_norm_stride = NORM_XLA_EVERY
+            self.norm_auto = NORM_XLA_EVERY
+        self.xla_norm_grads = [(weakref.ref(g), g._version) for g in grads]
+        self.last_norm_step = self.steps
+
+    def _xla_norm_attach(self, rec: dict[str, Any], grads: list[tuple[Any, int]]) -> None:
+        if rec.get("_wait") is not True:
+            return  # no step closure: the step's values are not on the XLA device
+        self.xla_norm_jobs.append((rec, grads))
+        del self.xla_norm_jobs[:-4]  # a program that never syncs: don't hold them forever
+
+    def _xla_norm_launch(self, rec: dict[str, Any]) -> None:
+        """In the step closure, i.e. right after the step's sync: the gradients are device data
+        now, so their norm is a small graph of its own reading them, launched asynchronously
+        (no host wait: the value is copied out later with the loss). Its compilation (once per
+        set of gradient shapes) is the probe's: left out of the compile counts."""
+        job = next((j for j in self.xla_norm_jobs if j[0] is rec), None)
+        if job is None:
+            return
+        self.xla_norm_jobs.remove(job)
+        # This thread's CPU time: the probe's own work, blind to other processes' load.
+        t0 = time.thread_time()
+        grads = []
+        for ref, version in job[1]:
+            g = ref()
+            if g is None or g._version != version:
+                # Freed (zero_grad before torch_xla.sync) or changed in place since the step.
+                self.xla_norm_missed += 1
+                _warn("torch_xla: gradients freed or changed before torch_xla.sync(): "
+                      "no grad norm of the probe's own on those steps")
+                return
+            grads.append(g)
+        torch, xla = self.torch, self.xla
+        with torch.no_grad():
+            grads = [g.detach() for g in grads]
+            foreach = getattr(torch, "_foreach_norm", None)  # one call: ~15% less tracing
+            norms = foreach(grads) if foreach is not None else [
+                torch.linalg.vector_norm(g) for g in grads]
+            norm = torch.linalg.vector_norm(torch.stack(list(norms)))
+        c0, s0, _ = self._xla_raw_totals()
+        xla["torch_xla"]._XLAC._xla_sync_multi([norm], [str(norm.device)], False, True)
+        c1, s1, _ = self._xla_raw_totals()
+        self.xla_own = (self.xla_own[0] + c1 - c0, self.xla_own[1] + s1 - s0)
+        if rec.get("grad_norm_source") is None:
+            rec.update(grad_norm=norm, grad_norm_source="probe", max_norm=None)
+        cost = time.thread_time() - t0
+        if c1 == c0:
+            self.xla_norm_s += cost
+        # Steady state, one process: stretch the stride if tracing the norm costs too much. Not
+        # across ranks: an SPMD norm is a collective, which every process must launch alike.
+        if c1 == c0 and (self.world or 1) == 1 and not self._xla_spmd():
+            self.xla_norm_cost = cost if self.xla_norm_cost is None else (
+                0.8 * self.xla_norm_cost + 0.2 * cost)
+            step_s = rec.get("step_s") or 0.0
+            self.xla_step_ema = step_s if self.xla_step_ema is None else (
+                0.8 * self.xla_step_ema + 0.2 * step_s)
+            want = math.ceil(self.xla_norm_cost / (NORM_BUDGET_XLA * max(self.xla_step_ema, 1e-9)))
+            self.norm_auto = min(NORM_MAX_STRIDE, max(self.xla_norm_stride, want))
+
+    def _xla_spmd(self) -> bool:
+        try:
+            return bool(self.xla["xr"].is_spmd())
+        except Exception:
+            return False
+
+    def _xla_norm_exit(self, rec: dict[str, Any]) -> None:
+        if self.xla_own[0]:
+            rec["probe_compiles"], rec["probe_compile_s"] = self.xla_own
+        if self.xla_norm_s:
+            rec["probe_norm_s"] = self.xla_norm_s
+        if self.xla_norm_missed:
+            rec["probe_norm_missed"] = self.xla_norm_missed
 
     # ------------------------------------------------------------ facts
 
@@ -951,6 +1060,9 @@ class Probe:
 
     def _norm_mode(self) -> str:
         """How the probe computes its own grad norm on unclipped steps (for the facts)."""
+        if self.xla_norm_stride:
+            return (f"every {self.xla_norm_stride}th step or sparser (torch_xla: a graph of its "
+                    "own after the step's sync; its compilation is left out of compiles)")
         if self.norm_off:
             return f"off ({self.norm_off}; PORTSIDE_PROBE_NORM_EVERY=1 turns it on)"
         if self.norm_every == 0:
@@ -1339,6 +1451,7 @@ class Probe:
     def _xla_exit(self, rec: dict[str, Any]) -> None:
         met = self.xla["met"]
         rec["compiles"], rec["compile_s"], rec["execute_s"] = self._xla_totals()
+        self._xla_norm_exit(rec)
         ops: dict[str, Any] = {}
         for name in met.executed_fallback_ops() or []:
             try:

@@ -1,12 +1,15 @@
 """Probe overhead: the same training loop with and without the probe, interleaved (A B A B ...).
 
     .venv/bin/python tests/bench/bench_probe_overhead.py [--rounds 3] [--steps 60] [--clip]
-        [--only cpu|xla] [--norm-every K]
+        [--only cpu|xla] [--norm-every K] [--base-norm-every K]
 
 Eager CPU with this interpreter; XLA:CPU with $PORTSIDE_XLA_PYTHON (default
 ~/.cache/portside/xla-venv/bin/python) when it exists. Step times come from the loop's own
 perf_counter, never from the probe. Prints the median step time of each side, their ratio and
-the compile counts (XLA). Target: ratio <= 1.01, equal compile counts.
+the compile counts (XLA). Target: ratio <= 1.01, equal compile counts. `--base-norm-every K`
+runs side A with the probe too, its own grad norm fixed by PORTSIDE_PROBE_NORM_EVERY=K (0: no
+norm), so the ratio is the cost of the norm alone; on XLA the probed side also reports the
+probe's own compilations and the CPU time it spent per norm.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ def child(backend: str, steps: int, clip: bool, width: int, batch: int) -> None:
 
 
 def run_once(
-    python: str, backend: str, probe: bool, args: argparse.Namespace, tmp: Path, i: int
+    python: str, backend: str, probe: bool, args: argparse.Namespace, tmp: Path, i: int,
+    norm_every: int | None = None,
 ) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORTSIDE_")}
     if backend == "xla":
@@ -89,8 +93,8 @@ def run_once(
             from probe import inject_env  # type: ignore[no-redef]
 
         env = inject_env(env, str(out))
-        if args.norm_every is not None:
-            env["PORTSIDE_PROBE_NORM_EVERY"] = str(args.norm_every)
+        if norm_every is not None:
+            env["PORTSIDE_PROBE_NORM_EVERY"] = str(norm_every)
     cmd = [
         python,
         __file__,
@@ -113,7 +117,12 @@ def run_once(
     if probe:
         recs = [json.loads(x) for x in out.read_text().splitlines()]
         result["probe_steps"] = sum(r["type"] == "step" for r in recs)
-        result["probe_s"] = next(r["probe_s"] for r in recs if r["type"] == "exit")
+        ex = next(r for r in recs if r["type"] == "exit")
+        result["probe_s"] = ex["probe_s"]
+        result["probe_compiles"] = ex.get("probe_compiles", 0)
+        norms = sum(r["type"] == "step" and r.get("grad_norm_source") == "probe" for r in recs)
+        steady = norms - ex.get("probe_compiles", 0)  # the norms that compiled nothing
+        result["norm_s"] = ex["probe_norm_s"] / steady if ex.get("probe_norm_s") else None
     return result
 
 
@@ -121,8 +130,9 @@ def bench(python: str, backend: str, args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as d:
         pairs = []
         for i in range(args.rounds):
-            a = run_once(python, backend, False, args, Path(d), 2 * i)
-            b = run_once(python, backend, True, args, Path(d), 2 * i + 1)
+            base = args.base_norm_every
+            a = run_once(python, backend, base is not None, args, Path(d), 2 * i, base)
+            b = run_once(python, backend, True, args, Path(d), 2 * i + 1, args.norm_every)
             pairs.append((a, b))
     print(
         f"[{backend}] width {args.width} batch {args.batch} clip {args.clip} norm_every {args.norm_every}; {args.rounds} rounds x {args.steps} steps (first {WARMUP} left out)"
@@ -139,9 +149,18 @@ def bench(python: str, backend: str, args: argparse.Namespace) -> None:
         print(
             f"    ratio (pooled medians) {all_b / all_a:.4f}; per round {', '.join(f'{r:.4f}' for r in ratios)}; median of rounds {statistics.median(ratios):.4f}"
         )
+    if args.base_norm_every is not None:
+        print(f"  (side A: the probe with PORTSIDE_PROBE_NORM_EVERY={args.base_norm_every})")
     print(
         f"  compiles  without {[a['compiles'] for a, _ in pairs]}   with {[b['compiles'] for _, b in pairs]}"
+        f"   of which the probe's own {[b.get('probe_compiles') for _, b in pairs]}"
     )
+    per_norm = [b["norm_s"] for _, b in pairs if b.get("norm_s")]
+    if per_norm:
+        step = statistics.median(t for a, _ in pairs for t in a["times"][WARMUP:])
+        ms = statistics.median(per_norm) * 1e3
+        print(f"  probe norm (XLA, after the sync): {ms:.3f} ms CPU to trace and launch one "
+              f"= {ms / (step * 1e3) * 100:.2f}% of a median step (side A)")
     print(f"  probe step records {[b['probe_steps'] for _, b in pairs]}")
     # The probe's own time in its hooks, per step: immune to the load of other processes (it
     # leaves out the grad-norm ops that XLA runs inside the step graph).
@@ -162,6 +181,8 @@ def main() -> None:
     p.add_argument("--clip", action="store_true", help="clip (else the probe computes the norm)")
     p.add_argument("--only", choices=["cpu", "xla"])
     p.add_argument("--norm-every", type=int, help="PORTSIDE_PROBE_NORM_EVERY for the probed runs")
+    p.add_argument("--base-norm-every", type=int,
+                   help="side A runs the probe too, with this PORTSIDE_PROBE_NORM_EVERY")
     args = p.parse_args()
     if args.child:
         child(args.child, args.steps, args.clip, args.width, args.batch)

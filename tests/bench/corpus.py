@@ -1,6 +1,9 @@
 """The corpus of correct ports and planted failures, through the real verification path.
 
-    .venv/bin/python tests/bench/corpus.py [--case NAME ...] [--parallel 2]
+    .venv/bin/python tests/bench/corpus.py [--case NAME ...] [--parallel 2] [--no-xla]
+
+The XLA:CPU cases run when the torch_xla venv exists (PORTSIDE_XLA_PYTHON, else
+~/.cache/portside/xla-venv); without it they are left out, and the output says so.
 
 Prints one row per candidate: case, candidate, expected ("pass" or the alarm kind naming the
 planted cause), got (the error alarm kinds, or "pass"), ok, and the other (info/warning) alarms.
@@ -15,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from tests.corpus.cases import XLA_PYTHON  # noqa: E402
 from tests.corpus.harness import run, table  # noqa: E402
 
 
@@ -22,9 +26,13 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", action="append", help="only these cases (repeatable)")
     ap.add_argument("--parallel", type=int, default=2)
+    ap.add_argument("--no-xla", action="store_true", help="leave out the XLA:CPU cases")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every alarm's title")
     args = ap.parse_args()
-    rows, wall = run(args.case, args.parallel)
+    xla = None if XLA_PYTHON.exists() and not args.no_xla else False
+    if xla is False:
+        print(f"XLA:CPU cases left out ({'--no-xla' if args.no_xla else f'no {XLA_PYTHON}'})")
+    rows, wall = run(args.case, args.parallel, xla)
     print(table(rows))
     if args.verbose:
         for r in rows:

@@ -45,23 +45,26 @@ class Row:
         return not self.errors if want == ["pass"] else all(w in self.errors for w in want)
 
 
-def _command(case: Case, flags: str) -> str:
-    return f"{case.launcher(sys.executable)} {case.script} {flags}".strip()
+def _command(case: Case, flags: str, nproc: int = 0, candidate: bool = False) -> str:
+    launcher = (candidate and case.candidate_launcher) or case.launcher
+    script = (candidate and case.candidate_script) or case.script
+    return f"{launcher(sys.executable, nproc)} {script} {flags}".strip()
 
 
 async def run_case(case: Case, root: Path, slots: asyncio.Semaphore) -> list[Row]:
     crit = parse_criteria(case.criteria, f"corpus:{case.name}")
-    v = Verifier(EventBus(MemorySink()), f"corpus-{case.name}", crit, "cpu", root / case.name,
-                 timeout_s=300, stall_s=120)
+    v = Verifier(EventBus(MemorySink()), f"corpus-{case.name}", crit, case.target,
+                 root / case.name, timeout_s=600 if case.xla else 300, stall_s=240 if case.xla else 120)
     refs = []
     for _ in range(REFERENCES):
         async with slots:
             refs.append(await v.run_reference(_command(case, case.reference), case.cwd))
     ref_steps = [r.records.n for r in refs]
     rows = []
-    for label, flags, expected in case.candidates:
+    for label, flags, expected, *nproc in case.candidates:
         async with slots:
-            rep = await v.run_candidate(_command(case, flags), case.cwd)
+            rep = await v.run_candidate(_command(case, flags, *nproc, candidate=True),
+                                         case.cwd)
         rows.append(Row(case.name, label, expected,
                         [a.kind for a in rep.alarms if a.is_error],
                         [f"{a.severity}:{a.kind}" for a in rep.alarms],
@@ -74,25 +77,28 @@ async def run_case(case: Case, root: Path, slots: asyncio.Semaphore) -> list[Row
     return rows
 
 
-async def run_all(names: list[str] | None = None, parallel: int = 2) -> list[Row]:
+async def run_all(names: list[str] | None = None, parallel: int = 2,
+                  xla: bool | None = None) -> list[Row]:
+    """`xla`: True only the XLA:CPU cases, False none of them, None all."""
     slots = asyncio.Semaphore(parallel)
-    cases = [c for c in CASES if not names or c.name in names]
+    cases = [c for c in CASES if (not names or c.name in names) and xla in (None, c.xla)]
     with tempfile.TemporaryDirectory(prefix="portside-corpus-") as tmp:
         results = await asyncio.gather(*(run_case(c, Path(tmp), slots) for c in cases))
     return [row for rows in results for row in rows]
 
 
-def run(names: list[str] | None = None, parallel: int = 2) -> tuple[list[Row], float]:
+def run(names: list[str] | None = None, parallel: int = 2,
+        xla: bool | None = None) -> tuple[list[Row], float]:
     t0 = time.perf_counter()
-    rows = asyncio.run(run_all(names, parallel))
+    rows = asyncio.run(run_all(names, parallel, xla))
     return rows, time.perf_counter() - t0
 
 
 def table(rows: list[Row]) -> str:
-    head = f"{'case':<14} {'candidate':<26} {'expected':<20} {'got':<36} ok  alarms"
+    head = f"{'case':<14} {'candidate':<28} {'expected':<34} {'got':<36} ok  alarms"
     lines = [head, "-" * len(head)]
     for r in rows:
         others = [a for a in r.alarms if not a.startswith(("error:", "critical:"))]
-        lines.append(f"{r.case:<14} {r.candidate:<26} {r.expected:<20} {r.got:<36} "
+        lines.append(f"{r.case:<14} {r.candidate:<28} {r.expected:<34} {r.got:<36} "
                      f"{'yes' if r.ok else 'NO ':<3} {', '.join(others) or '-'}")
     return "\n".join(lines)

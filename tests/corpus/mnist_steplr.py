@@ -1,6 +1,8 @@
 """Corpus: an MNIST-example-style classifier — Adadelta, per-epoch StepLR, a shuffling
 DataLoader (optionally with workers and drop_last), BatchNorm with train/eval switching,
-gradient clipping. Synthetic data; a few seconds on one CPU thread."""
+gradient clipping. Synthetic data; a few seconds on one CPU thread. --device xla is its
+torch_xla port (XLA:CPU with PJRT_DEVICE=CPU): model and batches on the XLA device, a
+`torch_xla.sync()` per step, evaluation on a CPU copy of the weights (no graph of its own)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ p.add_argument("--workers", type=int, default=0)
 p.add_argument("--no-sched", action="store_true")
 p.add_argument("--weight-decay", type=float, default=0.0)
 p.add_argument("--max-norm", type=float, default=1.0)
+p.add_argument("--device", choices=("cpu", "xla"), default="cpu")
 p.add_argument("--forget-train", action="store_true", help="planted: BN stays in eval mode")
 a = p.parse_args()
 
@@ -34,19 +37,40 @@ torch.manual_seed(1)
 train, test = classification(1000, 1), classification(500, 2)
 loader = DataLoader(train, batch_size=a.batch, shuffle=True, drop_last=a.drop_last,
                     num_workers=a.workers)
-model = nn.Sequential(nn.Linear(20, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 10))
+
+
+def make() -> nn.Module:
+    return nn.Sequential(nn.Linear(20, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 10))
+
+
+model = make()
+sync = None
+if a.device == "xla":
+    import torch_xla
+
+    model, sync = model.to(torch_xla.device()), torch_xla.sync
+device = next(model.parameters()).device
 opt = torch.optim.Adadelta(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
 sched = StepLR(opt, step_size=1, gamma=a.gamma)
 for epoch in range(a.epochs):
     if epoch == 0 or not a.forget_train:
         model.train()
     for x, y in loader:
+        x, y = x.to(device), y.to(device)
         opt.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), a.max_norm)
         opt.step()
-    test_loss, acc = evaluate(model, test)
+        if sync:
+            sync()
+    if sync:  # the weights to the host; evaluating on the device would compile its own graph
+        cpu = make()
+        cpu.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})
+        test_loss, acc = evaluate(cpu, test)
+        model.train(cpu.training)
+    else:
+        test_loss, acc = evaluate(model, test)
     print(f"epoch {epoch} test_loss {test_loss:.5f}")
     if not a.no_sched:
         sched.step()

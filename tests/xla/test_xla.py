@@ -40,6 +40,7 @@ RUNS = {
     "shapes": (["--batches", ",".join(map(str, SHAPES))], None, True),
     "shapes_bare": (["--batches", ",".join(map(str, SHAPES))], None, False),
     "mask": (["--mask", "--batches", "8,8,8"], "CPU", True),
+    "zero_late": (["--zero-late", "--batches", "8,8,8"], "CPU", True),
 }
 
 
@@ -151,12 +152,29 @@ def test_compile_count_rises_exactly_at_new_shapes(runs: dict[str, Run]) -> None
     assert [r["loss"] for r in steps] == [float(g[1]) for g in runs["shapes"].gt]
 
 
-def test_probe_norm_is_off_by_default_on_xla(runs: dict[str, Run]) -> None:
-    # unclipped and not opted in: no norm of the probe's own, and the facts say why
+def test_probe_norm_is_on_by_default_on_xla(runs: dict[str, Run]) -> None:
+    # unclipped, nothing asked: the probe's own norm every 10th step, in a graph of its own
     steps = runs["mask"].of("step")
-    assert steps and all(r["grad_norm"] is None and r["grad_norm_source"] is None for r in steps)
-    assert runs["mask"].of("facts")[0]["probe_norm"].startswith("off (torch_xla default")
+    assert [r["grad_norm_source"] for r in steps] == ["probe", None, None]
+    assert steps[0]["grad_norm"] > 0 and steps[1]["grad_norm"] is None
+    assert runs["mask"].of("facts")[0]["probe_norm"].startswith("every 10th step")
+    assert runs["mask"].of("exit")[0]["probe_compiles"] == 1
+    # ... and its compilation left out of what the probe reports
+    assert runs["mask"].compiles == runs["mask"].of("exit")[0]["compiles"] + 1
     assert runs["shapes"].of("facts")[0]["probe_norm"] == "every step"
+
+
+def test_gradients_freed_before_sync_get_no_norm_and_no_graph_change(
+        runs: dict[str, Run]) -> None:
+    # zero_grad() before torch_xla.sync(): the probe held only weak references, so the step
+    # graph is the program's own (no extra compilation), and the norm is recorded as missed
+    run = runs["zero_late"]
+    steps = run.of("step")
+    assert len(steps) == 3 and all(r["grad_norm"] is None for r in steps)
+    exit_rec = run.of("exit")[0]
+    assert exit_rec["probe_norm_missed"] == 1 and "probe_compiles" not in exit_rec
+    assert run.compiles == exit_rec["compiles"] == steps[-1]["compiles"] == 1
+    assert "freed or changed before torch_xla.sync()" in run.stderr
 
 
 def test_probe_adds_zero_compilations(runs: dict[str, Run]) -> None:

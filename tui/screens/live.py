@@ -69,6 +69,11 @@ REVIEW_BINDINGS = [
     _b("d", "dismiss_failure", "Dismiss", "review.dismiss-failure",
        "Hide the failure bar (the reason stays in the session log and in `portside show`)"),
 ]
+# `c` (compare) is an app binding (tui/app.py), listed after ? and q: at 100 columns the
+# footer cuts it rather than Help; it calls action_compare of this screen.
+COMPARE_TOOLTIP = ("A reference's and the candidate's step records and logs side by side, "
+                   "aligned by training progress, differing numbers marked; a jumps to the "
+                   "selected alarm's step")
 VIEW_BINDINGS = [
     _b("tab", "focus_column", "Next column", "view.next-column",
        "Move focus to the next column (Agent → Runs → Checks)", show=False),
@@ -575,6 +580,12 @@ class LiveScreen(Screen[None]):
             self.notify("no run log to search yet", severity="warning")
             return
         runs.panes[run_id].action_search()
+
+    def action_compare(self) -> None:
+        from .compare import CompareScreen
+
+        checks = self.query_one(ChecksPanel)
+        self.app.push_screen(CompareScreen(self.model, checks.alarm_order, checks.selected))
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self.PALETTE + list(self.app.BINDINGS),  # type: ignore[arg-type]

@@ -138,6 +138,10 @@ class ChecksPanel(Vertical):
         yield Static(id="hardware")
         yield Static(id="compile")
 
+    @property
+    def alarm_order(self) -> list[str]:
+        return list(self._alarm_order)
+
     # --- alarms ------------------------------------------------------------------------------
 
     def refresh_alarms(self) -> list[str]:

@@ -96,6 +96,19 @@ class LogView(ScrollView, can_focus=True):
         self.refresh()
         return found
 
+    def show_line(self, index: int) -> None:
+        """Mark line ``index`` and scroll it to a third from the top (stops following)."""
+        if not len(self.lines):
+            return
+        index = max(0, min(index, len(self.lines) - 1))
+        self.sync()
+        self.follow = False
+        self.current = index
+        self._cache.clear()
+        height = self.scrollable_content_region.height or 10
+        self.scroll_to(y=max(0, index - height // 3), animate=False)
+        self.refresh()
+
     def clear_search(self) -> None:
         self.search = ""
         self.current = None

@@ -4,6 +4,8 @@
 --clip            clip with torch.nn.utils.clip_grad_norm_ (torch_xla's replacement)
 --mask            boolean masking in the loss (aten::nonzero runs on the CPU)
 --opt adam|sgd    adam creates its state at step 0, so step 1 compiles once more
+--zero-late       opt.zero_grad() after opt.step(), before torch_xla.sync(): the gradients are
+                  freed before the step's graph runs
 Prints after the loop: COMPILES <CompileTime count>, then GT <step> <loss> <norm> per step.
 """
 
@@ -18,6 +20,7 @@ p.add_argument("--batches", default="8,8,8,8,8,8")
 p.add_argument("--clip", action="store_true")
 p.add_argument("--mask", action="store_true")
 p.add_argument("--opt", choices=["adam", "sgd"], default="sgd")
+p.add_argument("--zero-late", action="store_true")
 a = p.parse_args()
 
 torch.manual_seed(0)
@@ -44,6 +47,8 @@ for bs in [int(b) for b in a.batches.split(",")]:
     if a.clip:
         norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5))
     opt.step()
+    if a.zero_late:
+        opt.zero_grad()
     losses.append(loss.detach())
     torch_xla.sync()
 print("COMPILES", met.metric_data("CompileTime")[0], flush=True)

@@ -1,0 +1,125 @@
+"""global-batch-changed: the global batch (samples per optimizer step over all ranks) differs
+from the reference's and the learning rate does not follow it.
+
+The rule: a port that changes world size × per-rank batch (× micro-batches per step) must
+scale the learning rate by the batch ratio k = candidate / reference — linearly (Goyal et al.'s
+rule for SGD) or by √k (the usual rule for Adam-style optimisers). Judged on the whole lr series
+(aligned by training progress), so a scaled lr with another schedule still fails:
+- k = 1 (also a world-size change that the per-rank batch compensates): the plain lr check.
+- the lr is the reference's unchanged: error `global-batch-changed` — the batch changed without
+  the lr change it implies.
+- the lr is the reference's × k or × √k: info `global-batch-changed`, not judged; the scaled
+  series must still match the reference's schedule.
+- anything else: `lr-schedule-changed`, with the global batches as evidence.
+With another global batch the gradient norm is not compared for drift (`drift_criteria`): its
+noise part scales with 1/√batch by construction. The loss and the goal still are: a scaled lr
+is the rule, not a proof that training converges the same (early steps of a large batch often
+do not, hence warmup), and the consequences are judged as for any port.
+"""
+
+from __future__ import annotations
+
+import dataclasses as dc
+import math
+from typing import Any
+
+import numpy as np
+
+from ..criteria import Criteria
+from .alarms import Alarm
+from .numeric import check_lr
+from .records import RunRecords
+
+BATCH_RTOL = 0.02  # medians of whole batches: only a real change moves them
+
+
+def global_batch(r: RunRecords) -> dict[str, Any] | None:
+    """Samples per optimizer step summed over the ranks (each rank's median, so a short last
+    batch does not count; steps the GradScaler skipped count as steps), with world size and
+    per-rank batch; None without `samples`."""
+    memo = r._cache.get(("global_batch",))
+    if memo is None:
+        memo = r._cache[("global_batch",)] = [_global_batch(r)]
+    return memo[0]
+
+
+def _global_batch(r: RunRecords) -> dict[str, Any] | None:
+    def med(x: RunRecords) -> float | None:
+        # a record after GradScaler-skipped steps carries their batches too: per update
+        s = x.col("samples") / (1.0 + np.nan_to_num(x.col("skipped")))
+        s = s[np.isfinite(s) & (s > 0)]
+        return float(np.median(s)) if s.size else None
+
+    per = {k: med(x) for k, x in r.ranks.items()} if r.ranks else {0: med(r)}
+    if any(v is None for v in per.values()):
+        return None
+    world = r.world_size
+    total = sum(v for v in per.values() if v is not None)
+    if len(per) < world:  # ranks not (yet) reporting: assume they take the same batch
+        total *= world / len(per)
+    return {"global": total, "world_size": world, "per_rank": per[min(per)]}
+
+
+def check_lr_batch(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:
+    """`check_lr`, with the learning rate judged relative to the global batch (module doc)."""
+    plain = check_lr(refs, cand)
+    ratio = batch_ratio(refs, cand)
+    if ratio is None:
+        return plain
+    k, cb, rb = ratio
+    ev = {"candidate_batch": cb, "reference_batch": rb, "batch_ratio": k}
+    lr0 = _first_lr(refs)
+    if not (math.isfinite(lr0) and np.isfinite(cand.lr).any()):
+        return plain  # no learning rate recorded (a hand-written update): nothing to scale
+    if not plain:
+        return [Alarm(
+            "global-batch-changed", "error",
+            f"global batch {_fmt(cb)} vs reference {_fmt(rb)} with the same learning rate "
+            f"{lr0:.6g}: scaling by the batch ratio expects {lr0 * k:.6g} "
+            f"(√ rule: {lr0 * math.sqrt(k):.6g})",
+            {**ev, "lr": lr0, "expected_lr": [lr0 * k, lr0 * math.sqrt(k)]},
+            key="global-batch-changed")]
+    for rule, f in (("linear", k), ("sqrt", math.sqrt(k))):
+        scaled = dc.replace(cand, lr=cand.lr / f, lr_all=cand.lr_all / f)
+        if not check_lr(refs, scaled):
+            return [Alarm(
+                "global-batch-changed", "info",
+                f"global batch {_fmt(cb)} vs reference {_fmt(rb)}, learning rate scaled by "
+                f"{f:.4g} ({rule} rule): compared as scaled",
+                {**ev, "rule": rule, "lr_factor": f}, key="global-batch-changed")]
+    return [dc.replace(a, evidence={**a.evidence, **ev, "expected_lr_factor": [k, math.sqrt(k)]})
+            for a in plain]
+
+
+def batch_ratio(refs: list[RunRecords], cand: RunRecords) -> tuple[float, dict, dict] | None:
+    """(candidate / reference global batch, both batches) when they differ; else None."""
+    cb = global_batch(cand)
+    rbs = [b for r in refs if r.n and (b := global_batch(r)) is not None]
+    if cb is None or not rbs:
+        return None
+    rb = rbs[0]
+    k = cb["global"] / rb["global"]
+    if abs(k - 1.0) <= BATCH_RTOL:
+        return None
+    return k, cb, rb
+
+
+def _first_lr(refs: list[RunRecords]) -> float:
+    for r in refs:
+        v = r.lr[np.isfinite(r.lr)]
+        if v.size:
+            return float(v[0])
+    return math.nan
+
+
+def _fmt(b: dict[str, Any]) -> str:
+    return f"{b['global']:g} ({b['world_size']} rank(s) × {b['per_rank']:g})"
+
+
+def drift_criteria(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> Criteria:
+    """The drift criteria without `grad_norm` when the global batch differs (module doc)."""
+    series = criteria.drift.series
+    if "grad_norm" not in series or batch_ratio(refs, cand) is None:
+        return criteria
+    kept = tuple(s for s in series if s != "grad_norm")
+    return dc.replace(criteria, drift=dc.replace(criteria.drift, series=kept))

@@ -1,0 +1,262 @@
+"""`portside serve run ...` in a real headless Chromium, driven over the DevTools protocol: the
+served app loads in the page, a key pressed in the page approves the agent's edit, and the
+intervention row is in SQLite. Also: what the server refuses (no token, a foreign Origin)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
+AGENT = [
+    {"say": "Scripted agent here: tightening the clip."},
+    {"edit": {"path": "train_tiny.py", "old": "max_norm=args.max_norm",
+              "new": "max_norm=0.05", "rationale": "match the TPU recipe"}},
+    {"claim": "done"},
+]
+
+
+def chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def _stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, wait: float = 20) -> None:
+    """The process group of ``proc`` (started with its own session), gently then for sure."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout=wait)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
+    """`portside serve run` on a tiny real trainer with a scripted agent: (url, db, process)."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "train_tiny.py").write_text(TINY.read_text())
+    script = tmp_path / "agent.jsonl"
+    script.write_text("\n".join(json.dumps(step) for step in AGENT) + "\n")
+    db = tmp_path / "serve.db"
+    py = shlex.quote(sys.executable)
+    ref = f"{py} train_tiny.py --steps 20"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "portside.cli", "--db", str(db), "serve", "run", str(project),
+         "--agent", f"scripted:{script}", "--reference", ref, "--target", "cpu",
+         "--reference-runs", "1", "--stall", "60"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
+    try:
+        url = None
+        deadline = time.monotonic() + 60
+        seen = []
+        assert proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            m = re.search(r"portside serve: (http://127\.0\.0\.1:\d+/\?token=\S+)", line)
+            if m:
+                url = m.group(1)
+                break
+        assert url, f"serve printed no URL: {''.join(seen)}"
+        yield url, db, proc
+    finally:
+        _stop(proc)
+
+
+class CDP:
+    """A minimal DevTools client: one page target, commands by id, events collected."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.next_id = 0
+
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self.next_id += 1
+        my_id = self.next_id
+        await self.ws.send_json({"id": my_id, "method": method, "params": params})
+        while True:
+            msg = await asyncio.wait_for(self.ws.receive_json(), 30)
+            if msg.get("id") == my_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+
+    async def js(self, expr: str) -> Any:
+        out = await self.call("Runtime.evaluate", expression=expr, returnByValue=True)
+        return out.get("result", {}).get("value")
+
+    async def key(self, char: str) -> None:
+        code = f"Key{char.upper()}"
+        vk = ord(char.upper())
+        await self.call("Input.dispatchKeyEvent", type="keyDown", key=char, code=code,
+                        text=char, unmodifiedText=char, windowsVirtualKeyCode=vk)
+        await self.call("Input.dispatchKeyEvent", type="keyUp", key=char, code=code,
+                        windowsVirtualKeyCode=vk)
+
+
+def _browser(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+    exe = chromium()
+    assert exe is not None
+    profile = tmp_path / "chromium-profile"
+    proc = subprocess.Popen(
+        [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-extensions", "--disable-background-networking", "--window-size=1400,900",
+         f"--user-data-dir={profile}", "--remote-debugging-address=127.0.0.1",
+         "--remote-debugging-port=0", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if port_file.exists() and port_file.read_text().strip():
+            return proc, int(port_file.read_text().split()[0])
+        if proc.poll() is not None:
+            raise AssertionError(f"chromium exited with {proc.returncode}")
+        time.sleep(0.2)
+    _stop(proc)
+    raise AssertionError("chromium opened no DevTools port in 60 s")
+
+
+def _db_rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql).fetchall()
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return []
+    finally:
+        conn.close()
+
+
+async def _wait(cond: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        await asyncio.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+pytestmark = [pytest.mark.skipif(chromium() is None,
+                                 reason="chromium is not installed (apt-get install chromium; "
+                                        ".ci/run installs it)")]
+
+
+async def test_served_app_in_chromium_approves_an_edit(served, tmp_path: Path) -> None:
+    import aiohttp
+
+    url, db, serve_proc = served
+    browser, port = _browser(tmp_path)
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{port}/json/list") as r:
+                targets = await r.json()
+            page = next(t for t in targets if t.get("type") == "page")
+            async with http.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
+                cdp = CDP(ws)
+                await cdp.call("Page.enable")
+                await cdp.call("Page.navigate", url=url)
+                # The app's first bytes reached the page: textual.js marks the body.
+                await _wait(lambda: cdp.js("document.body.classList.contains('-first-byte')"),
+                            60, "the served app to draw in the page")
+                # The edit awaits the reviewer (the engine wrote it to the log) ...
+                await _wait(lambda: _db_rows(db, "SELECT seq FROM events WHERE kind = "
+                                                 "'edit.proposed'"), 240, "the agent's edit")
+                await asyncio.sleep(1.5)  # ... and has been on screen a moment
+                # While the page holds the app, a second connection (a second session) is
+                # refused, even with the cookie and the right Origin.
+                base, token = url.split("/?")[0], url.split("token=")[1]
+                with pytest.raises(aiohttp.WSServerHandshakeError) as second:
+                    async with http.ws_connect(f"{base}/ws", headers={
+                            "Origin": base, "Cookie": f"portside_serve={token}"}):
+                        pass
+                assert second.value.status == 409
+                shot = await cdp.call("Page.captureScreenshot", format="png")
+                (tmp_path / "served.png").write_bytes(base64.b64decode(shot["data"]))
+                # A key press in the page (focus on the terminal first) approves it.
+                await cdp.js("document.querySelector('.xterm-helper-textarea')?.focus()")
+                await cdp.key("a")
+                rows = await _wait(lambda: _db_rows(
+                    db, "SELECT action, target_id FROM interventions"), 30,
+                    "the approval in SQLite")
+                assert rows[0][0] == "approve", rows
+                edit_ids = [json.loads(b)["edit_id"] for (b,) in _db_rows(
+                    db, "SELECT body FROM events WHERE kind = 'edit.proposed'")]
+                assert rows[0][1] in edit_ids
+                await cdp.key("q")  # the reviewer leaves: the served app ends its session
+                await _wait(lambda: _db_rows(db, "SELECT reason FROM sessions WHERE reason "
+                                                 "IS NOT NULL AND reason != ''"), 60,
+                            "the session to end")
+                await cdp.call("Page.captureScreenshot", format="png")
+    finally:
+        _stop(browser, wait=10)
+    assert serve_proc.poll() is None  # the server outlives one session; the fixture stops it
+
+
+async def test_serve_refuses_without_token_or_from_another_origin(served) -> None:
+    import aiohttp
+
+    url, _db, _proc = served
+    base = url.split("/?")[0]
+    token = url.split("token=")[1]
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{base}/") as r:
+            assert r.status == 403
+        async with http.get(f"{base}/ws") as r:
+            assert r.status == 403  # no cookie: no app
+        async with http.get(f"{base}/?token={token}") as r:
+            assert r.status == 200 and "textual.js" in await r.text()
+        with pytest.raises(aiohttp.WSServerHandshakeError) as err:
+            async with http.ws_connect(f"{base}/ws", headers={
+                    "Origin": "http://evil.test", "Cookie": f"portside_serve={token}"}):
+                pass
+        assert err.value.status == 403
+
+
+def test_serve_listens_on_loopback_only(served) -> None:
+    url, _db, proc = served
+    port = int(re.search(r":(\d+)/", url).group(1))
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout \
+        if shutil.which("ss") else ""
+    if out:
+        listening = [line.split()[3] for line in out.splitlines() if f":{port} " in line + " "]
+        assert listening and all(addr.startswith("127.0.0.1:") for addr in listening), out
+    import socket
+
+    # Not reachable on another address of this machine.
+    others = {ai[4][0] for ai in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)}
+    for addr in others - {"127.0.0.1"}:
+        with socket.socket() as s, pytest.raises(OSError):
+            s.settimeout(2)
+            s.connect((addr, port))
