@@ -34,6 +34,7 @@ from .help import HelpScreen
 # Log tails and status lines redraw at most this often: 10 frames a second keeps a flood
 # readable, and each frame skipped is one a key press need not wait behind.
 TICK_S = 0.1
+REVIEW_HOLD_S = 4.0  # the Agent column stays wide this long after the last decision
 CHART_S = 0.5
 FAILED_PREFIX = "engine failed"  # the engine's end reason when it raised (core/engine.py)  # the envelope chart is the costly redraw: at most twice a second
 
@@ -123,6 +124,7 @@ class LiveScreen(Screen[None]):
         self._labels_dirty: set[str] = set()
         self.failure: str = ""  # what failed, shown under the header until dismissed
         self.reviewing_layout = True  # the Agent column widens while an edit awaits a decision
+        self._review_idle_since: float | None = None
 
     # --- layout ------------------------------------------------------------------------------
 
@@ -212,12 +214,26 @@ class LiveScreen(Screen[None]):
         # The header answers the reviewer's own actions: redraw it now, not on the next tick.
         self._update_header()
 
-    def _sync_reviewing(self) -> None:
-        """Widen the Agent column while an edit awaits the reviewer (a class change: one layout,
-        only when it flips)."""
-        waiting = self.model.undecided() and not self.model.ended
-        self.query_one("#columns", Horizontal).set_class(waiting and self.reviewing_layout,
-                                                         "-reviewing")
+    def _sync_reviewing(self, settle: bool = False) -> None:
+        """Widen the Agent column while an edit awaits the reviewer, and keep it wide for
+        REVIEW_HOLD_S after the last decision: an agent proposes edits in bursts, and each
+        flip re-lays out and repaints every column at its new width (measured: most of the
+        time from a permission request to its card on screen). `settle` narrows at once."""
+        waiting = bool(self.model.undecided()) and not self.model.ended
+        columns = self.query_one("#columns", Horizontal)
+        if waiting and self.reviewing_layout:
+            self._review_idle_since = None
+            columns.add_class("-reviewing")
+            return
+        if not columns.has_class("-reviewing"):
+            return
+        now = time.monotonic()
+        if self._review_idle_since is None:
+            self._review_idle_since = now
+        if (settle or self.model.ended or not self.reviewing_layout
+                or now - self._review_idle_since >= REVIEW_HOLD_S):
+            columns.remove_class("-reviewing")
+            self._review_idle_since = None
 
     def show_failure(self, reason: str) -> None:
         """Keep the reason on screen until the reviewer dismisses it (a toast would go away)."""
@@ -260,11 +276,14 @@ class LiveScreen(Screen[None]):
             self.query_one(ChecksPanel).refresh_chart()
         self._update_header()
         self._tell_gate_shown()
+        if self._review_idle_since is not None:
+            self._sync_reviewing()
 
     def flush(self) -> None:
-        """Redraw everything now (tests and snapshots do not wait for the tick)."""
+        """Redraw everything now (tests and snapshots do not wait for the tick or the hold)."""
         self._last_chart = 0.0
         self.tick()
+        self._sync_reviewing(settle=True)
 
     def _tell_gate_shown(self) -> None:
         # The engine registers a pending item only when it starts waiting, which can be after
