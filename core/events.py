@@ -156,7 +156,44 @@ class EditProposed(Event, tag="edit.proposed"):
     risks: list[RiskMark] = []  # computed by the host when it publishes the proposal
 
 
+class CommandProposed(Event, tag="command.proposed"):
+    """A shell command an agent wants to run (Claude Code's Bash), before it runs. The gate
+    decides it like an edit: its answer is an ``edit.decided`` whose ``edit_id`` is this
+    ``command_id`` ("edited" carries the command to run instead). Not an edit: it touches no
+    file of the workspace by itself, and nothing counts it as one."""
+
+    command_id: str
+    command: str
+    cwd: str = "."  # relative to the workspace root
+    description: str = ""
+
+
+#: How earlier portside versions recorded a command: an ``edit.proposed`` whose path is
+#: ``$ <cwd>`` and whose ``after`` is the command. Such logs still replay, as commands.
+LEGACY_COMMAND_PREFIX = "$ "
+
+
+def as_command(event: Event) -> CommandProposed | None:
+    """The command proposal ``event`` is (``command.proposed``, or the legacy edit form)."""
+    if isinstance(event, CommandProposed):
+        return event
+    if (isinstance(event, EditProposed) and event.path.startswith(LEGACY_COMMAND_PREFIX)
+            and not event.before):
+        return CommandProposed(session_id=event.session_id, seq=event.seq, ts=event.ts,
+                               command_id=event.edit_id, command=event.after,
+                               cwd=event.path[len(LEGACY_COMMAND_PREFIX):] or ".",
+                               description=event.rationale)
+    return None
+
+
+def is_file_edit(event: Event) -> bool:
+    """An ``edit.proposed`` that proposes a file change (not a legacy command)."""
+    return isinstance(event, EditProposed) and as_command(event) is None
+
+
 class EditDecided(Event, tag="edit.decided"):
+    """The decision on a proposal: an edit, or a command (``edit_id`` is its command_id)."""
+
     edit_id: str
     decision: Literal["approved", "rejected", "edited"]
     by: Literal["reviewer", "policy"] = "reviewer"
@@ -294,6 +331,7 @@ AnyEvent = (
     | AlarmCleared
     | AlarmLocalized
     | Intervention
+    | CommandProposed  # last: the replay index's kind codes of older kinds stay as they were
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {

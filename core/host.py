@@ -255,23 +255,24 @@ class EngineHost:
         return why
 
     async def propose_command(self, command: str, description: str, cwd: str) -> EditOutcome:
-        """A shell command the agent wants to run, as a proposal (path ``$ <cwd>``, ``after`` the
-        command, the rationale its description); "approved" with the reviewer's version in
-        ``applied_text`` when they edited it. The agent runs it (through the sandbox)."""
+        """A shell command the agent wants to run, as a ``command.proposed`` (cwd relative to
+        the workspace); "approved" with the reviewer's version in ``applied_text`` when they
+        edited it. The agent runs it (through the sandbox)."""
         e = self.engine
         try:
             where = self.workspace.relpath(os.path.relpath(os.path.realpath(cwd),
                                                            self.workspace.root)) or "."
         except (WorkspaceError, ValueError):
             where = cwd
-        proposed = e.bus.publish(ev.EditProposed(
-            session_id=e.session_id, edit_id=ev.new_id("cmd-"), path=f"$ {where}", before="",
-            after=command, rationale=description))
-        decision = await e.gate.review_command(proposed)  # type: ignore[arg-type]
+        proposed = e.bus.publish(ev.CommandProposed(
+            session_id=e.session_id, command_id=ev.new_id("cmd-"), command=command, cwd=where,
+            description=description))
+        assert isinstance(proposed, ev.CommandProposed)
+        decision = await e.gate.review_command(proposed)
         if decision.action == "reject":
-            return EditOutcome("rejected", proposed.edit_id, decision.note)  # type: ignore[attr-defined]
+            return EditOutcome("rejected", proposed.command_id, decision.note)
         text = decision.after.strip() if decision.action == "edit" and decision.after else None
-        return EditOutcome("approved", proposed.edit_id, decision.note, applied_text=text)  # type: ignore[attr-defined]
+        return EditOutcome("approved", proposed.command_id, decision.note, applied_text=text)
 
     def open_errors(self) -> list[tuple[str, str, dict[str, Any]]]:
         """(check, title, evidence) of each open error-or-worse alarm."""

@@ -310,8 +310,8 @@ def _redact(events: list[ev.Event]) -> list[str]:
     for e in events:
         if isinstance(e, ev.AgentToolCall) and isinstance(e.input.get("command"), str):
             e.input["command"] = redact_command(e.input["command"])
-        elif isinstance(e, ev.EditProposed) and e.path.startswith("$ "):
-            e.after = redact_command(e.after)
+        elif isinstance(e, ev.CommandProposed):
+            e.command = redact_command(e.command)
         for name in e.__struct_fields__:
             if name in ("session_id", "risks"):
                 continue
@@ -551,9 +551,10 @@ def _decided(st: _State, ln: _Line, call: _Call, call_id: str, result: Any, text
     if call.name == "Bash":
         command = str(call.input.get("command") or "")
         where = _rel(st, call.cwd or st.cwd) or call.cwd
-        st.add(ev.EditProposed(session_id=sid, edit_id=f"cmd-{call_id}", path=f"$ {where}",
-                               before="", after=command,
-                               rationale=call.label + str(call.input.get("description") or "")))
+        st.add(ev.CommandProposed(session_id=sid, command_id=f"cmd-{call_id}", command=command,
+                                  cwd=where or ".",
+                                  description=call.label + str(call.input.get("description")
+                                                               or "")))
         _decision(st, f"cmd-{call_id}", is_error, text, recorded=recorded)
         return
     path = str(call.input.get("file_path") or call.input.get("notebook_path") or "")
@@ -682,7 +683,7 @@ def edited_files(events: list[ev.Event]) -> dict[str, tuple[str, str]]:
     """path (relative to the session's cwd) → (text before the session's first applied edit of
     it, text after its last). A file the session created has "" before."""
     proposed = {e.edit_id: e for e in events if isinstance(e, ev.EditProposed)
-                and not e.path.startswith("$ ")}
+                and ev.is_file_edit(e)}
     out: dict[str, tuple[str, str]] = {}
     for e in events:
         if isinstance(e, ev.EditApplied) and e.edit_id in proposed:

@@ -40,6 +40,10 @@ def _describe(event: ev.Event) -> str:
             )
         case ev.AgentClaimed():
             return f"agent claims success: {_clip(event.summary)}"
+        case ev.CommandProposed():
+            return f"command {event.command_id} proposed in {event.cwd}: $ {_clip(event.command, 80)}"
+        case ev.EditProposed() if (cmd := ev.as_command(event)) is not None:
+            return f"command {cmd.command_id} proposed in {cmd.cwd}: $ {_clip(cmd.command, 80)}"
         case ev.EditProposed():
             return f"edit {event.edit_id} proposed: {event.path}"
         case ev.EditDecided():

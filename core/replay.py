@@ -61,6 +61,7 @@ STRUCTURAL_KINDS: frozenset[str] = frozenset(
         "edit.decided",
         "edit.applied",
         "edit.reverted",
+        "command.proposed",
         "run.started",
         "run.finished",
         "alarm.raised",
@@ -126,6 +127,15 @@ class EditState:
 
 
 @dataclass
+class CommandState:
+    command_id: str
+    command: str
+    cwd: str
+    seq: int  # the proposal's event (command.proposed, or a legacy edit.proposed)
+    status: str = "proposed"  # proposed | approved | rejected | edited
+
+
+@dataclass
 class ReplayState:
     """Everything a replay screen shows at ``seq`` (0: before the first event)."""
 
@@ -139,7 +149,8 @@ class ReplayState:
     verdict: str | None = None
     end_reason: str = ""
     runs: dict[str, RunState] = field(default_factory=dict)
-    edits: dict[str, EditState] = field(default_factory=dict)
+    edits: dict[str, EditState] = field(default_factory=dict)  # file edits only
+    commands: dict[str, CommandState] = field(default_factory=dict)
     ledger: Ledger = field(default_factory=Ledger)  # interventions, human time, $: one fold
     claims: int = 0
     last_claim: str = ""
@@ -193,6 +204,7 @@ class ReplayState:
             end_reason=self.end_reason,
             runs={k: r.copy() for k, r in self.runs.items()},
             edits={k: EditState(**vars(e)) for k, e in self.edits.items()},
+            commands={k: CommandState(**vars(c)) for k, c in self.commands.items()},
             ledger=self.ledger.copy(),
             claims=self.claims,
             last_claim=self.last_claim,
@@ -227,8 +239,13 @@ class ReplayState:
             case ev.AgentClaimed():
                 self.claims += 1
                 self.last_claim = e.summary
+            case ev.CommandProposed() | ev.EditProposed() if (cmd := ev.as_command(e)) is not None:
+                self.commands[cmd.command_id] = CommandState(cmd.command_id, cmd.command,
+                                                             cmd.cwd, e.seq)
             case ev.EditProposed():
                 self.edits[e.edit_id] = EditState(e.edit_id, e.path, e.seq)
+            case ev.EditDecided() if e.edit_id in self.commands:
+                self.commands[e.edit_id].status = e.decision
             case ev.EditDecided() if e.edit_id in self.edits:
                 self.edits[e.edit_id].status = e.decision
             case ev.EditApplied() if e.edit_id in self.edits:

@@ -110,16 +110,17 @@ class ReviewGate:
             return decision
         return await self._wait(proposed.edit_id, "edit", proposed.seq, path=proposed.path)
 
-    async def review_command(self, proposed: ev.EditProposed) -> Decision:
-        """A shell command an agent wants to run (Claude Code's Bash), shown as a proposal
-        whose ``after`` is the command: the same approve / reject-with-reason / edit answers as
-        an edit ("edit" gives the command to run instead). Policies other than ``ask`` approve;
-        what the command may touch is the sandbox's business, not the gate's."""
+    async def review_command(self, proposed: ev.CommandProposed) -> Decision:
+        """A shell command an agent wants to run (Claude Code's Bash): the same approve /
+        reject-with-reason / edit answers and interventions as an edit ("edit" gives the
+        command to run instead), recorded as ``edit.decided`` on its command_id. Policies other
+        than ``ask`` approve; what the command may touch is the sandbox's business."""
         if self.policy != "ask":
             decision = Decision("approve", by="policy")
-            self._publish_decided(proposed.edit_id, decision)
+            self._publish_decided(proposed.command_id, decision)
             return decision
-        return await self._wait(proposed.edit_id, "edit", proposed.seq, path=proposed.path)
+        return await self._wait(proposed.command_id, "edit", proposed.seq,
+                                path=f"$ {proposed.cwd}")
 
     async def review_claim(self, claim: ev.AgentClaimed) -> Decision:
         """The agent says it is done: in ``ask`` the reviewer gives the verdict."""

@@ -339,9 +339,11 @@ def report_md(store: Store, session_id: str) -> str:
             )
     else:
         out.append("No runs.")
-    edits = [e for e in store.events(session_id, kinds=["edit.proposed", "edit.applied"])]
-    proposed = [e for e in edits if isinstance(e, ev.EditProposed)]
+    edits = list(store.events(session_id, kinds=["edit.proposed", "edit.applied",
+                                                  "command.proposed", "edit.decided"]))
+    proposed = [e for e in edits if ev.is_file_edit(e)]  # commands are not edits
     applied = {e.edit_id for e in edits if isinstance(e, ev.EditApplied)}
+    out += _commands_section(edits)
     out += ["", "## Risk marks on edits", "",
             "What each proposed edit touches that can silently alter training (marked when it "
             "was proposed, before the reviewer's decision).", ""]
@@ -555,3 +557,22 @@ def stats_csv(data: dict[str, Any]) -> str:
 
 def stats_json(data: dict[str, Any]) -> str:
     return json_safe(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
+
+
+def _commands_section(events: list[ev.Event]) -> list[str]:
+    """The commands the agent proposed and what the reviewer (or the policy) decided."""
+    decided = {e.edit_id: e for e in events if isinstance(e, ev.EditDecided)}
+    commands = [c for e in events if (c := ev.as_command(e)) is not None]
+    out = ["", "## Commands", "",
+           "Shell commands the agent asked to run, each decided before it ran.", ""]
+    if not commands:
+        return out + ["No commands."]
+    out.append("| seq | command | cwd | decision | by | reason |")
+    out.append("|---|---|---|---|---|---|")
+    for c in commands:
+        d = decided.get(c.command_id)
+        run = d.after if d is not None and d.decision == "edited" and d.after else c.command
+        out.append(f"| {c.seq} | `{_md_cell(run)}` | {_md_cell(c.cwd)} "
+                   f"| {d.decision if d else 'undecided'} | {d.by if d else ''} "
+                   f"| {_md_cell(d.reason) if d else ''} |")
+    return out

@@ -106,6 +106,18 @@ class EditView:
         return self.decided.decision + (" · applied" if self.applied else "")
 
 
+@dataclass
+class CommandView:
+    """A command proposal (``command.proposed``, or an older log's ``$ cwd`` edit form)."""
+
+    event: ev.CommandProposed
+    decided: ev.EditDecided | None = None
+
+    @property
+    def status(self) -> str:
+        return "awaiting review" if self.decided is None else self.decided.decision
+
+
 class SessionModel:
     def __init__(self, info: dict[str, Any] | None = None) -> None:
         self.info: dict[str, Any] = dict(info or {})
@@ -116,7 +128,8 @@ class SessionModel:
         self.state_detail = ""
         self.runs: dict[str, RunView] = {}
         self.alarms: dict[str, AlarmView] = {}
-        self.edits: dict[str, EditView] = {}
+        self.edits: dict[str, EditView] = {}  # file edits only
+        self.commands: dict[str, CommandView] = {}
         self.interventions: list[ev.Intervention] = []  # every one, review notes too (shown)
         self.claim: ev.AgentClaimed | None = None
         self.ledger = Ledger()  # the header's numbers: what counts is decided there, once
@@ -140,8 +153,12 @@ class SessionModel:
                 self.state = f"ended · {e.verdict}"
             case ev.AgentClaimed():
                 self.claim = e
+            case ev.CommandProposed() | ev.EditProposed() if (cmd := ev.as_command(e)) is not None:
+                self.commands[cmd.command_id] = CommandView(cmd)
             case ev.EditProposed():
                 self.edits[e.edit_id] = EditView(e)
+            case ev.EditDecided() if e.edit_id in self.commands:
+                self.commands[e.edit_id].decided = e
             case ev.EditDecided() if e.edit_id in self.edits:
                 self.edits[e.edit_id].decided = e
             case ev.EditApplied() if e.edit_id in self.edits:
@@ -233,6 +250,14 @@ class SessionModel:
 
     def pending_edits(self) -> list[EditView]:
         return [e for e in self.edits.values() if e.decided is None]
+
+    def proposal(self, item_id: str) -> EditView | CommandView | None:
+        """The edit or the command proposal with this id (what a/r/e answer)."""
+        return self.edits.get(item_id) or self.commands.get(item_id)
+
+    def undecided(self) -> bool:
+        """Does an edit or a command await the reviewer?"""
+        return any(v.decided is None for v in [*self.edits.values(), *self.commands.values()])
 
 
 def _num(value: Any, default: float | None = None) -> float | None:

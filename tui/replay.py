@@ -39,8 +39,8 @@ FORWARD_LIMIT = 2_000  # a jump at most this far ahead plays the events in betwe
 MIN_SPEED, MAX_SPEED = 1 / 64, 4096.0
 # Kinds that only show in the Agent column: before the transcript window they feed the model
 # alone (the header still counts them), so a seek mounts a bounded number of widgets.
-_TRANSCRIPT_ONLY = (ev.AgentClaimed, ev.EditProposed, ev.EditDecided, ev.EditApplied,
-                    ev.Intervention, ev.SessionState)
+_TRANSCRIPT_ONLY = (ev.AgentClaimed, ev.EditProposed, ev.CommandProposed, ev.EditDecided,
+                    ev.EditApplied, ev.Intervention, ev.SessionState)
 
 
 # --- the app --------------------------------------------------------------------------------
@@ -102,8 +102,9 @@ class ReplayApp(PortsideApp):
                     screen.apply(chunk)
                     chunk = []
                 screen.model.apply(e)
-                if isinstance(e, ev.EditProposed):
-                    screen.edit_order.append(e.edit_id)  # keeps "edit 7/9" numbering
+                if isinstance(e, ev.EditProposed | ev.CommandProposed):
+                    cmd = ev.as_command(e)  # keeps "edit 7/9" / "command 2/4" numbering
+                    screen.edit_order.append(cmd.command_id if cmd else e.edit_id)  # type: ignore[union-attr]
             else:
                 chunk.append(e)
         if chunk:

@@ -10,8 +10,8 @@ week, so the tool runs only when the callback answered "allow":
   Code touches the file. Approved → allow (the reviewer's version as ``updatedInput``);
   rejected → deny with the reason, which Claude Code hands to the model. ``PostToolUse``
   checks the file holds the approved text (``edit.applied``, or an ``edit-mismatch`` alarm).
-- Bash: a command proposal (command, description, cwd); edited → the edited command. An
-  approved command goes through :func:`command_for_run` (the one place the sandbox wraps it).
+- Bash: a ``command.proposed`` (command, description, cwd; not an edit); edited → the edited
+  command. An approved command goes through :func:`command_for_run` (the one place the sandbox wraps it).
 - Read / Grep / Glob / LS (and Claude Code's own bookkeeping tools): allowed, shown as tool calls.
 - A path outside the workspace: denied with a reason and an ``outside-workspace`` alarm.
 - Anything else (web, MCP, unknown tools): denied.
@@ -201,9 +201,24 @@ class ClaudeCodeAgent:
                    max_stop_blocks=int(spec.get("max_stop_blocks") or MAX_STOP_BLOCKS))
 
     def restore(self, events: list[ev.Event], host: AgentHost) -> None:
-        """A killed session continues Claude Code's own conversation (SDK ``resume``); the
-        log only tells whether the claim was already answered."""
+        """A killed session continues Claude Code's own conversation (SDK ``resume``: its
+        transcript holds what ran, so nothing is asked or applied again). An approved edit the
+        kill cut off between Claude Code writing it and portside recording it is recorded now
+        as ``edit.applied`` when the workspace holds exactly the approved text."""
         self.resume = any(isinstance(e, ev.AgentToolCall | ev.AgentText) for e in events)
+        proposed = {e.edit_id: e for e in events
+                    if isinstance(e, ev.EditProposed) and ev.is_file_edit(e)}
+        applied = {e.edit_id for e in events if isinstance(e, ev.EditApplied)}
+        for d in events:
+            if not (isinstance(d, ev.EditDecided) and d.decision != "rejected"
+                    and d.edit_id in proposed and d.edit_id not in applied):
+                continue
+            p = proposed[d.edit_id]
+            want = d.after if d.decision == "edited" and d.after is not None else p.after
+            with contextlib.suppress(Exception):
+                if host.workspace.read_file(p.path) == want:
+                    self._publish(host, ev.EditApplied(session_id=host.session_id,
+                                                       edit_id=d.edit_id, path=p.path))
 
     # ---- environment and options -----------------------------------------------------------
 
@@ -507,6 +522,9 @@ class ClaudeCodeAgent:
                 text = new
                 continue
             count = text.count(old)
+            if count == 0 and new and new in text:
+                raise ValueError(f"old_string not found in {rel}; its new_string is there "
+                                 "already (an edit applied before is not applied again)")
             if count == 0:
                 raise ValueError(f"old_string not found in {rel}")
             if count > 1 and not e.get("replace_all"):
@@ -523,6 +541,10 @@ class ClaudeCodeAgent:
             return _deny(f"{name} not proposed: {exc}")
         except Exception as exc:
             return _deny(f"{name} not proposed: {exc}")
+        if host.workspace.exists(rel) and host.workspace.read_file(rel) == after:
+            # Nothing to decide: typically an edit applied before a kill, asked for again.
+            return _deny(f"{name} not proposed: {rel} already holds this text (an edit applied "
+                         "before is not applied again); re-read it")
         review = getattr(host, "review_tool_edit", None)
         if review is None:
             return _deny("this portside host cannot review edits made by Claude Code")

@@ -100,12 +100,17 @@ class Reviewer:
                 continue
             item = edits[0]
             proposed = next(e for e in reversed(self.engine.bus_events)
-                            if isinstance(e, ev.EditProposed) and e.edit_id == item.item_id)
+                            if isinstance(e, ev.EditProposed | ev.CommandProposed)
+                            and item.item_id in (getattr(e, "edit_id", ""),
+                                                 getattr(e, "command_id", "")))
             ws = self.engine.workspace
-            disk = None
-            if not proposed.path.startswith("$ ") and ws is not None and ws.exists(proposed.path):
-                disk = ws.read_file(proposed.path)
-            self.seen.append((proposed.path, proposed.after, disk))
+            if isinstance(proposed, ev.CommandProposed):
+                self.seen.append((f"$ {proposed.cwd}", proposed.command, None))
+            else:
+                disk = None
+                if ws is not None and ws.exists(proposed.path):
+                    disk = ws.read_file(proposed.path)
+                self.seen.append((proposed.path, proposed.after, disk))
             action, note = self.answers.pop(0)
             if action == "approve":
                 gate.approve(item.item_id)
@@ -191,9 +196,14 @@ def test_every_change_gated_live(tmp_path: Path, cc_env: Any) -> None:
     assert "import argparse  # ported" in ws.read_file("train.py")
     applied = [e for e in events if isinstance(e, ev.EditApplied)]
     assert [a.path for a in applied] == ["train.py"]
-    # The command: proposed with its cwd and description, rejected, never run.
+    # The command: proposed as a command (not an edit) with its cwd and description,
+    # rejected, never run.
     path, after, _ = reviewer.seen[2]
     assert path == "$ ." and after.startswith("touch ")
+    commands = [e for e in events if isinstance(e, ev.CommandProposed)]
+    assert [(c.cwd, c.description) for c in commands] == [(".", "leave a marker")]
+    assert not any(isinstance(e, ev.EditProposed) and e.after.startswith("touch ")
+                   for e in events)
     assert not (ws.root / "MARKER").exists()
     # Outside the workspace: denied, alarmed, not written.
     assert not outside.exists()
@@ -308,8 +318,8 @@ DRIVER = textwrap.dedent("""
                            policy="ask", mode="headless", isolate=True, workdir=work)
     engine = SessionEngine(config, MemorySink())
     def seen(e):
-        if isinstance(e, ev.EditProposed):
-            flag.write_text(e.after)
+        if isinstance(e, ev.CommandProposed):
+            flag.write_text(e.command)
     engine.bus.subscribe(seen)
     asyncio.run(engine.run())
 """)

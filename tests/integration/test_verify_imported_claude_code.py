@@ -192,9 +192,8 @@ def test_real_claude_code_session_imports_and_verifies(tmp_path: Path) -> None:
             "Reading the script.", "Done: the port is complete and all checks pass."]
         edit = next(e for e in events if isinstance(e, ev.EditProposed) and e.path == "train.py")
         assert (edit.before, edit.after) == (original, after)
-        command = next(e for e in events if isinstance(e, ev.EditProposed)
-                       and e.path.startswith("$ "))
-        assert command.after.startswith("echo ran-by-claude-code")
+        command = next(e for e in events if isinstance(e, ev.CommandProposed))
+        assert command.command.startswith("echo ran-by-claude-code")
         out = next(e for e in events if isinstance(e, ev.AgentToolResult)
                    and e.call_id == "toolu_b1")
         assert "ran-by-claude-code" in out.content

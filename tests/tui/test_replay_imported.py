@@ -42,13 +42,15 @@ async def test_imported_claude_code_session_replays_on_screen(tmp_path: Path) ->
             assert isinstance(app.screen, ReplayScreen)
             m = app.model
             assert {e.event.path: e.decided.decision for e in m.edits.values()
-                    if e.decided is not None} == {"$ .": "approved", "train.py": "approved",
+                    if e.decided is not None} == {"train.py": "approved",
                                                   "PORTING.md": "approved"}
+            assert [(c.event.cwd, c.status) for c in m.commands.values()] == [(".", "approved")] * 2
             assert all(e.decided.by == "policy" for e in m.edits.values() if e.decided)
             assert m.interventions == [] and m.claim is not None
             assert m.claim.summary == CLAIM
             text = screen_text(app)
             assert "replay end" in text and "0 interventions" in text
-            assert "edit 4/4 PORTING.md" in text and "approved · applied" in text
+            # Commands are numbered apart from the edits: two edits, not four.
+            assert "edit 2/2 PORTING.md" in text and "approved · applied" in text
     finally:
         store.close()

@@ -15,6 +15,7 @@ from portside.core.bus import EventBus, MemorySink
 from portside.core.review import ReviewGate
 from portside.core.risk import scan
 from portside.tui.app import make_app
+from portside.tui.screens import live as live_screen
 from portside.tui.widgets.checks import ChecksPanel
 
 
@@ -63,16 +64,29 @@ class TestRiskMarks:
 
 
 class TestLayout:
-    async def test_agent_column_widens_while_an_edit_awaits(self) -> None:
+    async def test_agent_column_widens_while_an_edit_awaits(self, monkeypatch: Any) -> None:
+        # Wide while the edit awaits; still wide right after the decision and when the next
+        # edit comes (each flip re-lays out every column: it made a card take ~0.9 s to reach
+        # the screen); narrow once no edit has awaited for REVIEW_HOLD_S.
+        monkeypatch.setattr(live_screen, "REVIEW_HOLD_S", 0.5)
         app = _app([session_start(), _marked_edit()])
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()
-            wide = app.live.query_one("#agent-col").size.width
+            width = lambda: app.live.query_one("#agent-col").size.width  # noqa: E731
+            wide = width()
             app.live.apply([ev.EditDecided(session_id=SID, ts=at(7), edit_id="e1",
                                            decision="approved", seq=99)])
             await pilot.pause()
-            narrow = app.live.query_one("#agent-col").size.width
-        assert wide >= 60 > narrow, (wide, narrow)
+            held = width()
+            app.live.apply([edit("e2")])
+            await pilot.pause()
+            again = width()
+            app.live.apply([ev.EditDecided(session_id=SID, ts=at(8), edit_id="e2",
+                                           decision="approved", seq=101)])
+            for _ in range(20):
+                await pilot.pause(0.1)
+            narrow = width()
+        assert wide == held == again >= 60 > narrow, (wide, held, again, narrow)
 
 
 class TestFailure:

@@ -89,9 +89,8 @@ def test_transcript_imports_with_counts_diffs_and_original_times(tmp_path: Path,
     assert led.cache_write_tokens == s.usage["cache_creation_input_tokens"]
     assert led.token_usd > 0
     # Edits and commands: proposed, decided by the agent's own run, never a human intervention.
-    proposed = [e for e in events if isinstance(e, ev.EditProposed)]
-    files = [e for e in proposed if not e.path.startswith("$ ")]
-    commands = [e for e in proposed if e.path.startswith("$ ")]
+    files = [e for e in events if isinstance(e, ev.EditProposed)]  # commands are not edits
+    commands = [e for e in events if isinstance(e, ev.CommandProposed)]
     assert len(files) == s.counts["edits"] == 2 and len(commands) == s.counts["commands"] == 2
     decided = [e for e in events if isinstance(e, ev.EditDecided)]
     assert len(decided) == 4 and {(d.decision, d.by) for d in decided} == {("approved", "policy")}
@@ -104,7 +103,7 @@ def test_transcript_imports_with_counts_diffs_and_original_times(tmp_path: Path,
     assert "clipping" in {r.kind for r in edit.risks}
     notes = next(e for e in files if e.path == "PORTING.md")
     assert notes.before == "" and notes.after.startswith("# Port notes")
-    assert [c.after for c in commands] == ["ls *.py", "python train.py --steps 3"]
+    assert [c.command for c in commands] == ["ls *.py", "python train.py --steps 3"]
     result = next(e for e in events if isinstance(e, ev.AgentToolResult)
                   and e.call_id == "toolu_bash1")
     assert "accuracy=31.20" in result.content
@@ -151,8 +150,8 @@ def test_imported_session_replays_with_its_timing(tmp_path: Path, project: Path)
     ref = fold(events)
     assert end.counts == ref.counts and end.claims == ref.claims == 1
     assert {e.path: (e.status, e.applied) for e in end.edits.values()} == {
-        "$ .": ("approved", False), "train.py": ("approved", True),
-        "PORTING.md": ("approved", True)}
+        "train.py": ("approved", True), "PORTING.md": ("approved", True)}
+    assert [(c.cwd, c.status) for c in end.commands.values()] == [(".", "approved")] * 2
     assert at_edit.edits["edit-toolu_edit1"].applied
     assert "PORTING.md" not in {e.path for e in at_edit.edits.values()}
     assert end.interventions == 0 and end.verdict == "undecided"

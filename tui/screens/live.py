@@ -21,8 +21,9 @@ from portside.core.review import GateError, ReviewGate
 from portside.core.textsafe import clean_line
 
 from ..messages import AlarmSelected
-from ..model import SessionModel, clock
+from ..model import CommandView, SessionModel, clock
 from ..widgets.checks import ChecksPanel
+from ..widgets.command_card import CommandCard
 from ..widgets.diff_card import DiffCard
 from ..widgets.runs import RunsPanel
 from ..widgets.text_line import TextLine
@@ -33,6 +34,7 @@ from .help import HelpScreen
 # Log tails and status lines redraw at most this often: 10 frames a second keeps a flood
 # readable, and each frame skipped is one a key press need not wait behind.
 TICK_S = 0.1
+REVIEW_HOLD_S = 4.0  # the Agent column stays wide this long after the last decision
 CHART_S = 0.5
 FAILED_PREFIX = "engine failed"  # the engine's end reason when it raised (core/engine.py)  # the envelope chart is the costly redraw: at most twice a second
 
@@ -122,6 +124,7 @@ class LiveScreen(Screen[None]):
         self._labels_dirty: set[str] = set()
         self.failure: str = ""  # what failed, shown under the header until dismissed
         self.reviewing_layout = True  # the Agent column widens while an edit awaits a decision
+        self._review_idle_since: float | None = None
 
     # --- layout ------------------------------------------------------------------------------
 
@@ -185,14 +188,15 @@ class LiveScreen(Screen[None]):
                 case (ev.AlarmRaised() | ev.AlarmAcknowledged() | ev.AlarmCleared()
                       | ev.AlarmLocalized()):
                     self._alarms_dirty = True
-                case ev.EditProposed():
-                    card = transcript.add_event(e, self.model.edits[e.edit_id])
+                case ev.EditProposed() | ev.CommandProposed():
+                    item_id = _proposal_id(e)
+                    card = transcript.add_event(e, self.model.proposal(item_id))
                     if card is not None:
-                        self._shown_at.setdefault(e.edit_id, time.time())
-                        self.edit_order.append(e.edit_id)
-                        if self.current_edit is None or self.model.edits[
-                                self.current_edit].decided is not None:
-                            self._select_edit(e.edit_id, scroll=False)
+                        self._shown_at.setdefault(item_id, time.time())
+                        self.edit_order.append(item_id)
+                        current = self.model.proposal(self.current_edit or "")
+                        if current is None or current.decided is not None:
+                            self._select_edit(item_id, scroll=False)
                     self._renumber_cards()
                 case ev.EditDecided() | ev.EditApplied():
                     self._renumber_cards()
@@ -210,12 +214,26 @@ class LiveScreen(Screen[None]):
         # The header answers the reviewer's own actions: redraw it now, not on the next tick.
         self._update_header()
 
-    def _sync_reviewing(self) -> None:
-        """Widen the Agent column while an edit awaits the reviewer (a class change: one layout,
-        only when it flips)."""
-        waiting = any(v.decided is None for v in self.model.edits.values()) and not self.model.ended
-        self.query_one("#columns", Horizontal).set_class(waiting and self.reviewing_layout,
-                                                         "-reviewing")
+    def _sync_reviewing(self, settle: bool = False) -> None:
+        """Widen the Agent column while an edit awaits the reviewer, and keep it wide for
+        REVIEW_HOLD_S after the last decision: an agent proposes edits in bursts, and each
+        flip re-lays out and repaints every column at its new width (measured: most of the
+        time from a permission request to its card on screen). `settle` narrows at once."""
+        waiting = bool(self.model.undecided()) and not self.model.ended
+        columns = self.query_one("#columns", Horizontal)
+        if waiting and self.reviewing_layout:
+            self._review_idle_since = None
+            columns.add_class("-reviewing")
+            return
+        if not columns.has_class("-reviewing"):
+            return
+        now = time.monotonic()
+        if self._review_idle_since is None:
+            self._review_idle_since = now
+        if (settle or self.model.ended or not self.reviewing_layout
+                or now - self._review_idle_since >= REVIEW_HOLD_S):
+            columns.remove_class("-reviewing")
+            self._review_idle_since = None
 
     def show_failure(self, reason: str) -> None:
         """Keep the reason on screen until the reviewer dismisses it (a toast would go away)."""
@@ -258,11 +276,14 @@ class LiveScreen(Screen[None]):
             self.query_one(ChecksPanel).refresh_chart()
         self._update_header()
         self._tell_gate_shown()
+        if self._review_idle_since is not None:
+            self._sync_reviewing()
 
     def flush(self) -> None:
-        """Redraw everything now (tests and snapshots do not wait for the tick)."""
+        """Redraw everything now (tests and snapshots do not wait for the tick or the hold)."""
         self._last_chart = 0.0
         self.tick()
+        self._sync_reviewing(settle=True)
 
     def _tell_gate_shown(self) -> None:
         # The engine registers a pending item only when it starts waiting, which can be after
@@ -323,11 +344,13 @@ class LiveScreen(Screen[None]):
     # --- selection helpers -------------------------------------------------------------------
 
     def _renumber_cards(self) -> None:
+        # Edits and commands are numbered apart: "edit 2/3", "command 1/4".
         cards = self.query_one(Transcript).cards
-        total = len(self.edit_order)
-        for i, edit_id in enumerate(self.edit_order, 1):
-            if edit_id in cards:
-                cards[edit_id].refresh_status(i, total)
+        for group in (self.model.edits, self.model.commands):
+            ids = [i for i in self.edit_order if i in group]
+            for n, edit_id in enumerate(ids, 1):
+                if edit_id in cards:
+                    cards[edit_id].refresh_status(n, len(ids))
 
     def _select_edit(self, edit_id: str, scroll: bool = True) -> None:
         cards = self.query_one(Transcript).cards
@@ -337,7 +360,7 @@ class LiveScreen(Screen[None]):
         if scroll and edit_id in cards:
             self.query_one(Transcript).scroll_to_widget(cards[edit_id], animate=False, top=True)
 
-    def _card(self) -> DiffCard | None:
+    def _card(self) -> DiffCard | CommandCard | None:
         if self.current_edit is None:
             return None
         return self.query_one(Transcript).cards.get(self.current_edit)
@@ -350,7 +373,9 @@ class LiveScreen(Screen[None]):
         return pending[0].item_id if pending else self.current_edit
 
     def _edit_label(self, edit_id: str) -> str:
-        view = self.model.edits.get(edit_id)
+        view = self.model.proposal(edit_id)
+        if isinstance(view, CommandView):
+            return f"command $ {view.event.command} ({edit_id})"
         return f"{view.event.path} ({edit_id})" if view else edit_id
 
     # --- gate calls --------------------------------------------------------------------------
@@ -393,16 +418,20 @@ class LiveScreen(Screen[None]):
 
     def action_edit(self) -> None:
         edit_id = self._target_edit()
-        view = self.model.edits.get(edit_id or "")
+        view = self.model.proposal(edit_id or "")
         if edit_id is None or view is None:
             self.notify("no edit is waiting for a decision", severity="warning")
             return
+        if isinstance(view, CommandView):
+            path, text = f"$ {view.event.cwd}", view.event.command
+        else:
+            path, text = view.event.path, view.event.after
 
         def done(result: DialogResult | None) -> None:
             if result is not None and result.after is not None:
                 self._act("edited", self.gate.edit, edit_id, result.after, result.text)
 
-        self.app.push_screen(EditDialog(view.event.path, view.event.after), done)
+        self.app.push_screen(EditDialog(path, text), done)
 
     def action_message(self) -> None:
         def done(result: DialogResult | None) -> None:
@@ -587,7 +616,13 @@ class LiveScreen(Screen[None]):
     def on_descendant_focus(self, event: Any) -> None:
         # Focusing a card (click, tab) selects it for a / r / e.
         node: Any = event.widget if hasattr(event, "widget") else None
-        while node is not None and not isinstance(node, DiffCard):
+        while node is not None and not isinstance(node, DiffCard | CommandCard):
             node = node.parent
-        if isinstance(node, DiffCard) and node.edit_id != self.current_edit:
+        if isinstance(node, DiffCard | CommandCard) and node.edit_id != self.current_edit:
             self._select_edit(node.edit_id, scroll=False)
+
+
+def _proposal_id(e: ev.Event) -> str:
+    """The id a/r/e answer for an edit or a command proposal."""
+    cmd = ev.as_command(e)
+    return cmd.command_id if cmd is not None else e.edit_id  # type: ignore[attr-defined]

@@ -12,7 +12,8 @@ from textual.widgets import Static
 from portside.core import events as ev
 from portside.core.textsafe import clean_line
 
-from ..model import EditView
+from ..model import CommandView, EditView
+from .command_card import CommandCard
 from .diff_card import DiffCard
 
 TOOL_PREVIEW = 60
@@ -75,15 +76,17 @@ class Transcript(VerticalScroll, can_focus=True):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.calls: dict[str, ToolCall] = {}
-        self.cards: dict[str, DiffCard] = {}
+        self.cards: dict[str, DiffCard | CommandCard] = {}
 
-    def add_event(self, e: ev.Event, edit: EditView | None = None) -> DiffCard | None:
+    def add_event(self, e: ev.Event, edit: EditView | CommandView | None = None
+                  ) -> DiffCard | CommandCard | None:
         # Follow the conversation unless the reviewer scrolled up to read something.
         if self.scroll_y >= self.max_scroll_y - 1:
             self.call_after_refresh(self.scroll_end, animate=False)
         return self._add(e, edit)
 
-    def _add(self, e: ev.Event, edit: EditView | None) -> DiffCard | None:
+    def _add(self, e: ev.Event, edit: EditView | CommandView | None
+             ) -> DiffCard | CommandCard | None:
         match e:
             case ev.AgentText():
                 self.mount(Static(safe_text(e.text), classes="agent-text"))
@@ -100,7 +103,12 @@ class Transcript(VerticalScroll, can_focus=True):
                 t.append_text(safe_text(e.summary))
                 t.append("\nv verdict · the checks decide what the claim is worth", style="dim")
                 self.mount(Static(t, classes="agent-claim"))
-            case ev.EditProposed() if edit is not None:
+            case ev.CommandProposed() | ev.EditProposed() if isinstance(edit, CommandView):
+                command = CommandCard(edit, id=f"card-{_safe_id(edit.event.command_id)}")
+                self.cards[command.edit_id] = command
+                self.mount(command)
+                return command
+            case ev.EditProposed() if isinstance(edit, EditView):
                 card = DiffCard(edit, id=f"card-{_safe_id(e.edit_id)}")
                 self.cards[e.edit_id] = card
                 self.mount(card)

@@ -1,0 +1,89 @@
+"""A proposed shell command as a card: the command, where it runs and why, and the keys.
+
+Answered with the same keys as an edit (a / r / e); ``e`` edits the command itself. It has the
+``split`` / ``full`` switches of a diff card so the screen's view keys need no special case
+(a command has one view).
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from portside.core.textsafe import clean_line
+
+from ..model import CommandView
+
+
+class CommandCard(Vertical, can_focus=True):
+    split: reactive[bool] = reactive(False, repaint=False)
+    full: reactive[bool] = reactive(False, repaint=False)
+    selected: reactive[bool] = reactive(False)
+
+    def __init__(self, view: CommandView, *, id: str | None = None) -> None:
+        super().__init__(id=id, classes="diff-card command-card")
+        self.view = view
+        self.index = 1
+        self.total = 1
+        self._ready = False
+
+    @property
+    def edit_id(self) -> str:
+        """The id the gate's a / r / e answer (the command_id)."""
+        return self.view.event.command_id
+
+    def compose(self) -> ComposeResult:
+        e = self.view.event
+        yield Static(self._title(), classes="card-title")
+        where = Text("in ", style="dim")
+        where.append(clean_line(e.cwd or "."), style="#e5c07b")
+        if e.description:
+            where.append(" · ", style="dim")
+            where.append(clean_line(e.description))
+        yield Static(where, classes="card-rationale")
+        body = Text()
+        for i, line in enumerate(e.command.splitlines() or [""]):
+            body.append("$ " if i == 0 else "  ", style="bold #98c379")
+            body.append(clean_line(line) + "\n")
+        body.rstrip()
+        yield Static(body, classes="command-body")
+        yield Static(self._hint(), classes="card-hint")
+
+    def on_mount(self) -> None:
+        self._ready = True
+
+    def _title(self) -> Text:
+        t = Text()
+        t.append(f"command {self.index}/{self.total} ", style="bold")
+        first = (self.view.event.command.splitlines() or [""])[0]
+        t.append(clean_line(first, 60), style="bold #98c379")
+        status = self.view.status
+        style = "yellow" if self.view.decided is None else (
+            "green" if status == "approved" else "red" if status == "rejected" else "cyan")
+        t.append(f"  {status}", style=style)
+        return t
+
+    def _hint(self) -> Text:
+        if self.view.decided is not None:
+            return Text("")
+        return Text("a approve (run it) · r reject · e edit the command", style="dim")
+
+    def refresh_status(self, index: int | None = None, total: int | None = None) -> None:
+        if index is not None:
+            self.index = index
+        if total is not None:
+            self.total = total
+        self.set_class(self.view.decided is None, "pending")
+        if self._ready:
+            self.query_one(".card-title", Static).update(self._title())
+            self.query_one(".card-hint", Static).update(self._hint())
+
+    def watch_selected(self, selected: bool) -> None:
+        self.set_class(selected, "selected")
+
+    def visible_text(self) -> list[str]:
+        """The command's lines as shown (tests)."""
+        return [str(self.query_one(".command-body", Static).render())]
