@@ -18,6 +18,7 @@ from ..criteria import Criteria
 from .alarms import Alarm
 from .ranks import diverged
 from .records import RunRecords
+from .steps import increasing, index_of, intersect
 
 CLIP_SHARE_PP = 0.25  # clipped share differing by more than 25 points…
 CLIP_SHARE_RATIO = 3.0  # …or by more than 3x (and by at least 5 points)
@@ -83,8 +84,14 @@ def _clip_config(r: RunRecords) -> dict[str, Any]:
             "value_steps": int(cv.size),
             "clip_calls": float(np.median(calls)) if calls.size else None,
             "world_size": r.world_size,
-            "before_reduction": (float(np.mean(red == 0)) if red.size else None),
-            "rank_spread": rank_norm_spread(r)}
+            "before_reduction": (float(np.mean(red == 0)) if red.size else None)}
+
+
+def _with_spread(cfg: dict[str, Any], r: RunRecords) -> dict[str, Any]:
+    """`cfg` with its `rank_spread` (O(steps × ranks): computed only when asked, last key)."""
+    if "rank_spread" not in cfg:
+        cfg["rank_spread"] = rank_norm_spread(r)
+    return cfg
 
 
 def rank_norm_spread(r: RunRecords) -> float | None:
@@ -93,19 +100,76 @@ def rank_norm_spread(r: RunRecords) -> float | None:
     if len(r.ranks) < 2:
         return None
     runs = list(r.ranks.values())
+    memo = r._cache.get(("live",))
+    if memo is not None:
+        carried = _carried_spread(memo, r)
+        if carried is not _UNKNOWN:
+            return carried  # type: ignore[return-value]
+    m = min(x.n for x in runs)
+    first = runs[0].steps[:m]
+    if all(x.steps_increasing() and np.array_equal(x.steps[:m], first) for x in runs):
+        # The usual case, every rank stepped the same steps (some are ahead, live): the
+        # common ones are the first m, where every rank's clip is known.
+        both = np.ones(m, bool)
+        for x in runs:
+            both &= np.isfinite(x.max_norm[:m]) & np.isfinite(x.grad_norm[:m])
+        if not both.any():
+            return None
+        a = np.vstack([x.grad_norm[:m][both] for x in runs])
+        top = np.maximum(np.abs(a).max(axis=0), 1e-30)
+        return float(np.median((a.max(axis=0) - a.min(axis=0)) / top))
     common = None
     for x in runs:
         s = x.steps[np.isfinite(x.max_norm) & np.isfinite(x.grad_norm)]
-        common = s if common is None else np.intersect1d(common, s)
+        inc = x.steps_increasing()
+        common = s if common is None else intersect(common, s, inc, inc)
     if common is None or common.size == 0:
         return None
     norms = []
     for x in runs:
-        _, _, ix = np.intersect1d(common, x.steps, return_indices=True)
-        norms.append(x.grad_norm[ix])
+        norms.append(x.grad_norm[index_of(common, x.steps, x.steps_increasing())])
     a = np.vstack(norms)
     top = np.maximum(np.abs(a).max(axis=0), 1e-30)
     return float(np.median((a.max(axis=0) - a.min(axis=0)) / top))
+
+
+_UNKNOWN = object()
+
+
+def _carried_spread(memo: dict[Any, Any], r: RunRecords) -> object:
+    """rank_norm_spread on a live run's snapshot: the per-step spreads of earlier passes are
+    kept (rows are only appended), only new rows are added; _UNKNOWN when the ranks' steps
+    are not one increasing sequence (the general path then)."""
+    key = ("rank_spread", tuple(r.ranks))
+    st = memo.get(key) or {"m": 0, "vals": np.zeros(0), "seen": {}}
+    if st.get("off"):
+        return _UNKNOWN
+    runs = list(r.ranks.values())
+    m0, m = st["m"], min(x.n for x in runs)
+    if m < m0:
+        return _UNKNOWN
+    # Every rank's whole series increasing (rows past m too: a repeated step there would make
+    # the general path take another row), and all the same on the first m rows.
+    seen = st["seen"]
+    for k, x in r.ranks.items():
+        if not increasing(x.steps[max(seen.get(k, 0) - 1, 0):]):
+            memo[key] = {"off": True}
+            return _UNKNOWN
+        seen[k] = x.n
+    first = runs[0].steps[m0:m]
+    if not all(np.array_equal(x.steps[m0:m], first) for x in runs):
+        memo[key] = {"off": True}
+        return _UNKNOWN
+    both = np.ones(m - m0, bool)
+    for x in runs:
+        both &= np.isfinite(x.max_norm[m0:m]) & np.isfinite(x.grad_norm[m0:m])
+    if both.any():
+        a = np.vstack([x.grad_norm[m0:m][both] for x in runs])
+        top = np.maximum(np.abs(a).max(axis=0), 1e-30)
+        st["vals"] = np.concatenate((st["vals"], (a.max(axis=0) - a.min(axis=0)) / top))
+    st["m"] = m
+    memo[key] = st
+    return float(np.median(st["vals"])) if st["vals"].size else None
 
 
 def _same_values(a: list[float], b: list[float]) -> bool:
@@ -124,7 +188,8 @@ def check_clipping(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
     if not refs or cand.n == 0:
         return []
     last = int(cand.steps.max())
-    rs = [clip_config(r.upto(last)) for r in refs]
+    cuts = [r.upto(last) for r in refs]
+    rs = [clip_config(r) for r in cuts]
     cs = clip_config(cand)
     min_steps = 1 if final else max(criteria.drift.window, 5)
     ev: dict[str, Any] = {"candidate": cs, "references": rs}
@@ -133,6 +198,9 @@ def check_clipping(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
     ref_none_clip = all(s["clip_steps"] == 0 for s in rs)
 
     def alarm(reason: str, title: str, severity: str = "error") -> list[Alarm]:
+        _with_spread(cs, cand)
+        for s, r in zip(rs, cuts, strict=True):
+            _with_spread(s, r)
         return [Alarm("clipping-changed", severity, title, {**ev, "reason": reason},
                       key="clipping-changed")]
 
@@ -170,25 +238,30 @@ def check_clipping(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
                      f"reference {_fmt(sorted(ref_calls))} (e.g. per micro-batch)")
     waiting = not final and len(cand.ranks) < cand.world_size  # live: ranks still to come
     if (cs["clip_steps"] or cs["value_steps"]) and not waiting:
-        local = _before_reduction(cs, rs, diverged(cand))
+        local = _before_reduction(cs, rs, diverged(cand), cand, cuts)
         if local:
             return alarm("before-reduction", local)
     return []
 
 
-def _before_reduction(cs: dict[str, Any], rs: list[dict[str, Any]], cand_diverged: bool) -> str:
+def _before_reduction(cs: dict[str, Any], rs: list[dict[str, Any]], cand_diverged: bool,
+                      cand: RunRecords, cuts: list[RunRecords]) -> str:
     """Why the candidate clips per-rank gradients before they are reduced, or ''."""
     if cs["world_size"] < 2 or cand_diverged:
         return ""  # ranks that never reduce at all: ranks-diverged names that cause
     ref_after = all(s["world_size"] < 2 or (s["before_reduction"] or 0.0) < 0.5 for s in rs)
+    _with_spread(cs, cand)
     if ref_after and (cs["before_reduction"] or 0.0) >= 0.5:
         spread = cs["rank_spread"]
         tail = f"; per-rank clip norms differ by {spread:.2g} (relative)" if spread else ""
         return ("clipping runs on each rank's own gradients before they are reduced "
                 f"(reference clips after the reduction){tail}")
     spread = cs["rank_spread"]
-    ref_same = all((s["rank_spread"] or 0.0) <= RANK_SAME for s in rs)
-    if spread is not None and spread > RANK_SPREAD and ref_same:
+    if spread is None or spread <= RANK_SPREAD:
+        return ""
+    ref_same = all((_with_spread(s, r)["rank_spread"] or 0.0) <= RANK_SAME
+                   for s, r in zip(rs, cuts, strict=True))
+    if ref_same:
         return (f"per-rank clip norms differ by {spread:.2g} (relative) while the reference's "
                 "are identical: clipping runs before the gradients are reduced")
     return ""

@@ -4,6 +4,7 @@ speed. All vectorised; every function is pure and safe on partial series."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from ..criteria import Criteria
 from .alarms import Alarm
 from .progress import align, has_progress, map_to, steps_per_epoch
 from .records import RunRecords
+from .steps import index_of, intersect
 
 SPARK_POINTS = 48
 LR_RTOL = 1e-6  # float noise between schedulers computing the same lr
@@ -26,17 +28,20 @@ def common_steps(runs: list[RunRecords]) -> tuple[np.ndarray, list[slice | np.nd
     if not runs:
         return np.zeros(0, np.int64), []
     # Fast path: every run logs 0..n-1 (the usual case) — the common steps are a prefix.
+    # (n strictly increasing ints from 0 to n-1 are 0..n-1.)
     if all(r.n == 0 or (r.steps[0] == 0 and r.steps[-1] == r.n - 1) for r in runs) and all(
-            r.n < 2 or bool(np.all(np.diff(r.steps) == 1)) for r in runs):
+            r.steps_increasing() for r in runs):
         k = min(r.n for r in runs)
         return np.arange(k, dtype=np.int64), [slice(0, k) for _ in runs]
     common = runs[0].steps
+    inc = runs[0].steps_increasing()
     for r in runs[1:]:
-        common = np.intersect1d(common, r.steps)
+        common = intersect(common, r.steps, inc, r.steps_increasing())
+        inc = True  # sorted and unique from here on
     out: list[slice | np.ndarray] = []
     for r in runs:
-        _, _, ir = np.intersect1d(common, r.steps, return_indices=True)
-        out.append(ir)
+        out.append(index_of(common, r.steps, r.steps_increasing()) if inc
+                   else np.intersect1d(common, r.steps, return_indices=True)[2])
     return common, out
 
 
@@ -63,6 +68,87 @@ def rolling_mean(x: np.ndarray, w: int) -> np.ndarray:
         mean = (cs[hi] - cs[lo]) / cnt
     mean[cnt == 0] = np.nan
     return mean
+
+
+class _Buf:
+    """An array that grows at its end (capacity doubling); `view()` is read-only."""
+
+    def __init__(self, dtype: Any, first: Any = ()) -> None:
+        self.a = np.zeros(1024, dtype)
+        self.n = 0
+        self.extend(np.asarray(first, dtype))
+
+    def extend(self, v: np.ndarray) -> None:
+        if self.n + v.size > self.a.size:
+            bigger = np.zeros(max(2 * self.a.size, self.n + v.size), self.a.dtype)
+            bigger[: self.n] = self.a[: self.n]
+            self.a = bigger  # views handed out keep the old array: they never change
+        self.a[self.n: self.n + v.size] = v
+        self.n += v.size
+
+    def accumulate(self, v: np.ndarray) -> None:
+        """Extend by the running sum of v continued from the last value, with the very
+        additions np.cumsum makes over the whole (it adds in order): the same bits."""
+        if self.n == 0:
+            self.extend(np.cumsum(v))
+        else:
+            self.extend(np.cumsum(np.concatenate((self.a[self.n - 1: self.n], v)))[1:])
+
+    def view(self) -> np.ndarray:
+        out = self.a[: self.n]
+        out.flags.writeable = False
+        return out
+
+
+def smoothed(r: RunRecords, name: str, w: int) -> np.ndarray:
+    """`rolling_mean(r.series(name), w)`. On a live run's snapshot (records_live.py) the
+    sums are carried from the last pass and only the new steps are added: O(new), with
+    rolling_mean's arithmetic, so the values are the same to the bit."""
+    x = r.series(name)
+    memo: dict[Any, Any] | None = r._cache.get(("live",))
+    if memo is None or w <= 1 or x.size == 0:
+        return rolling_mean(x, w)
+    key = ("roll", name, w)
+    st = memo.get(key)
+    n0 = 0 if st is None else st["n"]
+    new = x[n0:]
+    fast = (st is None or st["fast"]) and bool(np.isfinite(new).all())
+    if st is None or n0 > x.size or (st["fast"] and not fast):
+        # rolling_mean takes another formula once a value is not finite: start again with it
+        fast = bool(np.isfinite(x).all())
+        st, n0, new = {"n": 0, "fast": fast, "out": _Buf(np.float64)}, 0, x
+        if not fast:  # as rolling_mean builds them: a leading 0, then the sums
+            st["cs"], st["cn"] = _Buf(np.float64, [0.0]), _Buf(np.int64, [0])
+        else:
+            st["cs"] = _Buf(np.float64)
+    i = np.arange(n0, x.size)
+    if fast:
+        st["cs"].accumulate(new)
+        cs = st["cs"].a
+        part = np.empty(i.size)
+        small = i < w
+        part[small] = cs[i[small]] / (i[small] + 1).astype(np.float64)
+        big = i[~small]
+        part[~small] = (cs[big] - cs[big - w]) / w
+    else:
+        fin = np.isfinite(new)
+        if n0 == 0:  # the first sum is the first value itself (0.0 + -0.0 is 0.0)
+            st["cs"].extend(np.cumsum(np.where(fin, new, 0.0)))
+            st["cn"].extend(np.cumsum(fin))
+        else:
+            st["cs"].accumulate(np.where(fin, new, 0.0))
+            st["cn"].accumulate(fin.astype(np.int64))
+        cs, cn = st["cs"].a, st["cn"].a
+        hi = i + 1
+        lo = np.maximum(hi - w, 0)
+        cnt = (cn[hi] - cn[lo]).astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            part = (cs[hi] - cs[lo]) / cnt
+        part[cnt == 0] = np.nan
+    st["out"].extend(part)
+    st["n"] = x.size
+    memo[key] = st
+    return st["out"].view()
 
 
 def step_noise(x: np.ndarray, w: int) -> np.ndarray:
@@ -137,10 +223,22 @@ def sample_gap(runs: list[RunRecords], name: str) -> int:
     every 50 steps is mostly empty, which would blind the drift check to it."""
     gap = 1
     for r in runs:
-        at = np.flatnonzero(np.isfinite(r.series(name)))
-        if at.size >= 2:
-            gap = max(gap, int(np.median(np.diff(at))))
+        gap = max(gap, _gap(r, name))
     return gap
+
+
+def _gap(r: RunRecords, name: str) -> int:
+    key = ("gap", name, r.n)  # memoised: references are asked on every live pass
+    val = r._cache.get(key)
+    if val is None:
+        fin = np.isfinite(r.series(name))
+        val = 1
+        if not fin.all():  # a value at every step: the gap is 1 without the median
+            at = np.flatnonzero(fin)
+            if at.size >= 2:
+                val = int(np.median(np.diff(at)))
+        r._cache[key] = val
+    return max(val, 1)
 
 
 def _sparse_noise(x: np.ndarray, w: int, gap: int) -> np.ndarray:
@@ -177,57 +275,123 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
         return []
     noise_w = max(4 * dc.smooth, 20)
     c_smooth = _progress_smooth(cand, refs, dc.smooth) if al.mode == "progress" else dc.smooth
+    memo: dict[Any, Any] | None = cand._cache.get(("live",))
+    if memo is None:
+        memo = {}  # not a live snapshot: nothing is carried
+    k = steps.size
+    # A live run judged by step (every selector the prefix 0..k-1): each point's verdict is
+    # fixed once its step is in every run, so a pass need only look at the new points and the
+    # `window` before them for a long excursion; the full evidence is built when there is one.
+    tail = ("live",) in cand._cache and al.mode == "step" and all(
+        isinstance(s, slice) and s.start in (0, None) for s in idx)
     alarms = []
     for name in dc.series:
         # A thinned series is smoothed over `smooth` of its values, not steps, and must stay
         # out for a few of its values: the same test, counted in samples.
         gap = sample_gap([cand, *refs], name)
         window = dc.window if gap == 1 else max(dc.window, 2 * gap)
-        c_s = rolling_mean(cand.series(name), c_smooth * gap)[idx[0]]
-        env = _envelope(refs, idx[1:], name, dc.smooth * gap, noise_w if dc.noise_z else 0, gap)
-        if env is None or not np.isfinite(c_s).any():
-            continue  # the series is not reported by one side
-        lo, hi, sigma = env
-        widen = dc.rtol * np.maximum(np.abs(lo), np.abs(hi)) + dc.atol
-        if dc.noise_z:
-            n_eff = np.clip(np.arange(1, steps.size + 1) / gap, 1, dc.smooth)
-            widen = widen + dc.noise_z * sigma / np.sqrt(n_eff)
-        elo, ehi = lo - widen, hi + widen
-        with np.errstate(invalid="ignore"):
-            excess = np.maximum(c_s - ehi, elo - c_s)  # > 0 outside; NaN where unknown
-        out = excess > 0
-        starts, ends = true_runs(out)
-        long = (ends - starts) >= window
-        if not long.any():
+        how = _How(name, c_smooth, gap, window, noise_w)
+        key = ("drift", dc.rtol, dc.atol, dc.smooth, dc.noise_z, how)
+        seen = memo.get(key) if tail else None
+        if seen is not None and seen[1] == tuple(map(id, refs)) and seen[0] <= k:
+            a = max(0, seen[0] - window)
+            if not _long_excursion(refs, cand, dc, how, a, k):
+                memo[key] = (k, seen[1], refs)  # refs kept: their ids stay theirs
+                continue
+        found = _drift_alarm(refs, cand, dc, how, al)
+        if found is None:
+            if tail:
+                memo[key] = (k, tuple(map(id, refs)), refs)
             continue
-        s0, e0 = starts[long], ends[long]
-        first = int(s0[0])
-        # Worst point over the qualifying runs, relative to the envelope's scale.
-        in_long = np.zeros(steps.size, bool)
-        for a, b in zip(s0, e0, strict=True):
-            in_long[a:b] = True
-        scale = np.maximum(np.abs(ehi - elo), np.abs(hi)) + dc.atol
-        rel = np.where(in_long, excess / scale, -np.inf)
-        worst = int(np.argmax(rel))
-        direction = "above" if c_s[first] > ehi[first] else "below"
-        alarms.append(Alarm(
-            "numeric-drift", "error",
-            f"{name} leaves the reference envelope from step {int(steps[first])} "
-            f"({direction}, {int(in_long.sum())} steps out)",
-            {
-                "series": name, "first_step": int(steps[first]),
-                "alarm_step": int(steps[first + window - 1]),
-                "worst_step": int(steps[worst]), "direction": direction,
-                "steps_out": int(in_long.sum()), "window": window, "smooth": dc.smooth * gap,
-                "sample_gap": gap,
-                "value_first": _f(c_s[first]), "envelope_first": [_f(elo[first]), _f(ehi[first])],
-                "value_worst": _f(c_s[worst]), "envelope_worst": [_f(elo[worst]), _f(ehi[worst])],
-                "reference_runs": len(refs), "aligned_by": al.mode,
-                "spark": {"steps": downsample(steps), "candidate": downsample(c_s),
-                          "lo": downsample(elo), "hi": downsample(ehi)},
-            },
-            key=f"numeric-drift:{name}"))
+        alarms.append(found)
     return alarms
+
+
+@dataclass(frozen=True)
+class _How:
+    """How one series is judged: its name, the candidate's smoothing, the sample gap, the
+    window (in steps) and the noise window."""
+    name: str
+    c_smooth: int
+    gap: int
+    window: int
+    noise_w: int
+
+
+def _excess(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
+            sel_c: slice | np.ndarray, sel_r: list[slice | np.ndarray], n_at: np.ndarray,
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Smoothed candidate, widened envelope (lo, hi), raw hi and the excess over it at the
+    selected points; n_at: each point's position in the compared series (from 1). None when
+    one side does not report the series."""
+    g = how.gap
+    c_s = smoothed(cand, how.name, how.c_smooth * g)[sel_c]
+    env = _envelope(refs, sel_r, how.name, dc.smooth * g, how.noise_w if dc.noise_z else 0, g)
+    if env is None or not np.isfinite(c_s).any():
+        return None
+    lo, hi, sigma = env
+    widen = dc.rtol * np.maximum(np.abs(lo), np.abs(hi)) + dc.atol
+    if dc.noise_z:
+        n_eff = np.clip(n_at / g, 1, dc.smooth)
+        widen = widen + dc.noise_z * sigma / np.sqrt(n_eff)
+    elo, ehi = lo - widen, hi + widen
+    with np.errstate(invalid="ignore"):
+        excess = np.maximum(c_s - ehi, elo - c_s)  # > 0 outside; NaN where unknown
+    return c_s, elo, ehi, hi, excess
+
+
+def _long_excursion(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How, a: int,
+                    k: int) -> bool:
+    """`window` consecutive points outside among points a..k-1 (the same values as the
+    whole series has there: smoothing is causal, the envelope is per point)."""
+    got = _excess(refs, cand, dc, how, slice(a, k), [slice(a, k)] * len(refs),
+                  np.arange(a + 1, k + 1))
+    if got is None:
+        return False  # nothing to compare here: nothing outside here
+    starts, ends = true_runs(got[4] > 0)
+    return bool(((ends - starts) >= how.window).any())
+
+
+def _drift_alarm(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
+                 al: Any) -> Alarm | None:
+    """The drift alarm of one series over the whole aligned series, or None."""
+    steps, idx = al.steps, al.sel
+    name, window, gap = how.name, how.window, how.gap
+    got = _excess(refs, cand, dc, how, idx[0], idx[1:], np.arange(1, steps.size + 1))
+    if got is None:
+        return None  # the series is not reported by one side
+    c_s, elo, ehi, hi, excess = got
+    starts, ends = true_runs(excess > 0)
+    long = (ends - starts) >= window
+    if not long.any():
+        return None
+    s0, e0 = starts[long], ends[long]
+    first = int(s0[0])
+    # Worst point over the qualifying runs, relative to the envelope's scale.
+    in_long = np.zeros(steps.size, bool)
+    for a, b in zip(s0, e0, strict=True):
+        in_long[a:b] = True
+    scale = np.maximum(np.abs(ehi - elo), np.abs(hi)) + dc.atol
+    rel = np.where(in_long, excess / scale, -np.inf)
+    worst = int(np.argmax(rel))
+    direction = "above" if c_s[first] > ehi[first] else "below"
+    return Alarm(
+        "numeric-drift", "error",
+        f"{name} leaves the reference envelope from step {int(steps[first])} "
+        f"({direction}, {int(in_long.sum())} steps out)",
+        {
+            "series": name, "first_step": int(steps[first]),
+            "alarm_step": int(steps[first + window - 1]),
+            "worst_step": int(steps[worst]), "direction": direction,
+            "steps_out": int(in_long.sum()), "window": window, "smooth": dc.smooth * gap,
+            "sample_gap": gap,
+            "value_first": _f(c_s[first]), "envelope_first": [_f(elo[first]), _f(ehi[first])],
+            "value_worst": _f(c_s[worst]), "envelope_worst": [_f(elo[worst]), _f(ehi[worst])],
+            "reference_runs": len(refs), "aligned_by": al.mode,
+            "spark": {"steps": downsample(steps), "candidate": downsample(c_s),
+                      "lo": downsample(elo), "hi": downsample(ehi)},
+        },
+        key=f"numeric-drift:{name}")
 
 
 def _progress_smooth(cand: RunRecords, refs: list[RunRecords], smooth: int) -> int:

@@ -47,12 +47,26 @@ def progress(r: RunRecords) -> np.ndarray:
 def steps_per_epoch(r: RunRecords, attempted: bool = False) -> dict[int, int]:
     """Step records per epoch (the last one may be partial in a live run); with `attempted`,
     plus the steps the GradScaler skipped (they consumed batches but updated nothing)."""
+    key = ("steps_per_epoch", attempted)
+    val = r._cache.get(key)
+    if val is None:
+        val = r._cache[key] = _steps_per_epoch(r, attempted)
+    return val
+
+
+def _steps_per_epoch(r: RunRecords, attempted: bool) -> dict[int, int]:
     if not has_progress(r):
         return {}
     ep = r.col("epoch").astype(np.int64)
     w = np.nan_to_num(r.col("skipped")) + 1 if attempted else None
-    uniq, inv = np.unique(ep, return_inverse=True)
-    counts = np.bincount(inv, weights=w)
+    if ep.size and bool((ep[1:] >= ep[:-1]).all()):  # the usual order: runs, no hashing
+        starts = np.flatnonzero(np.concatenate(([True], ep[1:] != ep[:-1])))
+        uniq = ep[starts]
+        counts = (np.diff(np.append(starts, ep.size)).astype(np.float64) if w is None
+                  else np.add.reduceat(w, starts))
+    else:
+        uniq, inv = np.unique(ep, return_inverse=True)
+        counts = np.bincount(inv, weights=w)
     return {int(e): int(round(c)) for e, c in zip(uniq, counts, strict=True)}
 
 
@@ -69,7 +83,8 @@ def differs(cand: RunRecords, refs: list[RunRecords]) -> bool:
         if r.n and r.col("epoch_batches")[0] != nb:
             return True
         rs = steps_per_epoch(r, attempted=True)
-        if any(c[e] != rs[e] for e in c if e in rs and e != max(c) and e != max(rs)):
+        last_c, last_r = max(c), max(rs, default=None)
+        if any(c[e] != rs[e] for e in c if e in rs and e != last_c and e != last_r):
             return True
     return False
 

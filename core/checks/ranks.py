@@ -22,26 +22,34 @@ from .batch import batch_ratio
 from .numeric import common_steps
 from .progress import align
 from .records import RunRecords
+from .steps import index_of, intersect
 
 PARAM_RTOL = 1e-5  # float noise of a float64 sum over identical float32 parameters is ~0
 
 
 def rank_divergence(r: RunRecords) -> dict[str, Any] | None:
     """Relative spread of the ranks' parameter checksums at each checked step; None when fewer
-    than two ranks report checksums."""
+    than two ranks report checksums. Memoised per run (asked twice per call of the checks)."""
+    key = ("rank_divergence",)
+    if key not in r._cache:
+        r._cache[key] = _rank_divergence(r)
+    return r._cache[key]
+
+
+def _rank_divergence(r: RunRecords) -> dict[str, Any] | None:
     runs = {k: x for k, x in r.ranks.items() if np.isfinite(x.col("param_sum")).any()}
     if len(runs) < 2:
         return None
     common = None
     for x in runs.values():
         s = x.steps[np.isfinite(x.col("param_sum"))]
-        common = s if common is None else np.intersect1d(common, s)
+        inc = x.steps_increasing()
+        common = s if common is None else intersect(common, s, inc, inc)
     if common is None or common.size == 0:
         return None
     sums = {}
     for k, x in runs.items():
-        _, _, ix = np.intersect1d(common, x.steps, return_indices=True)
-        sums[k] = x.col("param_sum")[ix]
+        sums[k] = x.col("param_sum")[index_of(common, x.steps, x.steps_increasing())]
     a = np.vstack(list(sums.values()))
     scale = np.maximum(np.abs(a).max(axis=0), 1.0)
     spread = (a.max(axis=0) - a.min(axis=0)) / scale

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import events as ev
+from .steps import increasing
 
 # One number parser for every reader of records (checks, metrics table, chart).
 to_float = ev.record_number
@@ -92,6 +93,13 @@ class RunRecords:
     def world_size(self) -> int:
         ws = (self.facts or {}).get("world_size")
         return max(int(ws) if isinstance(ws, int) else 1, len(self.ranks) or 1)
+
+    def steps_increasing(self) -> bool:
+        """Steps strictly increasing (memoised: the checks ask on every live pass)."""
+        v = self._cache.get(("increasing",))
+        if v is None:
+            v = self._cache[("increasing",)] = increasing(self.steps)
+        return v
 
     def last_metric(self, name: str) -> float | None:
         vals = self.metrics.get(name)
@@ -221,11 +229,14 @@ class RunRecords:
     def upto(self, last_step: int) -> RunRecords:
         """The step series cut at `last_step` (inclusive); facts, exit and end are dropped —
         used to compare references with a live candidate over the same range."""
-        k = int(np.searchsorted(self.steps, last_step, side="right")) if _sorted(self.steps) \
+        ordered = self._cache.get(("sorted",))
+        if ordered is None:
+            ordered = self._cache[("sorted",)] = _sorted(self.steps)
+        k = int(np.searchsorted(self.steps, last_step, side="right")) if ordered \
             else int(np.count_nonzero(self.steps <= last_step))
         if k == self.n:
             return self
-        if not _sorted(self.steps):
+        if not ordered:
             m = self.steps <= last_step
             pick = lambda a: a[m]  # noqa: E731
         else:

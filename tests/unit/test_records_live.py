@@ -1,0 +1,358 @@
+"""The live checker's incremental records (core/checks/records_live.py) against the full rebuild.
+
+Ground truth: `RunRecords.from_records` on the whole stream so far (the implementation the live
+checker used before, and the one every finished run still goes through). Property tests: random
+record streams (ranks, epochs with drop_last-like step counts, missing fields, numeric strings,
+non-finite strings, counter resets, odd ranks) fed in random chunk sizes give the same records,
+field by field, after every chunk — and earlier snapshots stay equal to their prefix after later
+chunks (they share the growing arrays) — and the same alarms, live and final.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from portside.core.checks import RunEnd, RunRecords, jsonable, run_checks
+from portside.core.checks.clipping import rank_norm_spread
+from portside.core.checks.numeric import rolling_mean, smoothed
+from portside.core.checks.records import EXTRA
+from portside.core.checks.records_live import LiveRecords
+from portside.core.checks.steps import index_of, intersect
+from portside.core.criteria import DEFAULT_CRITERIA
+
+OK = RunEnd(exit_code=0, wall_s=1.0)
+
+
+def same(a: RunRecords, b: RunRecords, where: str = "run") -> None:
+    for f in dataclasses.fields(RunRecords):
+        if f.name == "_cache":
+            continue
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert isinstance(y, np.ndarray), f"{where}.{f.name}"
+            assert (x.dtype, x.shape) == (y.dtype, y.shape), f"{where}.{f.name}"
+            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f"{where}.{f.name}"
+        elif f.name == "extra":
+            assert list(x) == list(y), f"{where}.extra keys"
+            for k in x:
+                assert x[k].shape == y[k].shape and np.array_equal(x[k], y[k], equal_nan=True), \
+                    f"{where}.extra[{k}]"
+        elif f.name == "ranks":
+            assert list(x) == list(y), f"{where}.ranks keys"
+            for k in x:
+                same(x[k], y[k], f"{where}.ranks[{k}]")
+        else:  # repr: NaN-aware, and the order of keys counts
+            assert repr(x) == repr(y), f"{where}.{f.name}"
+
+
+def alarms_text(alarms: list) -> list[str]:
+    return [json.dumps({"kind": a.kind, "key": a.key, "severity": a.severity, "title": a.title,
+                        "evidence": jsonable(a.evidence)}, sort_keys=True, default=repr)
+            for a in alarms]
+
+
+def feed(records: list[dict], cuts: list[int], end: RunEnd | None = None,
+         judge=None) -> None:
+    """Feed records in chunks at `cuts`; after each chunk the snapshot equals the rebuild of
+    the prefix (and judges the same); at the end every kept snapshot still does."""
+    live = LiveRecords()
+    kept: list[tuple[int, RunRecords]] = []
+    bounds = sorted({c for c in cuts if 0 < c < len(records)}) + [len(records)]
+    lo = 0
+    for hi in bounds:
+        live.add(records[lo:hi])
+        lo = hi
+        e = end if hi == len(records) else None
+        snap = live.snapshot(e, "cand")
+        full = RunRecords.from_records(records[:hi], e, "cand")
+        same(snap, full)
+        if judge is not None:
+            assert alarms_text(judge(snap, e is not None)) == alarms_text(judge(full, e is not None))
+        kept.append((hi, snap))
+    for hi, snap in kept:
+        same(snap, RunRecords.from_records(records[:hi], end if hi == len(records) else None,
+                                           "cand"))
+
+
+# --- random streams: every field form FORMAT.md allows, and some it does not --------------
+
+numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64),
+                    st.integers(-10**6, 10**6))
+values = st.one_of(st.none(), numbers, st.sampled_from(["nan", "inf", "-inf", " NaN ", "1.5",
+                                                        "-2", "1e-3", "abc", ""]),
+                   st.floats(-1e3, 1e3).map(repr))
+extra_values = st.one_of(st.none(), numbers, st.booleans(),
+                         st.sampled_from(["nan", "inf", "2", "0.5", "x"]))
+ranks = st.sampled_from([0, 0, 0, 1, 2, 3, None, "r", True, "absent"])
+lrs = st.one_of(values, st.lists(values, max_size=3))
+
+
+@st.composite
+def step_record(draw: st.DrawFn, palette: list) -> dict:
+    rec: dict = {"type": "step"}
+    rank = draw(st.sampled_from(palette))
+    if rank != "absent":
+        rec["rank"] = rank
+    how = draw(st.sampled_from(["int", "int", "str", "absent"]))
+    if how != "absent":
+        s = draw(st.integers(0, 50))
+        rec["step"] = str(s) if how == "str" else s
+    for key in ("loss", "grad_norm", "max_norm", "step_s", "compiles", "compile_s"):
+        if draw(st.booleans()):
+            rec[key] = draw(values)
+    if draw(st.booleans()):
+        rec["lr"] = draw(lrs)
+    for key in draw(st.lists(st.sampled_from(EXTRA), max_size=4, unique=True)):
+        rec[key] = draw(extra_values)
+    return rec
+
+
+other_record = st.one_of(
+    st.fixed_dictionaries({"type": st.just("metric"), "name": st.sampled_from(["acc", "", "loss"]),
+                           "value": values}),
+    st.fixed_dictionaries({"type": st.just("facts"), "rank": ranks, "backend": st.just("cpu"),
+                           "world_size": st.sampled_from([1, 2, 4]),
+                           "n": st.integers(0, 9)}),
+    st.fixed_dictionaries({"type": st.just("exit"), "rank": ranks, "compiles": values}),
+    st.fixed_dictionaries({"type": st.sampled_from(["probe-error", "other"]),
+                           "line": st.just("x")}),
+    st.just({"no": "type"}),
+)
+
+@st.composite
+def streams(draw: st.DrawFn) -> list[dict]:
+    # The ranks one stream uses: some streams have no int rank at all (then every group is
+    # joined, and a record without a step takes its place in the joined list).
+    palette = draw(st.lists(ranks, min_size=1, max_size=3))
+    steps = step_record(palette)
+    return draw(st.lists(st.one_of(steps, steps, steps, other_record), max_size=60))
+
+
+cuts = st.lists(st.integers(0, 60), max_size=8)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), cuts)
+@example([{"type": "step", "rank": None, "step": 5}, {"type": "step", "rank": "r"},
+          {"type": "step", "rank": None}], [1, 2])  # no int rank: positions in the joined list
+def test_random_streams_fold_to_the_rebuild(records: list[dict], at: list[int]) -> None:
+    feed(records, at, OK)
+
+
+@settings(max_examples=150, deadline=None)
+@given(streams(), cuts)
+def test_random_streams_judge_the_same(records: list[dict], at: list[int]) -> None:
+    ref = RunRecords.from_records([r for r in records if r.get("type") == "step"], OK, "ref")
+    feed(records, at, OK, lambda c, final: run_checks(
+        [ref], c, DEFAULT_CRITERIA, "cpu", final))
+
+
+# --- realistic streams: ranks, epochs, drop_last, planted faults -------------------------
+
+
+def training(seed: int, world: int, per_epoch: int, epochs: int, *, drift_at: int | None = None,
+             lr_change: bool = False, clip: float | None = 1.0, nan_at: int | None = None,
+             reset_at: int | None = None, bump: tuple[int, int] = (0, 0)) -> list[dict]:
+    """A multi-rank run as the probe writes it: facts per rank, then the ranks' step records
+    interleaved in bursts, output-parsed metrics, exit records."""
+    rng = np.random.default_rng(seed)
+    out: list[dict] = [{"type": "facts", "rank": r, "backend": "cpu", "device_kind": "CPU",
+                        "device_name": "cpu", "device_count": 1, "world_size": world,
+                        "param_devices": [f"cpu:{r}"]} for r in range(world)]
+    n = per_epoch * epochs
+    burst: list[dict] = []
+    for k in range(n):
+        e, b = divmod(k, per_epoch)
+        loss = 2.0 * math.exp(-k / n * 3) + 0.1 + 0.02 * rng.standard_normal()
+        if drift_at is not None and k >= drift_at or bump[0] <= k < bump[1]:
+            loss *= 1.5
+        gn = 0.8 + 0.3 * rng.random()
+        step = k - reset_at if reset_at is not None and k >= reset_at else k
+        for r in range(world):
+            rec = {"type": "step", "rank": r, "step": step,
+                   "loss": "nan" if nan_at == k else loss + 1e-3 * r,
+                   "grad_norm": gn, "max_norm": clip, "lr": [0.1 * 0.5 ** (e if not lr_change
+                                                                            else e + 1)],
+                   "epoch": e, "batch": b + 1, "epoch_batches": per_epoch, "samples": 32,
+                   "step_s": 0.01, "compiles": 2 if k else 1, "compile_s": 0.0,
+                   "param_sum": 100.0 + k * 1e-3 if k % 5 == 0 else None, "clip_calls": 1,
+                   "clip_reduced": True}
+            if rng.random() < 0.05:
+                del rec["grad_norm"]  # a missing field
+            if rng.random() < 0.05:
+                rec["loss"] = str(rec["loss"])  # a numeric string
+            burst.append(rec)
+        if rng.random() < 0.3 or k == n - 1:
+            # ranks' files are read in any order within a poll; each rank's in its order
+            order = [rec["rank"] for rec in burst]
+            rng.shuffle(order)
+            per = {r: iter([x for x in burst if x["rank"] == r]) for r in range(world)}
+            out += [next(per[r]) for r in order]
+            burst = []
+        if b == per_epoch - 1:
+            out.append({"type": "metric", "name": "accuracy", "value": 90 + rng.random(),
+                        "source": "output"})
+    out += [{"type": "exit", "rank": r, "compiles": 2} for r in range(world)]
+    return out
+
+
+REFS = [RunRecords.from_records(training(s, 4, 63, 6), OK, f"ref{s}") for s in (1, 2)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), per_epoch=st.sampled_from([62, 63]),
+       world=st.sampled_from([1, 2, 4]),
+       fault=st.sampled_from([None, "drift", "lr", "clip", "nan", "reset"]),
+       at=st.lists(st.integers(0, 6 * 63 * 4), max_size=12))
+def test_training_streams_judge_the_same(seed: int, per_epoch: int, world: int,
+                                         fault: str | None, at: list[int]) -> None:
+    recs = training(seed, world, per_epoch, 6, drift_at=200 if fault == "drift" else None,
+                    lr_change=fault == "lr", clip=0.05 if fault == "clip" else 1.0,
+                    nan_at=300 if fault == "nan" else None,
+                    reset_at=150 if fault == "reset" else None)
+    feed(recs, at, OK, lambda c, final: run_checks(REFS, c, DEFAULT_CRITERIA, "cpu", final))
+
+
+@pytest.mark.parametrize("fault, kind", [("drift", "numeric-drift"), ("lr", "lr-schedule-changed"),
+                                         ("clip", "clipping-changed"), ("nan", "non-finite")])
+def test_training_faults_are_found_live(fault: str, kind: str) -> None:
+    # The equality tests above would pass on a fold that sees nothing: the planted faults are
+    # raised from the live snapshots too, before the run ends.
+    recs = training(7, 4, 62, 6, drift_at=200 if fault == "drift" else None,
+                    lr_change=fault == "lr", clip=0.05 if fault == "clip" else 1.0,
+                    nan_at=300 if fault == "nan" else None)
+    live = LiveRecords()
+    seen: set[str] = set()
+    for i in range(0, len(recs) - 8, 97):
+        live.add(recs[i:i + 97])
+        seen |= {a.kind for a in run_checks(REFS, live.snapshot(None, "c"), DEFAULT_CRITERIA,
+                                            "cpu", False)}
+    assert kind in seen
+
+
+def test_snapshot_arrays_are_read_only_views() -> None:
+    live = LiveRecords()
+    live.add(training(3, 2, 10, 1))
+    snap = live.snapshot()
+    with pytest.raises(ValueError):
+        snap.loss[0] = 1.0
+    live.add(training(4, 2, 10, 3))  # grows past the first capacity: the old views hold
+    same(snap, RunRecords.from_records(training(3, 2, 10, 1)))
+
+
+def test_parse_error_raises_like_the_rebuild_and_adds_nothing() -> None:
+    bad = [{"type": "step", "step": 0, "loss": 1.0}, {"type": "step", "step": "1.5"}]
+    with pytest.raises(ValueError):
+        RunRecords.from_records(bad)
+    live = LiveRecords()
+    with pytest.raises(ValueError):
+        live.add(bad)
+    assert live.snapshot().n == 0
+
+
+# --- the checks' step intersection (core/checks/steps.py) against np.intersect1d -----------
+
+step_arrays = st.one_of(
+    st.lists(st.integers(0, 40), max_size=40).map(lambda v: np.array(v, np.int64)),
+    st.lists(st.integers(0, 40), max_size=40, unique=True).map(
+        lambda v: np.array(sorted(v), np.int64)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(step_arrays, step_arrays)
+def test_intersect_is_intersect1d(a: np.ndarray, b: np.ndarray) -> None:
+    want, _, ib = np.intersect1d(a, b, return_indices=True)
+    got = intersect(a, b)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert np.array_equal(index_of(want, b), ib)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 10**6), st.integers(2, 4), st.sampled_from(["same", "ahead", "gaps"]),
+       st.booleans())
+def test_rank_spread_is_its_definition(seed: int, world: int, shape: str, holes: bool) -> None:
+    # Ground truth by brute force: the median, over steps every rank has with a known clip,
+    # of (max - min) / max|norm| across ranks. Shapes: every rank the same steps (the fast
+    # path), some ranks ahead (live: the fast path on a prefix), steps missing (the general).
+    rng = np.random.default_rng(seed)
+    runs, by_step = {}, []
+    for r in range(world):
+        n = 40 + (int(rng.integers(0, 6)) if shape == "ahead" else 0)
+        steps = np.arange(n)
+        if shape == "gaps":
+            steps = np.sort(rng.choice(60, size=40, replace=False))
+        gn = rng.random(steps.size) + 0.1
+        mn = np.where(rng.random(steps.size) < 0.2, np.nan, 1.0) if holes else np.ones(steps.size)
+        runs[r] = RunRecords.from_arrays(steps=steps, grad_norm=gn, max_norm=mn)
+        by_step.append({int(k): g for k, g, m in zip(steps, gn, mn, strict=True) if m == m})
+    common = sorted(set.intersection(*(set(d) for d in by_step)))
+    rec = RunRecords.from_arrays(loss=np.zeros(3))
+    rec.ranks = runs
+    got = rank_norm_spread(rec)
+    if not common:
+        assert got is None
+        return
+    vals = [(max(d[k] for d in by_step) - min(d[k] for d in by_step))
+            / max(abs(d[k]) for d in by_step) for k in common]
+    assert got == pytest.approx(float(np.median(vals)), rel=1e-12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.floats(-1e6, 1e6), st.just(math.nan), st.just(math.inf),
+                          st.just(-0.0)), max_size=80),
+       st.lists(st.integers(1, 80), max_size=6), st.integers(1, 12))
+def test_carried_smoothing_is_rolling_mean_to_the_bit(xs: list[float], at: list[int],
+                                                      w: int) -> None:
+    live = LiveRecords()
+    recs = [{"type": "step", "step": i, "loss": v} for i, v in enumerate(xs)]
+    lo = 0
+    for hi in sorted({c for c in at if c < len(recs)}) + [len(recs)]:
+        live.add(recs[lo:hi])
+        lo = hi
+        snap = live.snapshot()
+        got, want = smoothed(snap, "loss", w), rolling_mean(snap.loss, w)
+        assert got.tobytes() == want.tobytes()  # the same bits, -0.0 and NaN included
+
+
+def test_a_short_excursion_cut_by_a_pass_is_still_found() -> None:
+    # 35 steps out (window 20), the records cut in its middle: neither half is a window, the
+    # whole is. Ground truth: the rebuild of the same prefix.
+    recs = training(11, 1, 63, 6, bump=(250, 285))
+    cut = next(i for i, r in enumerate(recs) if r.get("step") == 268)
+    judge = lambda c, final: run_checks(REFS1, c, DEFAULT_CRITERIA, "cpu", final)  # noqa: E731
+    feed(recs, [cut - 200, cut, cut + 8], OK, judge)
+    live = LiveRecords()
+    for lo, hi in ((0, cut), (cut, cut + 30)):
+        live.add(recs[lo:hi])
+        kinds = {a.kind for a in judge(live.snapshot(None, "c"), False)}
+    assert "numeric-drift" in kinds
+
+
+REFS1 = [RunRecords.from_records(training(s, 1, 63, 6), OK, f"ref{s}") for s in (1, 2)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from([2, 4]),
+       st.lists(st.integers(0, 6 * 30 * 4), max_size=8), st.booleans())
+def test_carried_rank_spread_is_the_rebuilt_one(seed: int, world: int, at: list[int],
+                                                 reset: bool) -> None:
+    recs = training(seed, world, 30, 6, reset_at=70 if reset else None)
+    rng = np.random.default_rng(seed)
+    for rec in recs:  # ranks' own clip norms (clipping before the reduction), some unknown
+        if rec.get("type") == "step" and "grad_norm" in rec:
+            rec["grad_norm"] *= 1 + 0.01 * rng.random()
+    live = LiveRecords()
+    lo = 0
+    for hi in sorted({c for c in at if 0 < c < len(recs)}) + [len(recs)]:
+        live.add(recs[lo:hi])
+        lo = hi
+        got = rank_norm_spread(live.snapshot())
+        want = rank_norm_spread(RunRecords.from_records(recs[:hi]))
+        assert repr(got) == repr(want)  # None, NaN and floats alike
