@@ -9,26 +9,18 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.reactive import reactive
 from textual.widgets import Static
 
 from portside.core.textsafe import clean_line
 
 from ..model import CommandView
+from .proposal_card import ProposalCard, status_style
 
 
-class CommandCard(Vertical, can_focus=True):
-    split: reactive[bool] = reactive(False, repaint=False)
-    full: reactive[bool] = reactive(False, repaint=False)
-    selected: reactive[bool] = reactive(False)
-
+class CommandCard(ProposalCard):
     def __init__(self, view: CommandView, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="diff-card command-card")
         self.view = view
-        self.index = 1
-        self.total = 1
-        self._ready = False
 
     @property
     def edit_id(self) -> str:
@@ -52,37 +44,19 @@ class CommandCard(Vertical, can_focus=True):
         yield Static(body, classes="command-body")
         yield Static(self._hint(), classes="card-hint")
 
-    def on_mount(self) -> None:
-        self._ready = True
-
     def _title(self) -> Text:
         t = Text()
         t.append(f"command {self.index}/{self.total} ", style="bold")
         first = (self.view.event.command.splitlines() or [""])[0]
         t.append(clean_line(first, 60), style="bold #98c379")
         status = self.view.status
-        style = "yellow" if self.view.decided is None else (
-            "green" if status == "approved" else "red" if status == "rejected" else "cyan")
-        t.append(f"  {status}", style=style)
+        t.append(f"  {status}", style=status_style(status, self.view.decided is not None))
         return t
 
     def _hint(self) -> Text:
         if self.view.decided is not None:
             return Text("")
         return Text("a approve (run it) · r reject · e edit the command", style="dim")
-
-    def refresh_status(self, index: int | None = None, total: int | None = None) -> None:
-        if index is not None:
-            self.index = index
-        if total is not None:
-            self.total = total
-        self.set_class(self.view.decided is None, "pending")
-        if self._ready:
-            self.query_one(".card-title", Static).update(self._title())
-            self.query_one(".card-hint", Static).update(self._hint())
-
-    def watch_selected(self, selected: bool) -> None:
-        self.set_class(selected, "selected")
 
     def visible_text(self) -> list[str]:
         """The command's lines as shown (tests)."""

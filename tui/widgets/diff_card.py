@@ -13,9 +13,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.geometry import Region, Size
-from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
@@ -26,6 +24,7 @@ from portside.core.textsafe import clean_line
 from ..diffing import GUTTER, DiffRows, EditDiff
 from ..model import EditView
 from .lines import Frame, frame, set_virtual_size, text_strip
+from .proposal_card import ProposalCard, status_style
 
 HUNK_CONTEXT = 3
 SEPARATOR = "▕"
@@ -213,23 +212,16 @@ def risk_text(risks: list[ev.RiskMark]) -> Text:
     return t
 
 
-class DiffCard(Vertical, can_focus=True):
-    """One file of a proposed edit. ``s`` toggles side by side, ``f`` the whole file."""
-
-    # The body redraws itself; repainting the whole card (borders, title) would be wasted.
-    split: reactive[bool] = reactive(False, repaint=False)
-    full: reactive[bool] = reactive(False, repaint=False)
-    selected: reactive[bool] = reactive(False)
+class DiffCard(ProposalCard):
+    """One file of a proposed edit. ``s`` toggles side by side, ``f`` the whole file (the body
+    redraws itself on those; repainting the whole card would be wasted)."""
 
     def __init__(self, view: EditView, *, id: str | None = None) -> None:
-        super().__init__(id=id, classes="diff-card")
+        super().__init__(id=id)
         self.view = view
         e = view.event
         self.diff = EditDiff(e.before, e.after, e.path)
         self.body = DiffBody(self.diff)
-        self.index = 1
-        self.total = 1
-        self._ready = False
 
     @property
     def edit_id(self) -> str:
@@ -244,9 +236,6 @@ class DiffCard(Vertical, can_focus=True):
         yield self.body
         yield Static(self._hint(), classes="card-hint")
 
-    def on_mount(self) -> None:
-        self._ready = True
-
     def _title(self) -> Text:
         e, st = self.view.event, self.diff.stats
         t = Text()
@@ -255,10 +244,7 @@ class DiffCard(Vertical, can_focus=True):
         t.append(f"  +{st.added}", style="green")
         t.append(f" −{st.removed}", style="red")
         status = self.view.status
-        style = "yellow" if self.view.decided is None else (
-            "green" if status.startswith("approved") else "red" if status.startswith("rejected")
-            else "cyan")
-        t.append(f"  {status}", style=style)
+        t.append(f"  {status}", style=status_style(status, self.view.decided is not None))
         return t
 
     def _hint(self) -> Text:
@@ -267,21 +253,9 @@ class DiffCard(Vertical, can_focus=True):
         return Text("a approve · r reject · e edit · s side-by-side · f full file · [ ] files",
                     style="dim")
 
-    def refresh_status(self, index: int | None = None, total: int | None = None) -> None:
-        if index is not None:
-            self.index = index
-        if total is not None:
-            self.total = total
-        self.set_class(self.view.decided is None, "pending")
-        if self._ready:
-            self.query_one(".card-title", Static).update(self._title())
-            self.query_one(".card-hint", Static).update(self._hint())
-
     def watch_split(self) -> None:
         self.body.show(self.split, self.full)
 
     def watch_full(self) -> None:
         self.body.show(self.split, self.full)
 
-    def watch_selected(self, selected: bool) -> None:
-        self.set_class(selected, "selected")
