@@ -85,14 +85,18 @@ class RunResult:
     signal: int | None
     reason: str  # exit | timeout | stalled | aborted | oom | crashed | signal
     wall_s: float
-    records: list[dict[str, Any]]
+    records: list[dict[str, Any]]  # empty when the runner's consumer folds them (keep_records)
     tail: list[str]
     error_type: str = ""
     error_message: str = ""
     probe_files: list[str] = field(default_factory=list)
+    record_count: int | None = None  # every record the run gave, kept or not
+    rank0_steps: int | None = None
 
     @property
     def steps(self) -> int:
+        if self.rank0_steps is not None:
+            return self.rank0_steps
         return sum(1 for r in self.records if r.get("type") == "step" and r.get("rank", 0) == 0)
 
 
@@ -227,6 +231,9 @@ class Runner:
         self.executor = executor or LocalExecutor()
         self._aborts: dict[str, asyncio.Event] = {}
         self.on_records: Callable[[str, list[dict[str, Any]]], None] | None = None
+        # A consumer that folds every record handed to on_records sets this False: a day-long
+        # run's record dicts (~2 KB each, 8M of them at 1M steps x 8 ranks) are then not held.
+        self.keep_records = True
 
     def use_sandbox(self, sandbox: Sandbox | None) -> None:
         """Run every later command of this runner inside ``sandbox`` (local runs only); the
@@ -286,6 +293,8 @@ class _Watch:
         self.offsets: dict[Path, int] = {}
         self.partial: dict[Path, bytes] = {}
         self.step_count = 0
+        self.record_count = 0
+        self.rank0_steps = 0
         self.sink_error: Exception | None = None
 
     def _emit(self, event: ev.Event) -> None:
@@ -299,7 +308,10 @@ class _Watch:
     def _add_records(self, recs: list[dict[str, Any]]) -> None:
         if not recs:
             return
-        self.records.extend(recs)
+        self.record_count += len(recs)
+        self.rank0_steps += sum(1 for r in recs if r.get("type") == "step" and r.get("rank", 0) == 0)
+        if self.runner.keep_records:
+            self.records.extend(recs)
         self._emit(ev.RunRecord(session_id=self.sid, run_id=self.spec.run_id, records=recs))
         if self.runner.on_records is not None:
             self.runner.on_records(self.spec.run_id, recs)
@@ -531,6 +543,8 @@ class _Watch:
             error_type=et,
             error_message=em,
             probe_files=files,
+            record_count=self.record_count,
+            rank0_steps=self.rank0_steps,
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,11 +202,13 @@ class Verifier:
     ) -> RunReport:
         n = len(self.references) + 1
         spec = self._spec("reference", n, command, cwd, target, n - 1, env)
+        live = LiveRecords()
         self.current_run = spec.run_id
-        result = await self.runner.run(spec)
+        result = await self._run_folding(spec, lambda recs: live.add(recs))
         self.current_run = None
+        records = live.snapshot(_end(result, spec.stall_s), spec.run_id)
         alarms: list[Alarm] = []
-        if result.exit_code != 0 or not any(r.get("type") == "step" for r in result.records):
+        if result.exit_code != 0 or records.n == 0:
             why = result.error_message or result.reason
             alarms.append(Alarm(
                 "reference-failed", "error",
@@ -218,9 +221,21 @@ class Verifier:
             ))
         for alarm in alarms:
             self._raise(alarm, spec.run_id)
-        report = self._finish(spec, result, alarms)
+        report = self._finish(spec, result, alarms, records)
         self.references.append(report)
         return report
+
+    async def _run_folding(self, spec: RunSpec,
+                           on_records: Callable[[list[dict[str, Any]]], None]) -> RunResult:
+        """Run with every record handed to `on_records`, which folds it: the runner keeps no
+        record dicts of its own (a long run's would not fit in memory)."""
+        self.runner.on_records = lambda _run_id, recs: on_records(recs)
+        self.runner.keep_records = False
+        try:
+            return await self.runner.run(spec)
+        finally:
+            self.runner.on_records = None
+            self.runner.keep_records = True
 
     async def run_candidate(
         self, command: str, cwd: Path, *, env: dict[str, str] | None = None
@@ -244,7 +259,7 @@ class Verifier:
         stats = self.live_stats = LiveCheckStats()
         dirty = asyncio.Event()
 
-        def on_records(run_id: str, recs: list[dict[str, Any]]) -> None:
+        def on_records(recs: list[dict[str, Any]]) -> None:
             pending.extend(recs)
             dirty.set()
 
@@ -283,25 +298,20 @@ class Verifier:
                 stats.max_pass_s = max(stats.max_pass_s, t2 - t0)
                 await asyncio.sleep(max(LIVE_CHECK_S, LIVE_CHECK_IDLE * cpu))
 
-        self.runner.on_records = on_records
         self.current_run = spec.run_id
         checker = asyncio.create_task(live_checks())
         try:
-            result = await self.runner.run(spec)
+            result = await self._run_folding(spec, on_records)
         finally:
             checker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await checker
-            self.runner.on_records = None
             self.current_run = None
-        final: RunRecords | None = None
+        # Every record went through on_records into the fold, which equals a rebuild from them
+        # (tests/unit/test_records_live.py).
+        fold()
+        final = live.snapshot(_end(result, spec.stall_s), spec.run_id)
         if result.reason != "aborted":
-            # The runner handed every record of result.records to on_records (the fold equals
-            # a rebuild from them: tests/unit/test_records_live.py); else rebuild.
-            fold()
-            end = _end(result, spec.stall_s)
-            final = (live.snapshot(end, spec.run_id) if live.count == len(result.records)
-                     else RunRecords.from_records(result.records, end, spec.run_id))
             judge(final, final=True)
         report = self._finish(spec, result, sort_alarms(list(raised.values())), final)
         self.candidates.append(report)

@@ -12,9 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from portside.core import events as ev
 from portside.core.bus import EventBus, MemorySink
+from portside.core.checks import RunRecords
 from portside.core.criteria import load_criteria
 from portside.core.verify import RunReport, Verifier
 
@@ -63,6 +66,25 @@ def test_correct_port_with_another_seed_passes(harness: _Harness) -> None:
     report = harness.candidate("--seed 7")
     assert _errors(report) == set(), report.alarms
     assert report.outcome == "passed"
+
+
+def test_runs_are_folded_not_held(harness: _Harness) -> None:
+    # The verifier folds each record as it comes; the runner keeps no dicts (a day-long run's
+    # would not fit). What the checks saw equals a rebuild from what the probe wrote.
+    report = harness.candidate("--seed 3")
+    for r in (report, harness.verifier.references[0]):
+        written = [json.loads(line) for f in r.result.probe_files
+                   for line in Path(f).read_text().splitlines() if line.strip()]
+        logged = [rec for e in harness.sink.events if isinstance(e, ev.RunRecord)
+                  and e.run_id == r.run_id for rec in e.records]
+        # The log holds what the probe wrote plus the metrics parsed from the output.
+        assert [x for x in logged if x.get("source") != "output"] == written != []
+        assert r.result.records == [] and r.result.record_count == len(logged)
+        rebuilt = RunRecords.from_records(logged)
+        assert r.records.metrics == rebuilt.metrics != {}
+        assert r.records.n == rebuilt.n == r.result.steps > 0
+        for name in ("steps", "loss", "grad_norm", "lr", "max_norm"):
+            np.testing.assert_array_equal(getattr(r.records, name), getattr(rebuilt, name))
 
 
 @pytest.mark.parametrize(
