@@ -43,10 +43,20 @@ def global_batch(r: RunRecords) -> dict[str, Any] | None:
     return memo[0]
 
 
+BATCH_PREFIX = 4096  # steps per rank the batch is read from: it is configuration, set at start
+
+
 def _global_batch(r: RunRecords) -> dict[str, Any] | None:
     def med(x: RunRecords) -> float | None:
-        # a record after GradScaler-skipped steps carries their batches too: per update
-        s = x.col("samples") / (1.0 + np.nan_to_num(x.col("skipped")))
+        # A record after GradScaler-skipped steps carries their batches too: per update. Only
+        # the first BATCH_PREFIX steps: the median there already leaves out an epoch's short
+        # last batch, and a live pass at 1M steps x 8 ranks must not sort every rank's column.
+        samples, skipped = x.extra.get("samples"), x.extra.get("skipped")
+        if samples is None:
+            return None
+        s = samples[:BATCH_PREFIX]
+        if skipped is not None:
+            s = s / (1.0 + np.nan_to_num(skipped[:BATCH_PREFIX]))
         s = s[np.isfinite(s) & (s > 0)]
         return float(np.median(s)) if s.size else None
 
