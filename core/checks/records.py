@@ -85,9 +85,14 @@ class RunRecords:
         return v if v is not None else np.full(self.n, np.nan)
 
     def has(self, name: str) -> bool:
-        """Every step record reported this EXTRA column."""
-        v = self.extra.get(name)
-        return v is not None and self.n > 0 and bool(np.isfinite(v).all())
+        """Every step record reported this EXTRA column (memoised: the checks ask often, and
+        a live snapshot is given the answer its fold carried)."""
+        key = ("has", name)
+        hit = self._cache.get(key)
+        if hit is None:
+            v = self.extra.get(name)
+            hit = self._cache[key] = v is not None and self.n > 0 and bool(np.isfinite(v).all())
+        return bool(hit)
 
     @property
     def world_size(self) -> int:

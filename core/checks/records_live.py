@@ -49,6 +49,7 @@ class _Series:
         self.nf_loss = np.zeros(0, bool)
         self.nf_grad = np.zeros(0, bool)
         self.extra: dict[str, np.ndarray] = {}
+        self.all_finite: dict[str, bool] = {}  # RunRecords.has, carried: every row so far
         # Derived series the checks carry from pass to pass (numeric.smoothed, check_drift):
         # valid because rows are only ever appended.
         self.memo: dict[Any, Any] = {}
@@ -111,10 +112,14 @@ class _Series:
         for i, row in enumerate(lrs):
             self.lr_all[n0 + i, : len(row)] = row
         self.lr0[n0:n1] = [row[0] if row else _NAN for row in lrs]
+        for key in self.extra.keys() - extra.keys():
+            self.all_finite[key] = False  # the new rows lack it
         for key, arr in extra.items():
             if key not in self.extra:
                 self.extra[key] = np.full(self.cap, _NAN)
+                self.all_finite[key] = n0 == 0  # earlier rows lack it
             self.extra[key][n0:n1] = arr
+            self.all_finite[key] = self.all_finite[key] and bool(np.isfinite(arr).all())
         self.n = n1
 
     def view(self, **kw: Any) -> RunRecords:
@@ -126,12 +131,15 @@ class _Series:
             return v
 
         c = self.cols
-        return RunRecords(steps=ro(self.steps), loss=ro(c["loss"]), grad_norm=ro(c["grad_norm"]),
+        out = RunRecords(steps=ro(self.steps), loss=ro(c["loss"]), grad_norm=ro(c["grad_norm"]),
                           max_norm=ro(c["max_norm"]), lr=ro(self.lr0), lr_all=ro(self.lr_all),
                           step_s=ro(c["step_s"]), compiles=ro(c["compiles"]),
                           compile_s=ro(c["compile_s"]), loss_nonfinite=ro(self.nf_loss),
                           grad_norm_nonfinite=ro(self.nf_grad),
                           extra={k: ro(self.extra[k]) for k in EXTRA if k in self.extra}, **kw)
+        for k, ok in self.all_finite.items():
+            out._cache[("has", k)] = ok and n > 0
+        return out
 
 
 def _joined(parts: list[_Series]) -> _Series:

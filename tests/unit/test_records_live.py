@@ -41,6 +41,8 @@ def same(a: RunRecords, b: RunRecords, where: str = "run") -> None:
             assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f"{where}.{f.name}"
         elif f.name == "extra":
             assert list(x) == list(y), f"{where}.extra keys"
+            for k in EXTRA:  # the fold's carried answer against the rebuild's own
+                assert a.has(k) == b.has(k), f"{where}.has({k})"
             for k in x:
                 assert x[k].shape == y[k].shape and np.array_equal(x[k], y[k], equal_nan=True), \
                     f"{where}.extra[{k}]"
