@@ -102,13 +102,19 @@ class LoopbackSSHD:
         import hashlib
 
         out = {}
-        for p in sorted(self.home.rglob("*")):
-            rel = str(p.relative_to(self.home))
-            try:  # a folder being removed right now: what is gone is not listed
-                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-            except FileNotFoundError:
-                continue
-        return out
+        # os.walk, not rglob: a folder the keeper is removing right now must not end the walk
+        # (rglob raises when a directory goes away under it; os.walk skips what is gone).
+        for root, dirs, files in os.walk(self.home):
+            base = Path(root)
+            for d in dirs:
+                out[str((base / d).relative_to(self.home))] = "dir"
+            for f in files:
+                p = base / f
+                try:
+                    out[str(p.relative_to(self.home))] = hashlib.sha256(p.read_bytes()).hexdigest()
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+        return dict(sorted(out.items()))
 
     def processes_under_home(self) -> list[str]:
         """Processes whose working folder is inside the remote home (runs left behind)."""
