@@ -228,17 +228,15 @@ def sample_gap(runs: list[RunRecords], name: str) -> int:
 
 
 def _gap(r: RunRecords, name: str) -> int:
-    key = ("gap", name, r.n)  # memoised: references are asked on every live pass
-    val = r._cache.get(key)
-    if val is None:
+    def make() -> int:
         fin = np.isfinite(r.series(name))
-        val = 1
-        if not fin.all():  # a value at every step: the gap is 1 without the median
-            at = np.flatnonzero(fin)
-            if at.size >= 2:
-                val = int(np.median(np.diff(at)))
-        r._cache[key] = val
-    return max(val, 1)
+        if fin.all():  # a value at every step: the gap is 1 without the median
+            return 1
+        at = np.flatnonzero(fin)
+        return int(np.median(np.diff(at))) if at.size >= 2 else 1
+
+    # memoised: references are asked on every live pass
+    return max(int(_cached(r, ("gap", name), make)), 1)
 
 
 def _sparse_noise(x: np.ndarray, w: int, gap: int) -> np.ndarray:
