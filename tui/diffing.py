@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from itertools import zip_longest
+from pathlib import PurePosixPath
 
 from rich.syntax import Syntax
 from rich.text import Text
@@ -26,6 +27,13 @@ FILLER = "#3b3f45"
 THEME = "monokai"
 # Above this size a file is shown without syntax colour: highlighting must stay instant.
 MAX_HIGHLIGHT_CHARS = 400_000
+# The lexer of a port's usual files, by suffix: what Syntax.guess_lexer picks for them, without
+# its first call's cost (it imports lexers and compiles every lexer's filename patterns: ~0.4 s,
+# paid by the first diff card, e.g. in a replay's first frame). Other files are guessed.
+KNOWN_LEXERS = {".py": "python", ".pyi": "python", ".sh": "bash", ".yaml": "yaml",
+                ".yml": "yaml", ".toml": "toml", ".json": "json", ".md": "markdown",
+                ".cfg": "ini", ".ini": "ini", ".txt": "text", ".c": "c", ".cc": "cpp",
+                ".cpp": "cpp", ".hpp": "cpp", ".cu": "cuda"}
 
 
 @dataclass
@@ -44,7 +52,7 @@ def highlight_lines(text: str, path: str) -> list[Text]:
     if len(text) > MAX_HIGHLIGHT_CHARS:
         return [Text(line) for line in lines]
     code = "\n".join(lines)
-    lexer = Syntax.guess_lexer(path, code)
+    lexer = KNOWN_LEXERS.get(PurePosixPath(path).suffix.lower()) or Syntax.guess_lexer(path, code)
     out = Syntax(code, lexer, theme=THEME).highlight(code).split("\n", allow_blank=True)
     for t in out:
         t.style = ""  # drop the theme's background: the diff sets its own

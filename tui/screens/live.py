@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 
 from portside.core import events as ev
 from portside.core.review import GateError, ReviewGate
@@ -25,6 +25,7 @@ from ..model import CommandView, SessionModel, clock
 from ..widgets.checks import ChecksPanel
 from ..widgets.command_card import CommandCard
 from ..widgets.diff_card import DiffCard
+from ..widgets.footer import ReviewFooter
 from ..widgets.runs import RunsPanel
 from ..widgets.text_line import TextLine
 from ..widgets.transcript import Transcript
@@ -154,7 +155,7 @@ class LiveScreen(Screen[None]):
                 col.border_title = "Checks"
                 yield ChecksPanel(self.model, str(self.model.info.get("target") or ""),
                                   id="checks")
-        yield Footer()
+        yield ReviewFooter()
 
     def on_mount(self) -> None:
         self.set_interval(TICK_S, self.tick)
@@ -358,7 +359,7 @@ class LiveScreen(Screen[None]):
             card.selected = other_id == edit_id
         self.current_edit = edit_id
         if scroll and edit_id in cards:
-            self.query_one(Transcript).scroll_to_widget(cards[edit_id], animate=False, top=True)
+            self.query_one(Transcript).scroll_to_card(cards[edit_id])
 
     def _card(self) -> DiffCard | CommandCard | None:
         if self.current_edit is None:
@@ -584,7 +585,7 @@ class LiveScreen(Screen[None]):
         self._select_edit(self.edit_order[(i + step) % len(self.edit_order)])
         card = self._card()
         if card is not None:
-            card.focus()
+            card.call_after_refresh(card.focus) if not card.is_mounted else card.focus()
 
     def action_next_edit(self) -> None:
         self._step_edit(1)
@@ -598,7 +599,7 @@ class LiveScreen(Screen[None]):
         if run_id is None:
             self.notify("no run log to search yet", severity="warning")
             return
-        runs.panes[run_id].action_search()
+        runs.search(run_id)
 
     def action_compare(self) -> None:
         from .compare import CompareScreen
