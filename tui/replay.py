@@ -89,16 +89,16 @@ class ReplayApp(PortsideApp):
         # long-lived: frozen, the collections that building the first frame triggers skip them
         # (PortsideApp unfreezes on unmount).
         gc.freeze()
+        if self.replayer.position > 0:
+            # --from: no frame before the point is on screen (the empty screen's layout and
+            # paint would be thrown away); _start ends the batch.
+            self._begin_batch()
         self.call_later(self._start)
 
     async def _start(self) -> None:
         if self.replayer.position > 0:  # --from: open at the point
-            # No frame until what the load mounts is up: each intermediate frame would lay out
-            # and paint the whole screen again.
-            self._begin_batch()
             try:
-                self._load(self.live, self.replayer.position, None)
-                await settled(self.live)
+                await self._load_settled(self.live, self.replayer.position, None)
             finally:
                 self._end_batch()
         self.set_interval(PUMP_S, self._pump, name="replay-pump")
@@ -113,26 +113,21 @@ class ReplayApp(PortsideApp):
         for e in self.replayer.due(self.batch):
             self.bus.deliver_only(e)
 
+    async def _load_settled(self, screen: ReplayScreen, seq: int,
+                            state: ReplayState | None) -> None:
+        """Load, then wait until what it mounted is up. Called inside a batch (no frame drawn
+        meanwhile): each intermediate frame would lay out and paint the whole screen again."""
+        self._load(screen, seq, state)
+        await settled(screen)
+
     def _load(self, screen: ReplayScreen, seq: int, state: ReplayState | None) -> None:
         with screen.query_one(Transcript).holding():  # mounts the column's newest entries
             self._fold(screen, seq, state)
 
     def _fold(self, screen: ReplayScreen, seq: int, state: ReplayState | None) -> None:
         events, cutoff, elided = compact_history(self.replayer, seq, self.structural, state)
-        chunk: list[ev.Event] = []
-        for e in events:
-            if 0 < e.seq < cutoff and isinstance(e, _TRANSCRIPT_ONLY):
-                if chunk:
-                    screen.apply(chunk)
-                    chunk = []
-                screen.model.apply(e)
-                if isinstance(e, ev.EditProposed | ev.CommandProposed):
-                    cmd = ev.as_command(e)  # keeps "edit 7/9" / "command 2/4" numbering
-                    screen.edit_order.append(cmd.command_id if cmd else e.edit_id)  # type: ignore[union-attr]
-            else:
-                chunk.append(e)
-        if chunk:
-            screen.apply(chunk)
+        screen.apply(events, model_only=lambda e: 0 < e.seq < cutoff
+                     and isinstance(e, _TRANSCRIPT_ONLY))
         for run_id in elided:
             if run_id in screen.model.runs:
                 screen.model.runs[run_id].lines_elided = True
@@ -157,9 +152,13 @@ class ReplayApp(PortsideApp):
             screen = self._new_screen()
             self.live, self.model = screen, screen.model
             # Pop, then push: the old screen must be gone before the new one takes its id.
-            await self.pop_screen()
-            await self.push_screen(screen)
-            self._load(screen, seq, state)
+            self._begin_batch()
+            try:
+                await self.pop_screen()
+                await self.push_screen(screen)
+                await self._load_settled(screen, seq, state)
+            finally:
+                self._end_batch()
         finally:
             self._busy = False
 

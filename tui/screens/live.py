@@ -171,13 +171,21 @@ class LiveScreen(Screen[None]):
 
     # --- events in ---------------------------------------------------------------------------
 
-    def apply(self, events: list[ev.Event]) -> None:
+    def apply(self, events: list[ev.Event],
+              model_only: Callable[[ev.Event], bool] | None = None) -> None:
         """Fold a batch into the model and make the structural changes (new tab, card, alarm)
-        now; redraws of tails, status and chart wait for the next tick."""
+        now; redraws of tails, status and chart wait for the next tick. ``model_only``: the
+        events that feed the model alone (a replay's history before its transcript window);
+        their edits keep their place in the numbering."""
         transcript = self.query_one(Transcript)
         runs = self.query_one(RunsPanel)
+        renumber = False
         for e in events:
             self.model.apply(e)
+            if model_only is not None and model_only(e):
+                if isinstance(e, ev.EditProposed | ev.CommandProposed):
+                    self.edit_order.append(_proposal_id(e))
+                continue
             match e:
                 case ev.RunStarted():
                     runs.add_run(self.model.runs[e.run_id])
@@ -198,9 +206,9 @@ class LiveScreen(Screen[None]):
                         current = self.model.proposal(self.current_edit or "")
                         if current is None or current.decided is not None:
                             self._select_edit(item_id, scroll=False)
-                    self._renumber_cards()
+                    renumber = True
                 case ev.EditDecided() | ev.EditApplied():
-                    self._renumber_cards()
+                    renumber = True
                 case ev.AgentClaimed():
                     transcript.add_event(e)
                     self._claim_item = f"claim-{e.seq}"
@@ -211,6 +219,8 @@ class LiveScreen(Screen[None]):
                     transcript.add_event(e)
                 case ev.SessionEnded() if e.reason.startswith(FAILED_PREFIX):
                     self.show_failure(e.reason)
+        if renumber:
+            self._renumber_cards()
         self._sync_reviewing()
         # The header answers the reviewer's own actions: redraw it now, not on the next tick.
         self._update_header()

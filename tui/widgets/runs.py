@@ -52,6 +52,10 @@ class RunPane(Vertical):
 
     def on_mount(self) -> None:
         self.query_one(".run-search", Input).display = False
+        # The log's length before the first layout: its scrollbar is placed by that layout,
+        # not by a second one after the first tick.
+        self._version = self.run.version
+        self.log_view.sync()
 
     def sync(self, now: float) -> None:
         """Redraw what changed since the last call (called on the screen's refresh tick)."""
@@ -97,6 +101,7 @@ class RunsPanel(Vertical):
         self._tabs = RunTabs(lambda run_id: RunPane.tab_label(self.runs[run_id]), id="run-tabs")
         self._body = Vertical(id="run-body")
         self._show_pending = False
+        self._relabel = False
 
     def compose(self) -> ComposeResult:
         yield Static(Text("no runs yet", style="dim"), classes="empty")
@@ -152,12 +157,15 @@ class RunsPanel(Vertical):
         self.select(message.run_id)
 
     def update_label(self, run: RunView) -> bool:
-        """Redraw the tab strip: labels are read from the runs on each render. (True: done;
-        the screen's retry for a tab not mounted yet is no longer needed.)"""
-        self._tabs.refresh()
+        """Redraw the tab strip on the next sync: labels are read from the runs on each render.
+        (True: done; the screen's retry for a tab not mounted yet is no longer needed.)"""
+        self._relabel = True
         return True
 
     def sync(self, now: float) -> None:
+        if self._relabel:
+            self._relabel = False
+            self._tabs.refresh()
         # Only the visible tab renders; a hidden one catches up when it is shown.
         run_id = self.active_run_id
         pane = self.panes.get(run_id) if run_id else None
