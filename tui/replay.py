@@ -97,10 +97,7 @@ class ReplayApp(PortsideApp):
 
     async def _start(self) -> None:
         if self.replayer.position > 0:  # --from: open at the point
-            try:
-                await self._load_settled(self.live, self.replayer.position, None)
-            finally:
-                self._end_batch()
+            await self._load_settled(self.live, self.replayer.position, None)
         self.set_interval(PUMP_S, self._pump, name="replay-pump")
         if self.autoplay:
             self.replayer.play()
@@ -115,10 +112,17 @@ class ReplayApp(PortsideApp):
 
     async def _load_settled(self, screen: ReplayScreen, seq: int,
                             state: ReplayState | None) -> None:
-        """Load, then wait until what it mounted is up. Called inside a batch (no frame drawn
-        meanwhile): each intermediate frame would lay out and paint the whole screen again."""
-        self._load(screen, seq, state)
-        await settled(screen)
+        """Load, wait until what it mounted is up, then end the batch begun by the caller (no
+        frame drawn meanwhile: each intermediate frame would lay out and paint the whole
+        screen again)."""
+        try:
+            self._load(screen, seq, state)
+            await settled(screen)
+        finally:
+            self._end_batch()
+        # What waited for a refresh ran inside the batch, before any layout: the Agent column
+        # follows its end again now.
+        screen.query_one(Transcript).scroll_end(animate=False)
 
     def _load(self, screen: ReplayScreen, seq: int, state: ReplayState | None) -> None:
         with screen.query_one(Transcript).holding():  # mounts the column's newest entries
@@ -156,9 +160,10 @@ class ReplayApp(PortsideApp):
             try:
                 await self.pop_screen()
                 await self.push_screen(screen)
-                await self._load_settled(screen, seq, state)
-            finally:
+            except BaseException:
                 self._end_batch()
+                raise
+            await self._load_settled(screen, seq, state)
         finally:
             self._busy = False
 

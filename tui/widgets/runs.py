@@ -173,6 +173,10 @@ class RunsPanel(Vertical):
             pane.sync(now)
 
     @property
+    def tabs(self) -> RunTabs:
+        return self._tabs
+
+    @property
     def active_run_id(self) -> str | None:
         return self._tabs.active
 
