@@ -66,6 +66,7 @@ class ReplayApp(PortsideApp):
         self.structural = StructuralCache(replayer)
         self._markers = replayer.markers()
         self._busy = False
+        self._gc_was_enabled = True
         self.live = self._new_screen()
         self.model = self.live.model
 
@@ -89,11 +90,25 @@ class ReplayApp(PortsideApp):
         # long-lived: frozen, the collections that building the first frame triggers skip them
         # (PortsideApp unfreezes on unmount).
         gc.freeze()
+        # No collection until the warm-up (2 s on): building the first frame allocates a few
+        # 100k objects, and the collections they trigger cost ~0.1 s; what is garbage then is
+        # collected by the warm-up's full pass.
+        self._gc_was_enabled = gc.isenabled()
+        gc.disable()
         if self.replayer.position > 0:
             # --from: no frame before the point is on screen (the empty screen's layout and
             # paint would be thrown away); _start ends the batch.
             self._begin_batch()
         self.call_later(self._start)
+
+    def start_warm_up(self) -> None:
+        if self._gc_was_enabled:
+            gc.enable()
+        super().start_warm_up()
+
+    def on_unmount(self) -> None:
+        if self._gc_was_enabled:
+            gc.enable()
 
     async def _start(self) -> None:
         if self.replayer.position > 0:  # --from: open at the point
