@@ -96,8 +96,8 @@ class ReplayApp(PortsideApp):
         self._gc_was_enabled = gc.isenabled()
         gc.disable()
         if self.replayer.position > 0:
-            # --from: no frame before the point is on screen (the empty screen's layout and
-            # paint would be thrown away); _start ends the batch.
+            # --from: no frame drawn by the timer until the point is on screen (only the
+            # screen's own resume lays it out meanwhile); _start ends the batch.
             self._begin_batch()
         self.call_later(self._start)
 
