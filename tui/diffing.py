@@ -46,6 +46,17 @@ def _lines(text: str) -> list[str]:
     return [clean_line(line) for line in text.splitlines()]
 
 
+_BUILT: set[str] = set()  # the lexers built in this process
+
+
+def lexer_built(path: str) -> bool:
+    """Whether colouring ``path`` is cheap now: its lexer was built in this process (a lexer's
+    first build compiles its regexes: ~0.1 s for Python on a cold start). A file without a known
+    lexer says True: there the guess is what costs, and putting it off gains nothing."""
+    name = KNOWN_LEXERS.get(PurePosixPath(path).suffix.lower())
+    return name is None or name in _BUILT
+
+
 def highlight_lines(text: str, path: str) -> list[Text]:
     """One Text per line, coloured as the whole file would be."""
     lines = _lines(text)
@@ -54,6 +65,7 @@ def highlight_lines(text: str, path: str) -> list[Text]:
     code = "\n".join(lines)
     lexer = KNOWN_LEXERS.get(PurePosixPath(path).suffix.lower()) or Syntax.guess_lexer(path, code)
     out = Syntax(code, lexer, theme=THEME).highlight(code).split("\n", allow_blank=True)
+    _BUILT.add(lexer)
     for t in out:
         t.style = ""  # drop the theme's background: the diff sets its own
         t.end = ""
@@ -71,6 +83,7 @@ class EditDiff:
         self.b = _lines(after)
         self._ha: list[Text] | None = None
         self._hb: list[Text] | None = None
+        self.colour = True  # False: rows without syntax colour (until the lexer is built)
         self._sm = SequenceMatcher(None, self.a, self.b, autojunk=False)
         # A copy: difflib's get_grouped_opcodes trims the matcher's own cached list in place,
         # which would cut the start and end off the whole-file view after the hunks were shown.
@@ -80,6 +93,8 @@ class EditDiff:
         self.stats = DiffStats(added, removed)
 
     def _hl(self) -> tuple[list[Text], list[Text]]:
+        if not self.colour:
+            return [Text(line) for line in self.a], [Text(line) for line in self.b]
         if self._ha is None or self._hb is None:
             self._ha = highlight_lines("\n".join(self.a), self.path)
             self._hb = highlight_lines("\n".join(self.b), self.path)

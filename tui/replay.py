@@ -136,8 +136,11 @@ class ReplayApp(PortsideApp):
         finally:
             self._end_batch()
         # What waited for a refresh ran inside the batch, before any layout: the Agent column
-        # follows its end again now.
-        screen.query_one(Transcript).scroll_end(animate=False)
+        # follows its end again now. Diffs drawn plain get their colour after that frame.
+        transcript = screen.query_one(Transcript)
+        transcript.scroll_end(animate=False)
+        if transcript.uncoloured:
+            self.call_after_refresh(transcript.colour_held)
 
     def _load(self, screen: ReplayScreen, seq: int, state: ReplayState | None) -> None:
         with screen.query_one(Transcript).holding():  # mounts the column's newest entries

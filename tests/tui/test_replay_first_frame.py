@@ -156,7 +156,34 @@ class TestHeldTranscript:
             await until(pilot, lambda: len(transcript.older) == max(0, held - transcript_widget.HELD_CHUNK))
             await until(pilot, lambda: len(transcript.children) == mounted + held
                         - len(transcript.older))
-            await pilot.pause()
             # The entries that were at the top stay where the reviewer was reading.
-            assert transcript.scroll_y > 0
+            await until(pilot, lambda: transcript.scroll_y > 0)
+            await pilot.pause()
             assert first.region.y - transcript.region.y <= transcript.size.height
+
+
+class TestHeldColour:
+    async def test_diffs_drawn_plain_get_their_colour_after_the_first_frame(self) -> None:
+        from portside.tui import diffing
+        from portside.tui.widgets.diff_card import DiffCard
+
+        diffing._BUILT.clear()  # as in a fresh process: the Python lexer not built yet
+        events = _session(3_000)
+        app = _app(events)
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            cards = [c for c in app.live.query(DiffCard)]
+            assert cards, "no diff on the first frame"
+            transcript = app.live.query_one(Transcript)
+            await until(pilot, lambda: not transcript.uncoloured)
+            await pilot.pause()
+            for card in cards:
+                assert card.diff.colour
+                # The ground truth: the lexer's own colouring of the file's new text; its
+                # token styles are in the card's rows (a plain row has gutter and diff
+                # backgrounds only).
+                want = diffing.highlight_lines("\n".join(card.diff.b), card.diff.path)
+                tokens = {str(span.style) for t in want for span in t.spans}
+                got = {str(span.style) for row in card.body.rows(False, True).left
+                       for span in row.spans}
+                assert tokens and tokens <= got, (tokens, got)

@@ -20,6 +20,7 @@ from textual.widgets import Static
 from portside.core import events as ev
 from portside.core.textsafe import clean_line
 
+from ..diffing import lexer_built
 from ..model import CommandView, EditView
 from .command_card import CommandCard
 from .diff_card import DiffCard
@@ -87,13 +88,15 @@ class Transcript(VerticalScroll, can_focus=True):
         self.calls: dict[str, ToolCall] = {}
         self.cards: dict[str, DiffCard | CommandCard] = {}
         self.older: list[Widget] = []  # built, not mounted: above the first mounted entry
+        self.uncoloured: list[DiffCard] = []
         self._batch: list[Widget] | None = None
 
     # --- what is mounted ---------------------------------------------------------------------
 
     @contextmanager
     def holding(self) -> Iterator[None]:
-        """Entries added inside are mounted at the end, in one batch, newest ones only."""
+        """Entries added inside are mounted at the end, in one batch, newest ones only. Their
+        diffs wait for syntax colour (``colour_held``) when the lexer is not built yet."""
         self._batch = []
         try:
             yield
@@ -112,9 +115,18 @@ class Transcript(VerticalScroll, can_focus=True):
 
     def _put(self, widget: Widget) -> None:
         if self._batch is not None:
+            if isinstance(widget, DiffCard) and not lexer_built(widget.diff.path):
+                widget.diff.colour = False
+                self.uncoloured.append(widget)
             self._batch.append(widget)
         else:
             self.mount(widget)
+
+    def colour_held(self) -> None:
+        """Colour the diffs a held batch drew plain (the first one builds the lexer)."""
+        cards, self.uncoloured = self.uncoloured, []
+        for card in cards:
+            card.body.colour()
 
     def reveal(self, widget: Widget | None = None, count: int = HELD_CHUNK) -> None:
         """Mount held entries: up to ``widget`` (all from it on), or the ``count`` newest."""
@@ -131,7 +143,11 @@ class Transcript(VerticalScroll, can_focus=True):
             # Keep the rows in view where they were: the new entries went in above them.
             self.call_after_refresh(self._keep_position, shown, self.scroll_y)
 
-    def _keep_position(self, shown: list[Widget], y: float) -> None:
+    def _keep_position(self, shown: list[Widget], y: float, tries: int = 20) -> None:
+        if tries and not all(w.outer_size.height for w in shown):
+            # Not laid out yet (an after-refresh callback can run before the layout).
+            self.call_after_refresh(self._keep_position, shown, y, tries - 1)
+            return
         added = sum(w.outer_size.height for w in shown)
         self.scroll_to(y=y + added, animate=False)
 
