@@ -12,6 +12,7 @@ from typing import Any
 from portside.core import events as ev
 
 from . import index_blocks
+from .codec import ROW_COLUMNS, SLIM_KINDS, decode_row, stored_body
 
 _METRIC_KEYS = ("loss", "grad_norm", "max_norm", "step_s", "compiles", "compile_s")
 
@@ -92,7 +93,12 @@ def insert_rows(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]])
 
 
 def event_row(event: ev.Event, body: bytes) -> tuple[str, int, float, str, str]:
-    return (event.session_id, event.seq, event.ts, _TAGS[type(event)], body.decode())
+    """The ``events`` row of an event and its canonical ``body`` (kept slim: store/codec.py)."""
+    kind = _TAGS[type(event)]
+    text = body.decode()
+    if kind in SLIM_KINDS:
+        text = stored_body(kind, event.session_id, event.seq, event.ts, text)
+    return (event.session_id, event.seq, event.ts, kind, text)
 
 
 def has_projection(event: ev.Event) -> bool:
@@ -288,15 +294,15 @@ def reproject(conn: sqlite3.Connection, chunk: int = 5000,
     of the log."""
     marks = ",".join("?" * len(kinds))
     cur = conn.execute(
-        f"SELECT body FROM events WHERE kind IN ({marks}) ORDER BY session_id, seq",
+        f"SELECT {ROW_COLUMNS} FROM events WHERE kind IN ({marks}) ORDER BY session_id, seq",
         kinds,
     )
     n = 0
     while rows := cur.fetchmany(chunk):
         batch = Batch()
-        for (body,) in rows:
+        for row in rows:
             try:
-                batch.project(ev.decode(body))
+                batch.project(decode_row(*row))
             except ev.EventError:
                 continue
             n += 1

@@ -96,7 +96,7 @@ def test_v2_database_is_migrated_and_repaired(tmp_path: Path) -> None:
         insert_rows(conn, sql, rows)
     conn.execute("COMMIT")
     assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1  # the takeover
-    assert migrate(conn, path) == SCHEMA_USER_VERSION == 4
+    assert migrate(conn, path) == SCHEMA_USER_VERSION == len(MIGRATIONS)
     conn.close()
     with Store(path) as store:
         assert [r["run_id"] for r in store.runs("orig")] == ["r1"]
