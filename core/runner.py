@@ -40,9 +40,9 @@ OUTPUT_BATCH_LINES = 2000  # a batch this long goes out at once
 # A trickle is held into fewer, bigger events (core/batching.py): a line waits at most
 # OUTPUT_HOLD_S, a record RECORD_HOLD_S; the first after a quiet spell goes out at the tick.
 OUTPUT_HOLD_S = 1.0
-OUTPUT_MIN_LINES = 10
+OUTPUT_BIG_BYTES = 16384
 RECORD_HOLD_S = 0.5
-RECORD_MIN = 16
+RECORD_BIG_BYTES = 8192  # smaller: at fast step rates records are not held for size past ~0.3 s
 RECORD_POLL_S = 0.2
 KILL_GRACE_S = 1.0
 TAIL_LINES = 200
@@ -293,10 +293,10 @@ class _Watch:
         self.spec = spec
         self.out = out
         self.sid = runner.session_id
-        self.pending: Batcher[str] = Batcher(min_items=OUTPUT_MIN_LINES, hold_s=OUTPUT_HOLD_S,
-                                             tick_s=OUTPUT_BATCH_S)
+        self.pending: Batcher[str] = Batcher(hold_s=OUTPUT_HOLD_S, tick_s=OUTPUT_BATCH_S,
+                                             big_bytes=OUTPUT_BIG_BYTES)
         self.pending_records: Batcher[dict[str, Any]] = Batcher(
-            min_items=RECORD_MIN, hold_s=RECORD_HOLD_S, tick_s=OUTPUT_BATCH_S)
+            hold_s=RECORD_HOLD_S, tick_s=OUTPUT_BATCH_S, big_bytes=RECORD_BIG_BYTES)
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.records: list[dict[str, Any]] = []
         self.last_activity = time.monotonic()
@@ -319,8 +319,10 @@ class _Watch:
         if self.pending_records and (force or self.pending_records.due(time.monotonic())):
             self._send_records(self.pending_records.take())
 
-    def _add_records(self, recs: list[dict[str, Any]]) -> None:
-        self.pending_records.add(recs, time.monotonic())
+    def _add_records(self, recs: list[dict[str, Any]], nbytes: int) -> None:
+        first = self.pending_records.add(recs, time.monotonic(), nbytes)
+        if first:
+            self._send_records(first)
 
     def _send_records(self, recs: list[dict[str, Any]]) -> None:
         self.record_count += len(recs)
@@ -335,7 +337,9 @@ class _Watch:
         if self.redact is not None:
             line = self.redact(line)
         self.last_activity = now = time.monotonic()
-        self.pending.add([line], now)
+        first = self.pending.add([line], now, len(line) + 4)
+        if first:
+            self._emit(ev.RunOutput(session_id=self.sid, run_id=self.spec.run_id, lines=first))
         self.tail.append(line)
         metrics = []
         for pat in self.spec.patterns:
@@ -354,13 +358,14 @@ class _Watch:
                 {"type": "metric", "name": pat.name, "value": value, "step": step,
                  "source": "output", "t": time.time()}
             )
-        self._add_records(metrics)
+        self._add_records(metrics, 100 * len(metrics))
         if len(self.pending) >= OUTPUT_BATCH_LINES:
             self._flush_output()
 
     def _poll_records(self) -> None:
         """Read complete new lines from every probe file of this run (all ranks)."""
         new: list[dict[str, Any]] = []
+        nbytes = 0
         for path in sorted(self.out.parent.glob(f"{self.out.stem}*{self.out.suffix}")):
             try:
                 with open(path, "rb") as fh:
@@ -384,11 +389,12 @@ class _Watch:
                     rec = {"type": "probe-error", "line": decode_line(raw)[:200], "file": path.name}
                 if isinstance(rec, dict):
                     new.append(rec)
+                    nbytes += len(raw)
         steps = sum(1 for r in new if r.get("type") == "step")
         if steps:
             self.step_count += steps
             self.last_activity = time.monotonic()
-        self._add_records(new)
+        self._add_records(new, nbytes)
 
     def _publish(self, fn: Callable[..., None], *args: Any) -> None:
         """Hand output to the sink; a sink that fails (the store cannot record) is noted once,

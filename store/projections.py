@@ -31,6 +31,7 @@ class Batch:
         self.events: list[tuple[str, int, float, str, str]] = []
         self.inserts: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
         self.updates: list[tuple[str, tuple[Any, ...]]] = []
+        self.metric_runs: set[tuple[str, str]] = set()  # (session, run) rows inserted
 
     def add(self, event: ev.Event, body: bytes) -> None:
         self.add_row(event_row(event, body), event if has_projection(event) else None)
@@ -177,10 +178,21 @@ def _step(value: Any) -> int | None:
     return None
 
 
+_METRIC_RUN = "INSERT OR IGNORE INTO metric_runs (session_id, run_id) VALUES (?,?)"
+_METRIC_POINT = (
+    "INSERT OR REPLACE INTO metric_points (run, name, seq, k, step, value) VALUES"
+    " ((SELECT id FROM metric_runs WHERE session_id = ? AND run_id = ?),?,?,?,?,?)"
+)
+
+
 def _run_record(b: Batch, e: ev.RunRecord) -> None:
-    # Keyed by the record's place in the log (seq, k): see schema v4.
-    rows = b.inserts["INSERT OR REPLACE INTO metrics (session_id, run_id, name, seq, k, step,"
-                     " value) VALUES (?,?,?,?,?,?,?)"]
+    # Keyed by the run's number and the record's place in the log (seq, k): see schema v5.
+    # The run's row is inserted first (the inserts go out in the order their SQL first came).
+    key = (e.session_id, e.run_id)
+    if key not in b.metric_runs:
+        b.metric_runs.add(key)
+        b.inserts[_METRIC_RUN].append(key)
+    rows = b.inserts[_METRIC_POINT]
     sid, run, seq = e.session_id, e.run_id, e.seq
     for k, rec in enumerate(e.records):
         kind = rec.get("type")

@@ -240,24 +240,43 @@ def _v4(db: sqlite_utils.Database) -> None:
     # scanning the log. Sessions written before have no blocks: their index is still built
     # from `events` (and cached in replay_index) at their first replay.
     from .index_blocks import SCHEMA
-    from .projections import reproject
 
     db.execute(SCHEMA)
     # Metrics were a rowid table plus an index holding every row again (~520 bytes a step
     # record of 6 metrics). Now one b-tree, clustered the way they are read (a run's series
     # of one name) and keyed by where the record is in the log: event seq, k-th record of it.
     # Same columns people query (session_id, run_id, step, name, value), plus seq and k.
+    # (Rebuilt from the log by v5, in v5's layout.)
     db.execute("DROP TABLE IF EXISTS metrics")
     db.execute(METRICS_V4)
-    reproject(db.conn, kinds=("run.record",))
+
+
+# Metrics, v5: each v4 row spelled out its session and run ids (~30 of its ~57 bytes, 5 rows a
+# step record). Points now name their run by a small integer, and ``metrics`` is a view with
+# v4's columns over them, so the same queries (and Datasette's table page, filters, charts of
+# step against value) read it as before: WHERE session_id/run_id finds the run's key through
+# metric_runs' unique index, then the points of that run (and name) by their primary key.
+METRICS_V5 = (
+    "CREATE TABLE metric_runs (id INTEGER PRIMARY KEY, session_id TEXT NOT NULL,"
+    " run_id TEXT NOT NULL, UNIQUE (session_id, run_id))",
+    "CREATE TABLE metric_points (run INTEGER NOT NULL REFERENCES metric_runs (id),"
+    " name TEXT NOT NULL, seq INTEGER NOT NULL, k INTEGER NOT NULL, step INTEGER, value REAL,"
+    " PRIMARY KEY (run, name, seq, k)) WITHOUT ROWID",
+    "CREATE VIEW metrics AS SELECT r.session_id, r.run_id, p.step, p.name, p.value, p.seq, p.k"
+    " FROM metric_points p JOIN metric_runs r ON r.id = p.run",
+)
 
 
 def _v5(db: sqlite_utils.Database) -> None:
     # From here run.output and run.record bodies are stored without the envelope keys their
     # row holds as columns (store/codec.py), which a portside of v4 could not decode: hence
-    # the version. Rows written before stay whole and are read as they are; nothing is
-    # rewritten, so opening a large old database costs nothing.
-    del db
+    # the version. Rows written before stay whole and are read as they are (not rewritten).
+    from .projections import reproject
+
+    db.execute("DROP TABLE IF EXISTS metrics")
+    for sql in METRICS_V5:
+        db.execute(sql)
+    reproject(db.conn, kinds=("run.record",))
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
