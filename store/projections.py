@@ -188,10 +188,10 @@ _METRIC_POINT = (
 def _run_record(b: Batch, e: ev.RunRecord) -> None:
     # Keyed by the run's number and the record's place in the log (seq, k): see schema v5.
     # The run's row is inserted first (the inserts go out in the order their SQL first came).
-    key = (e.session_id, e.run_id)
-    if key not in b.metric_runs:
-        b.metric_runs.add(key)
-        b.inserts[_METRIC_RUN].append(key)
+    run_key = (e.session_id, e.run_id)
+    if run_key not in b.metric_runs:
+        b.metric_runs.add(run_key)
+        b.inserts[_METRIC_RUN].append(run_key)
     rows = b.inserts[_METRIC_POINT]
     sid, run, seq = e.session_id, e.run_id, e.seq
     for k, rec in enumerate(e.records):
