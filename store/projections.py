@@ -31,7 +31,8 @@ class Batch:
         self.events: list[tuple[str, int, float, str, str]] = []
         self.inserts: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
         self.updates: list[tuple[str, tuple[Any, ...]]] = []
-        self.metric_runs: set[tuple[str, str]] = set()  # (session, run) rows inserted
+        # Metric points by (session, run): numbered in write(), see schema v5.
+        self.points: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
 
     def add(self, event: ev.Event, body: bytes) -> None:
         self.add_row(event_row(event, body), event if has_projection(event) else None)
@@ -56,6 +57,10 @@ class Batch:
             insert_rows(conn, sql, rows)
         for sql, params in self.updates:
             conn.execute(sql, params)
+        for (sid, run), rows in self.points.items():
+            conn.execute(_METRIC_RUN, (sid, run))
+            (number,) = conn.execute(_RUN_NUMBER, (sid, run)).fetchone()
+            insert_rows(conn, _METRIC_POINT, [(number, *row) for row in rows])
 
 
 # Rows per INSERT statement, largest first: a batch is split into these sizes, so each table
@@ -179,21 +184,15 @@ def _step(value: Any) -> int | None:
 
 
 _METRIC_RUN = "INSERT OR IGNORE INTO metric_runs (session_id, run_id) VALUES (?,?)"
-_METRIC_POINT = (
-    "INSERT OR REPLACE INTO metric_points (run, name, seq, k, step, value) VALUES"
-    " ((SELECT id FROM metric_runs WHERE session_id = ? AND run_id = ?),?,?,?,?,?)"
-)
+_RUN_NUMBER = "SELECT id FROM metric_runs WHERE session_id = ? AND run_id = ?"
+_METRIC_POINT = ("INSERT OR REPLACE INTO metric_points (run, name, seq, k, step, value)"
+                 " VALUES (?,?,?,?,?,?)")
 
 
 def _run_record(b: Batch, e: ev.RunRecord) -> None:
     # Keyed by the run's number and the record's place in the log (seq, k): see schema v5.
-    # The run's row is inserted first (the inserts go out in the order their SQL first came).
-    run_key = (e.session_id, e.run_id)
-    if run_key not in b.metric_runs:
-        b.metric_runs.add(run_key)
-        b.inserts[_METRIC_RUN].append(run_key)
-    rows = b.inserts[_METRIC_POINT]
-    sid, run, seq = e.session_id, e.run_id, e.seq
+    rows = b.points.setdefault((e.session_id, e.run_id), [])
+    seq = e.seq
     for k, rec in enumerate(e.records):
         kind = rec.get("type")
         if kind == "step":
@@ -201,16 +200,16 @@ def _run_record(b: Batch, e: ev.RunRecord) -> None:
             for key in _METRIC_KEYS:
                 value = _num(rec.get(key))
                 if value is not None:
-                    rows.append((sid, run, key, seq, k, step, value))
+                    rows.append((key, seq, k, step, value))
             lrs = rec.get("lr")
             if isinstance(lrs, list) and lrs:
                 value = _num(lrs[0])
                 if value is not None:
-                    rows.append((sid, run, "lr", seq, k, step, value))
+                    rows.append(("lr", seq, k, step, value))
         elif kind == "metric":
             value = _num(rec.get("value"))
             if value is not None and isinstance(rec.get("name"), str):
-                rows.append((sid, run, rec["name"], seq, k, _step(rec.get("step")), value))
+                rows.append((rec["name"], seq, k, _step(rec.get("step")), value))
 
 
 def _alarm_raised(b: Batch, e: ev.AlarmRaised) -> None:

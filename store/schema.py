@@ -259,6 +259,7 @@ def _v4(db: sqlite_utils.Database) -> None:
 METRICS_V5 = (
     "CREATE TABLE metric_runs (id INTEGER PRIMARY KEY, session_id TEXT NOT NULL,"
     " run_id TEXT NOT NULL, UNIQUE (session_id, run_id))",
+    "CREATE INDEX metric_runs_run_id ON metric_runs (run_id)",  # WHERE run_id = ? alone
     "CREATE TABLE metric_points (run INTEGER NOT NULL REFERENCES metric_runs (id),"
     " name TEXT NOT NULL, seq INTEGER NOT NULL, k INTEGER NOT NULL, step INTEGER, value REAL,"
     " PRIMARY KEY (run, name, seq, k)) WITHOUT ROWID",
