@@ -274,10 +274,24 @@ def _v5(db: sqlite_utils.Database) -> None:
     # the version. Rows written before stay whole and are read as they are (not rewritten).
     from .projections import reproject
 
-    db.execute("DROP TABLE IF EXISTS metrics")
+    # v4's rows are what v5 derives, in another layout: copied in SQL (seconds for millions,
+    # where decoding the log again took minutes). Empty (v4 was applied just now, or no run
+    # recorded a metric): rebuilt from the log.
+    old = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'metrics' AND type = 'table'"
+                     ).fetchone() and db.execute("SELECT 1 FROM metrics LIMIT 1").fetchone()
+    db.execute("ALTER TABLE metrics RENAME TO metrics_v4" if old else "DROP TABLE IF EXISTS metrics")
     for sql in METRICS_V5:
         db.execute(sql)
-    reproject(db.conn, kinds=("run.record",))
+    if old:
+        db.execute("INSERT INTO metric_runs (session_id, run_id) SELECT DISTINCT session_id,"
+                   " run_id FROM metrics_v4 ORDER BY session_id, run_id")
+        db.execute("INSERT INTO metric_points (run, name, seq, k, step, value)"
+                   " SELECT r.id, m.name, m.seq, m.k, m.step, m.value FROM metrics_v4 m"
+                   " JOIN metric_runs r ON r.session_id = m.session_id AND r.run_id = m.run_id"
+                   " ORDER BY r.id, m.name, m.seq, m.k")
+        db.execute("DROP TABLE metrics_v4")
+    else:
+        reproject(db.conn, kinds=("run.record",))
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
