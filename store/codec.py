@@ -36,15 +36,22 @@ def _suffix(session_id: str, seq: int, ts: float) -> str:
     return f'{_sid_part(session_id)}{seq},"ts":{_encode(ts).decode()}}}'
 
 
-def stored_body(kind: str, session_id: str, seq: int, ts: float, body: str) -> str:
-    """What ``events.body`` holds for a canonical ``body`` of this row."""
-    if kind not in SLIM_KINDS:
+ENVELOPE = b',"session_id":'
+# Where the kind's own fields start in the canonical bytes of each slim event type.
+SLIM_START: dict[type, int] = {cls: len(_prefix(kind)) for kind, cls in ev.EVENT_TYPES.items()
+                               if kind in SLIM_KINDS}
+
+
+def stored_body(event: ev.Event, body: bytes) -> bytes:
+    """What ``events.body`` holds for an event's canonical ``body``. The envelope is the
+    encoding's last keys, and its ``,"session_id":`` the last one in the text (inside a JSON
+    string a quote is escaped); the encoding starts with the kind (msgspec's tag). On the
+    append path of every event: store/projections.py's event_row does the same inline."""
+    start = SLIM_START.get(type(event))
+    if start is None:
         return body
-    prefix = _prefix(kind)
-    suffix = _suffix(session_id, seq, ts)
-    if not (body.startswith(prefix) and body.endswith(suffix)) or len(body) <= len(prefix) + len(suffix):
-        return body  # not the canonical layout: kept whole (full_body returns it as it is)
-    return "{" + body[len(prefix):-len(suffix)] + "}"
+    cut = body.rfind(ENVELOPE)
+    return b"{" + body[start:cut] + b"}" if cut > start else body
 
 
 def full_body(session_id: str, seq: int, ts: float, kind: str, body: str) -> str:
