@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from portside.core import events as ev
 from portside.store import Store
-from portside.store.codec import SLIM_KINDS, full_body
+from portside.store.codec import SLIM_KINDS, full_body, stored_body
 from portside.store.jsonl import export_session
 from portside.store.projections import event_row
 from portside.store.schema import MIGRATIONS, SCHEMA_USER_VERSION
@@ -31,6 +31,7 @@ one_of_each = st.tuples(*[_strategy(cls) for cls in ev.EVENT_TYPES.values()])
 def test_a_row_gives_back_the_canonical_bytes(event: ev.Event) -> None:
     canonical = ev.encode(event).decode()
     row = event_row(event, ev.encode(event))
+    assert row[4].encode() == stored_body(event, ev.encode(event))  # the inline copy agrees
     assert full_body(*row) == canonical
     stored, whole = json.loads(row[4]), json.loads(canonical)
     if row[3] in SLIM_KINDS:
