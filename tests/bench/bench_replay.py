@@ -13,8 +13,8 @@ replay_blocks.
 
 The first frame (fresh process, page cache dropped likewise): "before" is the replay screen of
 BEFORE_REV (a TabbedContent pane per run, every card of the transcript window mounted, frames
-drawn while the load mounts), run from a `git archive` of that revision put first on
-PYTHONPATH; "after" is this tree's. Both read the writer's replay_blocks.
+drawn while the load mounts): that revision's tui/ (`git archive`) over this tree's core, store
+and cli, put first on PYTHONPATH; "after" is this tree's. Both read the writer's replay_blocks.
 
 Generation (bulk, through the store's Batch writer) is timed apart and is not part of the
 figures. "open" = build the index from SQLite + fold the structural events into snapshots +
@@ -178,19 +178,22 @@ def frame_once(db: Path, blocks: bool) -> dict[str, float]:
 
 @contextlib.contextmanager
 def before_tree(rev: str) -> Iterator[Path | None]:
-    """A folder holding ``portside`` as it was at ``rev`` (None, with the reason printed, when
-    this is not a git checkout holding that revision)."""
+    """A folder holding a ``portside`` whose screens (tui/) are as they were at ``rev`` and
+    whose core, store and cli are this tree's (the DB's schema is this tree's); None, with the
+    reason printed, when this is not a git checkout holding that revision."""
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "portside"
         tree.mkdir()
         try:
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev],
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "tui"],
                                      check=True, capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
         except (OSError, subprocess.CalledProcessError) as exc:
             print(f"no 'before' frame: revision {rev} not readable here ({exc})")
             yield None
             return
+        for package in ("core", "store", "cli"):
+            (tree / package).symlink_to(ROOT / package, target_is_directory=True)
         yield Path(tmp)
 
 
