@@ -161,6 +161,18 @@ class TestHeldTranscript:
             await pilot.pause()
             assert first.region.y - transcript.region.y <= transcript.size.height
 
+    async def test_a_taller_column_mounts_what_fills_it(self) -> None:
+        app = _app(_session(3_000))
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            transcript = app.live.query_one(Transcript)
+            assert transcript.older
+            await pilot.resize_terminal(120, 160)
+            # Held entries stay reachable: they are mounted until the column can scroll.
+            await until(pilot, lambda: transcript.max_scroll_y > 0 or not transcript.older)
+            await pilot.pause()
+            assert transcript.max_scroll_y > 0 or not transcript.older
+
 
 class TestHeldColour:
     async def test_diffs_drawn_plain_get_their_colour_after_the_first_frame(self) -> None:

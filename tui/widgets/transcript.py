@@ -112,6 +112,8 @@ class Transcript(VerticalScroll, can_focus=True):
             self.older.extend(batch[:keep])
             if batch[keep:]:
                 self.mount_all(batch[keep:])
+            if self.older:
+                self.call_after_refresh(self._fill_view)
 
     def _put(self, widget: Widget) -> None:
         if self._batch is not None:
@@ -142,6 +144,22 @@ class Transcript(VerticalScroll, can_focus=True):
         if widget is None:
             # Keep the rows in view where they were: the new entries went in above them.
             self.call_after_refresh(self._keep_position, shown, self.scroll_y)
+
+    def _fill_view(self, tries: int = 20) -> None:
+        """Mount held entries while the mounted ones do not fill the column (the estimate was
+        high, or the column grew): else there is no scrolling up to reach them."""
+        if not self.older or not self.children or not tries:
+            return
+        if not any(w.outer_size.height for w in self.children):
+            self.call_after_refresh(self._fill_view, tries - 1)  # not laid out yet
+            return
+        if self.max_scroll_y <= 0:
+            self.reveal()
+            self.call_after_refresh(self._fill_view, tries - 1)
+
+    def on_resize(self) -> None:
+        if self.older:
+            self.call_after_refresh(self._fill_view)
 
     def _keep_position(self, shown: list[Widget], y: float, tries: int = 20) -> None:
         if tries and not all(w.outer_size.height for w in shown):
@@ -215,7 +233,7 @@ def _safe_id(raw: str) -> str:
 def _rows_estimate(widget: Widget) -> int:
     """Rows an entry takes at least (a card: its frame and a few diff rows)."""
     if isinstance(widget, DiffCard | CommandCard):
-        return 8
+        return 6  # frame, title, hint and a one-line change
     if isinstance(widget, ToolCall):
         return 1
     content = widget.content if isinstance(widget, Static) else None
