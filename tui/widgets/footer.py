@@ -16,7 +16,8 @@ class ReviewFooter(Footer):
     _shown: Any = None
 
     def _signature(self) -> Any:
-        bindings = tuple((key, b.key, b.description, b.action, b.show, b.key_display, b.group,
+        bindings = tuple((key, b.key, b.description, b.action, b.show, b.key_display,
+                          getattr(b, "group", None),
                           enabled, tooltip)
                          for key, (_node, b, enabled, tooltip)
                          in self.screen.active_bindings.items())
