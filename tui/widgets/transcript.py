@@ -233,7 +233,7 @@ def _safe_id(raw: str) -> str:
 def _rows_estimate(widget: Widget) -> int:
     """Rows an entry takes at least (a card: its frame and a few diff rows)."""
     if isinstance(widget, DiffCard | CommandCard):
-        return 6  # frame, title, hint and a one-line change
+        return 8  # frame, title, hint and a few rows of change (too many: _fill_view mounts more)
     if isinstance(widget, ToolCall):
         return 1
     content = widget.content if isinstance(widget, Static) else None
