@@ -467,6 +467,9 @@ class Replayer:
         self._anchor_off = 0.0  # replay-time offset at the anchor
         self._anchor_wall = clock()
         self._buffer: deque[ev.Event] = deque()
+        # The state the last seek returned (read, never changed): a screen opened at that
+        # point folds it instead of computing it again (a tail read per run).
+        self.seek_state: ReplayState | None = None
 
     # --- timing -------------------------------------------------------------------------------
 
@@ -599,6 +602,7 @@ class Replayer:
         """Show the session as it was right after event ``seq`` (0: before the first)."""
         seq = max(0, min(int(seq), self.index.last_seq))
         state = self.state_at(seq)
+        self.seek_state = state
         self.position = state.seq
         self._buffer.clear()
         self._anchor_off = self.offset_of(self.position)

@@ -112,7 +112,7 @@ class ReplayApp(PortsideApp):
 
     async def _start(self) -> None:
         if self.replayer.position > 0:  # --from: open at the point
-            await self._load_settled(self.live, self.replayer.position, None)
+            await self._load_settled(self.live, self.replayer.position, self.replayer.seek_state)
         self.set_interval(PUMP_S, self._pump, name="replay-pump")
         if self.autoplay:
             self.replayer.play()

@@ -94,6 +94,15 @@ class ReplayScreen(LiveScreen, inherit_bindings=False):
         super().tick()
         self.timeline.sync()
 
+    def _compositor_refresh(self) -> None:
+        # Inside a batch (a seek's load) Textual renders the screen and then drops the frame
+        # (App._display draws nothing while batched): ~30 ms for the empty screen before the
+        # load. Skipped; the whole screen is drawn once the batch is over.
+        if self.app._batch_count:
+            self._repaint_required = True
+            return
+        super()._compositor_refresh()
+
     def mode_text(self, status: str) -> str:
         return f" {self.control.replay_header()} · {status} "
 

@@ -108,22 +108,8 @@ class DiffBody(ScrollView, can_focus=True):
         return max(len(self.wrapped(False, self.full, width)),
                    len(self.wrapped(True, self.full, width)))
 
-    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size,
-                      layout: bool = True) -> bool:
-        # A new width: the rows' extent follows in this layout pass, so the scrollbars are
-        # judged against it (judged against the old width, a narrower card would show both,
-        # and their going away would lay out the whole screen once more).
-        if size.width and size != self._size:
-            width = size.width - self.styles.gutter.width
-            self.set_reactive(ScrollView.virtual_size, Size(width, len(self.wrapped(width=width))))
-        return super()._size_updated(size, virtual_size, container_size, layout)
-
     def on_mount(self) -> None:
-        # Not laid out yet (width 0): the rows unwrapped would show a scrollbar that the
-        # first layout takes away again, a second layout of the whole screen. The Resize
-        # after that layout sizes it.
-        if self.size.width:
-            self._sync_virtual_size()
+        self._sync_virtual_size()
 
     def on_resize(self) -> None:
         self._sync_virtual_size()
