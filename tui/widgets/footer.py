@@ -26,13 +26,14 @@ class ReviewFooter(Footer):
         return (bindings, self.compact, getattr(self, "_bindings_ready", True))
 
     def compose(self) -> ComposeResult:
-        # A FooterKey is born compact and its binding to the footer's `compact` flips it on
-        # mount: two restylings of every key. Set before mount, the binding changes nothing.
-        # (The command palette's key is not bound: it stays compact.)
+        # A FooterKey is born compact (its watcher restyles it on mount) and its binding to
+        # the footer's `compact` flips that: two restylings of every key. Set before mount,
+        # neither changes anything. (The command palette's key is not bound: it stays compact.)
         for widget in super().compose():
-            if isinstance(widget, FooterKey) and not widget.has_class("-command-palette"):
-                widget.set_reactive(FooterKey.compact, self.compact)
-                widget.set_class(self.compact, "-compact", update=False)
+            if isinstance(widget, FooterKey):
+                compact = widget.has_class("-command-palette") or self.compact
+                widget.set_reactive(FooterKey.compact, compact)
+                widget.set_class(compact, "-compact", update=False)
             yield widget
 
     async def recompose(self) -> None:
