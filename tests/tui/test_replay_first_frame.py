@@ -173,6 +173,30 @@ class TestStyledOnce:
                 assert k.compact == want and k.has_class("-compact") == want, k.key
 
 
+class TestOneLayout:
+    async def test_the_load_is_laid_out_once(self, monkeypatch: Any) -> None:
+        """After the load, the layout that draws the first frame asks for no second one (the
+        virtual sizes it sets, the log's and the Agent column's scrollbars used to)."""
+        from textual.screen import Screen
+
+        app = _app(_session(3_000))
+        relayouts: list[bool] = []
+        update = Screen._on_timer_update
+
+        def spy(screen: Screen[Any]) -> None:
+            if screen is app.screen and not app._batch_count:
+                relayouts.append(screen._layout_required)
+            update(screen)
+
+        monkeypatch.setattr(Screen, "_on_timer_update", spy)
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            transcript = app.live.query_one(Transcript)
+            await until(pilot, lambda: not transcript.uncoloured)
+            await pilot.pause()
+            assert relayouts and not any(relayouts), relayouts
+
+
 class TestHeldTranscript:
     async def test_older_entries_mount_when_scrolled_to(self) -> None:
         events = _session(3_000)
