@@ -101,21 +101,25 @@ class ReplayScreen(LiveScreen, inherit_bindings=False):
         # nothing where no scrollbar took or gave back space (the first frame's second
         # layout). Those asks, made during this layout, are dropped; a widget whose
         # scrollbars changed keeps its own.
-        if scroll and not self._layout_widgets:  # the scroll-only path: no sizes change
+        # Textual internals (8.2): where a version lacks them, the plain layout runs.
+        if not (hasattr(self, "_layout_widgets") and hasattr(self, "_compositor")) or (
+                scroll and not self._layout_widgets):
             super()._refresh_layout(size, scroll)
             return
-        before = {w: (w._layout_required, _bars(w)) for w in self.walk_children()}
+        before = {w: (getattr(w, "_layout_required", True), _bars(w))
+                  for w in self.walk_children()}
         super()._refresh_layout(size, scroll)
         for widget, _ in self._compositor.layers:
             asked, bars = before.get(widget, (False, (0, 0)))
-            if widget._layout_required and not asked and _bars(widget) == bars:
+            if getattr(widget, "_layout_required", False) and not asked \
+                    and _bars(widget) == bars:
                 widget._layout_required = False
 
     def _compositor_refresh(self) -> None:
         # Inside a batch (a seek's load) Textual renders the screen and then drops the frame
         # (App._display draws nothing while batched): ~30 ms for the empty screen before the
         # load. Skipped; the whole screen is drawn once the batch is over.
-        if self.app._batch_count:
+        if getattr(self.app, "_batch_count", 0):
             self._repaint_required = True
             return
         super()._compositor_refresh()

@@ -63,7 +63,7 @@ class LogView(ScrollView, can_focus=True):
         # Else the first layout of a log leaves them out, then shows them, and that asks
         # for a second layout of the whole screen.
         styles = self.styles
-        if styles.overflow_x == styles.overflow_y == "auto" and not self._scrollbar_changes:
+        if styles.overflow_x == styles.overflow_y == "auto" and not getattr(self, "_scrollbar_changes", True):
             width, height = self.virtual_size
             self.set_reactive(ScrollView.show_horizontal_scrollbar, width > region.width)
             self.set_reactive(ScrollView.show_vertical_scrollbar, height > region.height)
