@@ -165,7 +165,9 @@ class ChecksPanel(Vertical):
             self._show_evidence(alarm_id)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        if event.option.id:
+        # The message comes after the fact: a rebuild's or a select()'s highlight made since
+        # then wins (else a stale one takes the selection back).
+        if event.option.id and event.option_index == event.option_list.highlighted:
             self._show_evidence(event.option.id)
 
     def _show_evidence(self, alarm_id: str) -> None:
