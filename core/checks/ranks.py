@@ -37,14 +37,17 @@ def rank_divergence(r: RunRecords) -> dict[str, Any] | None:
 
 
 def _rank_divergence(r: RunRecords) -> dict[str, Any] | None:
-    runs = {k: x for k, x in r.ranks.items() if np.isfinite(x.col("param_sum")).any()}
+    runs = {k: x for k, x in r.ranks.items()
+            if "param_sum" in x.extra and np.isfinite(x.extra["param_sum"]).any()}
     if len(runs) < 2:
         return None
     common = None
     for x in runs.values():
         s = x.steps[np.isfinite(x.col("param_sum"))]
         inc = x.steps_increasing()
-        common = s if common is None else intersect(common, s, inc, inc)
+        # the first run's own steps, sorted and unique as every intersection is (a repeated
+        # step, after a counter reset, would otherwise stay twice and misalign the ranks)
+        common = (s if inc else np.unique(s)) if common is None else intersect(common, s, inc, inc)
     if common is None or common.size == 0:
         return None
     sums = {}
@@ -97,15 +100,33 @@ def norm_ratio(cand: RunRecords, ref: RunRecords) -> dict[str, Any] | None:
     AVG_EARLY steps compared at the same training progress where both report a norm."""
     al = align(cand, [ref], common_steps)
     ic, ir = al.sel
-    g = cand.grad_norm[ic] / ref.grad_norm[ir]
-    keep = np.flatnonzero(np.isfinite(g) & (g > 0))[:AVG_EARLY]
+    # Only the first AVG_EARLY usable points count: read growing prefixes of the compared
+    # points, not both whole runs, until they are found (or the points end).
+    total = len(range(*ic.indices(cand.n))) if isinstance(ic, slice) else int(ic.size)
+    m = min(total, 4 * AVG_EARLY)
+    while True:
+        pc, pr = _first(ic, m), _first(ir, m)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            g = cand.grad_norm[pc] / ref.grad_norm[pr]
+        keep = np.flatnonzero(np.isfinite(g) & (g > 0))[:AVG_EARLY]
+        if keep.size >= AVG_EARLY or m >= total:
+            break
+        m = min(total, 8 * m)
     if keep.size < AVG_EARLY // 2:
         return None
     with np.errstate(invalid="ignore", divide="ignore"):
-        loss = (cand.loss[ic] / ref.loss[ir])[keep]
+        loss = (cand.loss[pc] / ref.loss[pr])[keep]
     loss = loss[np.isfinite(loss)]
     return {"grad_norm": float(np.median(g[keep])), "steps": int(keep.size),
             "loss": float(np.median(loss)) if loss.size else None}
+
+
+def _first(sel: slice | np.ndarray, m: int) -> slice | np.ndarray:
+    """The first m points of a selector."""
+    if isinstance(sel, slice):
+        start, stop, step = sel.indices(2**62)
+        return slice(start, min(stop, start + m * step), step)
+    return sel[:m]
 
 
 def check_rank_average(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:

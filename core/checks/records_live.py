@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from . import steps as steps_mod
 from .records import EXTRA, RunEnd, RunRecords, _extra_number, to_float
+from .steps import arange
 
 _COLS = ("loss", "grad_norm", "max_norm", "step_s", "compiles", "compile_s")
 _NAN = math.nan
@@ -35,39 +37,87 @@ def _extra_values(vals: list[Any]) -> np.ndarray:
                         dtype=np.float64)
 
 
+class _Col:
+    """One column (rows, or rows x width): a single value while every row so far has the same
+    bits — read back as a broadcast view, no memory per row (max_norm, samples, an absent
+    column's NaN, the all-False non-finite flags) — and an array with spare capacity from the
+    first row that differs. Lossless: rows are compared by their bits (-0.0 is not 0.0)."""
+
+    __slots__ = ("a", "cap", "const", "n")
+
+    def __init__(self, const: np.ndarray, n: int = 0) -> None:
+        self.const = const  # never written in place: broadcast views handed out read it
+        self.a: np.ndarray | None = None
+        self.cap = 0
+        self.n = n
+
+    def put(self, vals: np.ndarray) -> None:
+        k = vals.shape[0]
+        n0, n1 = self.n, self.n + k
+        if self.a is None:
+            c = self.const
+            if _same_bits(vals, c):
+                self.n = n1
+                return
+            self.cap = max(n1, 1024)
+            self.a = np.empty((self.cap, *c.shape), c.dtype)
+            self.a[:n0] = c
+        elif n1 > self.cap:
+            self.cap = max(n1, 2 * self.cap)
+            grown = np.empty((self.cap, *self.a.shape[1:]), self.a.dtype)
+            grown[:n0] = self.a[:n0]
+            self.a = grown  # views handed out keep the old array: it is never written again
+        self.a[n0:n1] = vals
+        self.n = n1
+
+    def widen(self, width: int) -> None:
+        """More lr groups: earlier rows get NaN in the new ones (a new array, as views hold)."""
+        old = self.const.shape[0]
+        const = np.full(width, _NAN)
+        const[:old] = self.const
+        self.const = const
+        if self.a is not None:
+            wide = np.full((self.cap, width), _NAN)
+            wide[: self.n, :old] = self.a[: self.n]
+            self.a = wide
+
+    def view(self, n: int) -> np.ndarray:
+        if self.a is None:
+            return np.broadcast_to(self.const, (n, *self.const.shape))  # read-only
+        v = self.a[:n]
+        v.flags.writeable = False
+        return v
+
+    @property
+    def nbytes(self) -> int:
+        return self.const.nbytes + (0 if self.a is None else self.a.nbytes)
+
+
+def _same_bits(vals: np.ndarray, c: np.ndarray) -> bool:
+    u = f"u{c.dtype.itemsize}"
+    return bool((vals.view(u) == c.view(u)).all())
+
+
+def _f64(x: float) -> np.ndarray:
+    return np.array(x, np.float64)
+
+
 class _Series:
-    """One rank's step series in arrays with spare capacity."""
+    """One rank's step series in columns (see _Col)."""
 
     def __init__(self) -> None:
         self.n = 0
-        self.cap = 0
-        self.steps = np.zeros(0, np.int64)
-        self.given = np.zeros(0, bool)  # the record had a "step" (else: its position)
-        self.cols = {k: np.zeros(0) for k in _COLS}
-        self.lr0 = np.zeros(0)
-        self.lr_all = np.zeros((0, 1))
-        self.nf_loss = np.zeros(0, bool)
-        self.nf_grad = np.zeros(0, bool)
-        self.extra: dict[str, np.ndarray] = {}
+        self.steps: _Col | None = None  # None while the steps are 0..n-1 (the usual case)
+        self.given = _Col(np.array(True))  # the record had a "step" (else: its position)
+        self.cols = {k: _Col(_f64(_NAN)) for k in _COLS}
+        self.lr_all = _Col(np.full(1, _NAN))
+        self.nf_loss = _Col(np.array(False))
+        self.nf_grad = _Col(np.array(False))
+        self.extra: dict[str, _Col] = {}
         self.all_finite: dict[str, bool] = {}  # RunRecords.has, carried: every row so far
-        # Derived series the checks carry from pass to pass (numeric.smoothed, check_drift):
-        # valid because rows are only ever appended.
+        # Derived facts the checks carry from pass to pass (core/checks/carry.py, numeric
+        # .smoothed, check_drift): valid because rows are only ever appended.
         self.memo: dict[Any, Any] = {}
-
-    def _grow(self, need: int) -> None:
-        cap = max(need, 2 * self.cap, 1024)
-
-        def grown(a: np.ndarray, fill: Any) -> np.ndarray:
-            out = np.full((cap, *a.shape[1:]), fill, dtype=a.dtype)
-            out[: self.n] = a[: self.n]
-            return out
-
-        self.steps, self.given = grown(self.steps, 0), grown(self.given, False)
-        self.cols = {k: grown(v, _NAN) for k, v in self.cols.items()}
-        self.lr0, self.lr_all = grown(self.lr0, _NAN), grown(self.lr_all, _NAN)
-        self.nf_loss, self.nf_grad = grown(self.nf_loss, False), grown(self.nf_grad, False)
-        self.extra = {k: grown(v, _NAN) for k, v in self.extra.items()}
-        self.cap = cap
 
     def add(self, recs: list[Mapping[str, Any]]) -> None:
         k = len(recs)
@@ -75,15 +125,21 @@ class _Series:
             return
         n0, n1 = self.n, self.n + k
         # Parse first (this may raise, as from_records would): nothing is half-added.
-        steps = [int(rec.get("step", n0 + i)) for i, rec in enumerate(recs)]
-        given = ["step" in rec for rec in recs]
-        cols: dict[str, list[float]] = {  # a float is itself: the usual value skips the parser
-            key: [v if type(v) is float else _num(v) for v in [rec.get(key) for rec in recs]]
-            for key in _COLS}
-        nf_loss = [not math.isfinite(v) and rec.get("loss") is not None
-                   for v, rec in zip(cols["loss"], recs, strict=True)]
-        nf_grad = [not math.isfinite(v) and rec.get("grad_norm") is not None
-                   for v, rec in zip(cols["grad_norm"], recs, strict=True)]
+        steps = np.array([int(rec.get("step", n0 + i)) for i, rec in enumerate(recs)], np.int64)
+        given = np.array(["step" in rec for rec in recs])
+        present: set[str] = set()
+        for rec in recs:
+            present.update(rec.keys())
+        # A float is itself: the usual value skips the parser; a key no record has, skipped.
+        cols = {key: np.array([v if type(v) is float else _num(v) for v in
+                               [rec.get(key) for rec in recs]], np.float64)
+                if key in present else np.full(k, _NAN) for key in _COLS}
+        nf_loss = (np.zeros(k, bool) if "loss" not in present else np.array(
+            [not math.isfinite(v) and rec.get("loss") is not None
+             for v, rec in zip(cols["loss"].tolist(), recs, strict=True)], bool))
+        nf_grad = (np.zeros(k, bool) if "grad_norm" not in present else np.array(
+            [not math.isfinite(v) and rec.get("grad_norm") is not None
+             for v, rec in zip(cols["grad_norm"].tolist(), recs, strict=True)], bool))
         lrs = []
         for rec in recs:
             lr = rec.get("lr")
@@ -93,78 +149,109 @@ class _Series:
                 lrs.append([_num(lr)])
         extra = {}
         for key in EXTRA:
+            if key not in present:
+                continue  # nothing to write: new rows are NaN already
             vals = [rec.get(key) for rec in recs]
-            if vals.count(None) < k:  # else nothing to write: new rows are NaN already
+            if vals.count(None) < k:
                 extra[key] = _extra_values(vals)
-        if n1 > self.cap:
-            self._grow(n1)
         groups = max(len(x) for x in lrs)
-        if groups > self.lr_all.shape[1]:
-            wide = np.full((self.cap, groups), _NAN)
-            wide[: n0, : self.lr_all.shape[1]] = self.lr_all[: n0]
-            self.lr_all = wide
-        self.steps[n0:n1] = steps
-        self.given[n0:n1] = given
+        width = self.lr_all.const.shape[0]
+        if all(len(x) == groups for x in lrs):
+            lr = np.array(lrs, np.float64)
+        else:
+            lr = np.full((k, groups), _NAN)
+            for i, row in enumerate(lrs):
+                lr[i, : len(row)] = row
+        if groups > width:
+            self.lr_all.widen(groups)
+        elif groups < width:
+            lr = np.concatenate((lr, np.full((k, width - groups), _NAN)), axis=1)
+        if self.steps is None and not np.array_equal(steps, np.arange(n0, n1)):
+            self.steps = _Col(np.array(0, np.int64))
+            self.steps.put(arange(n0))
+        if self.steps is not None:
+            self.steps.put(steps)
+        self.given.put(given)
         for key, col in cols.items():
-            self.cols[key][n0:n1] = col
-        self.nf_loss[n0:n1] = nf_loss
-        self.nf_grad[n0:n1] = nf_grad
-        for i, row in enumerate(lrs):
-            self.lr_all[n0 + i, : len(row)] = row
-        self.lr0[n0:n1] = [row[0] if row else _NAN for row in lrs]
+            self.cols[key].put(col)
+        self.nf_loss.put(nf_loss)
+        self.nf_grad.put(nf_grad)
+        self.lr_all.put(lr)
         for key in self.extra.keys() - extra.keys():
             self.all_finite[key] = False  # the new rows lack it
+            self.extra[key].put(np.full(k, _NAN))
         for key, arr in extra.items():
             if key not in self.extra:
-                self.extra[key] = np.full(self.cap, _NAN)
+                self.extra[key] = _Col(_f64(_NAN), n0)
                 self.all_finite[key] = n0 == 0  # earlier rows lack it
-            self.extra[key][n0:n1] = arr
+            self.extra[key].put(arr)
             self.all_finite[key] = self.all_finite[key] and bool(np.isfinite(arr).all())
         self.n = n1
 
+    def arrays(self) -> dict[str, Any]:
+        """The first n rows of every column, read-only (views: later adds never write them)."""
+        n = self.n
+        c = self.cols
+        lr_all = self.lr_all.view(n)
+        return {"steps": arange(n) if self.steps is None else self.steps.view(n),
+                "given": self.given.view(n), "lr": lr_all[:, 0], "lr_all": lr_all,
+                "nf_loss": self.nf_loss.view(n), "nf_grad": self.nf_grad.view(n),
+                **{k: c[k].view(n) for k in _COLS},
+                "extra": {k: self.extra[k].view(n) for k in EXTRA if k in self.extra}}
+
     def view(self, **kw: Any) -> RunRecords:
         n = self.n
-
-        def ro(a: np.ndarray) -> np.ndarray:
-            v = a[:n]
-            v.flags.writeable = False
-            return v
-
-        c = self.cols
-        out = RunRecords(steps=ro(self.steps), loss=ro(c["loss"]), grad_norm=ro(c["grad_norm"]),
-                          max_norm=ro(c["max_norm"]), lr=ro(self.lr0), lr_all=ro(self.lr_all),
-                          step_s=ro(c["step_s"]), compiles=ro(c["compiles"]),
-                          compile_s=ro(c["compile_s"]), loss_nonfinite=ro(self.nf_loss),
-                          grad_norm_nonfinite=ro(self.nf_grad),
-                          extra={k: ro(self.extra[k]) for k in EXTRA if k in self.extra}, **kw)
+        a = self.arrays()
+        out = RunRecords(steps=a["steps"], loss=a["loss"], grad_norm=a["grad_norm"],
+                         max_norm=a["max_norm"], lr=a["lr"], lr_all=a["lr_all"],
+                         step_s=a["step_s"], compiles=a["compiles"], compile_s=a["compile_s"],
+                         loss_nonfinite=a["nf_loss"], grad_norm_nonfinite=a["nf_grad"],
+                         extra=a["extra"], **kw)
         for k, ok in self.all_finite.items():
             out._cache[("has", k)] = ok and n > 0
+        out._cache[("live",)] = self.memo
         return out
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes this series holds (the shared 0..n-1 steps not counted: see LiveRecords)."""
+        cols = [self.given, self.lr_all, self.nf_loss, self.nf_grad, *self.cols.values(),
+                *self.extra.values()] + ([self.steps] if self.steps is not None else [])
+        return sum(c.nbytes for c in cols)
 
-def _joined(parts: list[_Series]) -> _Series:
+
+class _Joined:
     """Step records of ranks that are not ints, one after the other (as from_records takes
-    them); a record without a step takes its position in the joined list."""
-    out = _Series()
-    out.n = out.cap = sum(p.n for p in parts)
-    out.steps = np.concatenate([p.steps[: p.n] for p in parts])
-    out.given = np.concatenate([p.given[: p.n] for p in parts])
-    pos = np.arange(out.n, dtype=np.int64)
-    out.steps = np.where(out.given, out.steps, pos)
-    out.cols = {k: np.concatenate([p.cols[k][: p.n] for p in parts]) for k in _COLS}
-    out.lr0 = np.concatenate([p.lr0[: p.n] for p in parts])
-    g = max(p.lr_all.shape[1] for p in parts)
-    out.lr_all = np.full((out.n, g), _NAN)
-    i = 0
-    for p in parts:
-        out.lr_all[i: i + p.n, : p.lr_all.shape[1]] = p.lr_all[: p.n]
-        i += p.n
-    out.nf_loss = np.concatenate([p.nf_loss[: p.n] for p in parts])
-    out.nf_grad = np.concatenate([p.nf_grad[: p.n] for p in parts])
-    keys = [k for k in EXTRA if any(k in p.extra for p in parts)]
-    out.extra = {k: np.concatenate([p.extra[k][: p.n] if k in p.extra else np.full(p.n, _NAN)
-                                    for p in parts]) for k in keys}
-    return out
+    them); a record without a step takes its position in the joined list. Built per snapshot,
+    with a fresh memo: positions move as the groups grow."""
+
+    def __init__(self, parts: list[_Series]) -> None:
+        self.parts = parts
+        self.n = sum(p.n for p in parts)
+        self.memo: dict[Any, Any] = {}
+
+    def view(self, **kw: Any) -> RunRecords:
+        arrs = [p.arrays() for p in self.parts]
+        cat = lambda k: np.concatenate([a[k] for a in arrs])  # noqa: E731
+        steps = np.where(cat("given"), cat("steps"), np.arange(self.n, dtype=np.int64))
+        g = max(a["lr_all"].shape[1] for a in arrs)
+        lr_all = np.full((self.n, g), _NAN)
+        i = 0
+        for a in arrs:
+            m = a["lr_all"].shape[0]
+            lr_all[i: i + m, : a["lr_all"].shape[1]] = a["lr_all"]
+            i += m
+        keys = [k for k in EXTRA if any(k in a["extra"] for a in arrs)]
+        extra = {k: np.concatenate([a["extra"][k] if k in a["extra"]
+                                    else np.full(a["steps"].size, _NAN) for a in arrs])
+                 for k in keys}
+        out = RunRecords(steps=steps, loss=cat("loss"), grad_norm=cat("grad_norm"),
+                         max_norm=cat("max_norm"), lr=lr_all[:, 0].copy(), lr_all=lr_all,
+                         step_s=cat("step_s"), compiles=cat("compiles"),
+                         compile_s=cat("compile_s"), loss_nonfinite=cat("nf_loss"),
+                         grad_norm_nonfinite=cat("nf_grad"), extra=extra, **kw)
+        out._cache[("live",)] = self.memo
+        return out
 
 
 class LiveRecords:
@@ -209,12 +296,13 @@ class LiveRecords:
         by_rank = self.by_rank
         ranked = sorted(k for k in by_rank if isinstance(k, int))
         main = ranked[0] if ranked else None
+        series: _Series | _Joined
         if ranked:
             series = by_rank[main]
         elif len(by_rank) == 1:  # a lone group's positions are its own
             series = next(iter(by_rank.values()))
         else:
-            series = _joined(list(by_rank.values())) if by_rank else _Series()
+            series = _Joined(list(by_rank.values())) if by_rank else _Series()
         facts = self.facts
         if main is not None and main in self.rank_facts:
             facts = self.rank_facts[main]
@@ -222,9 +310,15 @@ class LiveRecords:
         exit_rec = exits.get(main) or exits.get(0) or next(iter(exits.values()), None)
         out = series.view(facts=facts, exit=exit_rec, end=end, name=name,
                           metrics={k: list(v) for k, v in self.metrics.items()})
-        out._cache[("live",)] = series.memo
         if len(ranked) > 1:
             out.ranks = {k: by_rank[k].view(facts=self.rank_facts.get(k), exit=exits.get(k),
                                             name=f"{name}/rank{k}") for k in ranked}
         out.rank_facts = dict(self.rank_facts)
         return out
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the fold's arrays (the records' dicts are not kept), the shared steps
+        0..n-1 once."""
+        shared = any(s.steps is None for s in self.by_rank.values())
+        return sum(s.nbytes for s in self.by_rank.values()) + (steps_mod._ARANGE.nbytes if shared else 0)

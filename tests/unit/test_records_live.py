@@ -38,13 +38,13 @@ def same(a: RunRecords, b: RunRecords, where: str = "run") -> None:
         if isinstance(x, np.ndarray):
             assert isinstance(y, np.ndarray), f"{where}.{f.name}"
             assert (x.dtype, x.shape) == (y.dtype, y.shape), f"{where}.{f.name}"
-            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f"{where}.{f.name}"
+            assert bits(x) == bits(y), f"{where}.{f.name}"  # -0.0 is not 0.0 (lossless)
         elif f.name == "extra":
             assert list(x) == list(y), f"{where}.extra keys"
             for k in EXTRA:  # the fold's carried answer against the rebuild's own
                 assert a.has(k) == b.has(k), f"{where}.has({k})"
             for k in x:
-                assert x[k].shape == y[k].shape and np.array_equal(x[k], y[k], equal_nan=True), \
+                assert x[k].shape == y[k].shape and bits(x[k]) == bits(y[k]), \
                     f"{where}.extra[{k}]"
         elif f.name == "ranks":
             assert list(x) == list(y), f"{where}.ranks keys"
@@ -52,6 +52,10 @@ def same(a: RunRecords, b: RunRecords, where: str = "run") -> None:
                 same(x[k], y[k], f"{where}.ranks[{k}]")
         else:  # repr: NaN-aware, and the order of keys counts
             assert repr(x) == repr(y), f"{where}.{f.name}"
+
+
+def bits(a: np.ndarray) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
 
 
 def alarms_text(alarms: list) -> list[str]:
@@ -358,3 +362,80 @@ def test_carried_rank_spread_is_the_rebuilt_one(seed: int, world: int, at: list[
         got = rank_norm_spread(live.snapshot())
         want = rank_norm_spread(RunRecords.from_records(recs[:hi]))
         assert repr(got) == repr(want)  # None, NaN and floats alike
+
+
+# --- facts the checks carry from pass to pass (core/checks/carry.py) -----------------------
+
+
+def facts_of(c: RunRecords, refs: list[RunRecords]) -> str:
+    """Every carried fact of a candidate (and of the references cut at its last step), as
+    text: None, NaN, -0.0 and the order of keys all count."""
+    from portside.core.checks.clipping import clip_config
+    from portside.core.checks.numeric import _gap, _lr_by_step
+    from portside.core.checks.progress import steps_per_epoch
+    from portside.core.checks.ranks import norm_ratio
+    out: list = [c.steps_increasing(), {k: x.steps_increasing() for k, x in c.ranks.items()},
+                 steps_per_epoch(c), steps_per_epoch(c, attempted=True), clip_config(c),
+                 {k: clip_config(x) for k, x in c.ranks.items()},
+                 [_gap(c, s) for s in ("loss", "grad_norm")]]
+    for r in refs:
+        out += [_lr_by_step(c, r), norm_ratio(c, r) if c.n else None]
+        if c.n:
+            out.append(clip_config(r.upto(int(c.steps.max()))))
+    return repr(out)
+
+
+def facts_feed(records: list[dict], at: list[int], refs: list[RunRecords]) -> None:
+    """After each chunk the snapshot's facts are the rebuild's; snapshots not asked until the
+    end (their state is behind the kept one then) still give their own prefix's facts."""
+    live = LiveRecords()
+    later: list[tuple[int, RunRecords]] = []
+    lo = 0
+    bounds = sorted({c for c in at if 0 < c < len(records)}) + [len(records)]
+    for i, hi in enumerate(bounds):
+        live.add(records[lo:hi])
+        lo = hi
+        snap = live.snapshot(None, "cand")
+        if i % 3 == 1:
+            later.append((hi, snap))
+            continue
+        assert facts_of(snap, refs) == facts_of(RunRecords.from_records(records[:hi]), refs), hi
+    for hi, snap in later:
+        assert facts_of(snap, refs) == facts_of(RunRecords.from_records(records[:hi]), refs), hi
+
+
+def cut_refs(records: list[dict]) -> list[RunRecords]:
+    return [RunRecords.from_records([r for r in records if r.get("type") == "step"], OK, "ref")]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), cuts)
+def test_random_streams_carry_the_rebuilt_facts(records: list[dict], at: list[int]) -> None:
+    facts_feed(records, at, cut_refs(records[::-1]))
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10**6), per_epoch=st.sampled_from([62, 63]),
+       world=st.sampled_from([1, 2, 4]),
+       fault=st.sampled_from([None, "lr", "clip", "reset", "thin"]),
+       at=st.lists(st.integers(0, 6 * 63 * 4), max_size=10))
+def test_training_streams_carry_the_rebuilt_facts(seed: int, per_epoch: int, world: int,
+                                                  fault: str | None, at: list[int]) -> None:
+    recs = training(seed, world, per_epoch, 6, lr_change=fault == "lr",
+                    clip=0.05 if fault == "clip" else 1.0,
+                    reset_at=150 if fault == "reset" else None)
+    rng = np.random.default_rng(seed)
+    for rec in recs:
+        if rec.get("type") == "step":
+            if fault == "thin" and rec["step"] % int(rng.integers(3, 6)):
+                rec.pop("grad_norm", None)  # a thinned gradient norm: spacings vary
+            rec["clip_calls"] = int(rng.integers(1, 4))  # a median of many counts
+            rec["skipped"] = int(rng.random() < 0.1)
+    facts_feed(recs, at, REFS)
+
+
+def test_a_counter_reset_on_the_first_rank_keeps_the_ranks_aligned() -> None:
+    # Rank 0 repeats steps after a reset: the common steps of the ranks' clip norms must be
+    # unique, or the ranks' rows no longer line up (raised ValueError from np.vstack before).
+    recs = training(1, 2, 62, 6, reset_at=150)
+    assert rank_norm_spread(RunRecords.from_records(recs[:305])) == 0.0
