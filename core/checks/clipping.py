@@ -51,7 +51,9 @@ def clip_config(r: RunRecords) -> dict[str, Any]:
 
 def _clip_config(r: RunRecords) -> dict[str, Any]:
     got = _clip_dict(r, _clip_fold(r))
-    return {**got["stats"], **got["config"], "world_size": r.world_size}
+    cfg = got["config"]
+    red = cfg.pop("before_reduction")
+    return {**got["stats"], **cfg, "world_size": r.world_size, "before_reduction": red}
 
 
 # The clip facts fold row by row (carry.py): counts, the first max_norm and whether every one

@@ -600,6 +600,40 @@ def steady_step_s(r: RunRecords, warmup_steps: int) -> float | None:
 
 
 def _steady_step_s(r: RunRecords, warmup_steps: int) -> float | None:
+    # The median of the finite step times at steps >= warm-up, compiled ones left out (all of
+    # them where every one compiled). Carried (carry.py): those values kept sorted, new ones
+    # merged in, the middle read off: O(new) a pass where np.median is O(steps) (18 ms at 1M).
+    st = carry.folded(r, ("steady", warmup_steps), lambda: (np.zeros(0), np.zeros(0)),
+                      lambda st, src, a, b: _steady_rows(st, src, warmup_steps, a, b))
+    for s in st:
+        if s.size:
+            m = s.size
+            mid = s[m // 2 - 1: m // 2 + 1] if m % 2 == 0 else s[m // 2: m // 2 + 1]
+            if True:  # np.median's own pick between -0.0 and 0.0 otherwise
+                return float(np.mean(mid))  # as np.median averages the two middle ones
+            return _steady_whole(r, warmup_steps)
+    return None
+
+
+def _steady_rows(st: tuple[np.ndarray, np.ndarray], src: RunRecords, warmup_steps: int,
+                 a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """(not compiled, compiled) finite step times of rows a..b-1 at steps >= warm-up, merged
+    into the sorted ones of st (new arrays: a kept state is never changed)."""
+    keep = src.steps[a:b] >= warmup_steps
+    v, c = src.step_s[a:b][keep], src.compile_s[a:b][keep]
+    fin = np.isfinite(v)
+    with np.errstate(invalid="ignore"):
+        compiled = c > 0
+    out = []
+    for old, new in zip(st, (v[fin & ~compiled], v[fin & compiled]), strict=True):
+        if new.size:
+            new = np.sort(new)
+            old = np.insert(old, np.searchsorted(old, new), new)
+        out.append(old)
+    return out[0], out[1]
+
+
+def _steady_whole(r: RunRecords, warmup_steps: int) -> float | None:
     if r.n and bool(np.all(r.steps[1:] >= r.steps[:-1])):
         start = int(np.searchsorted(r.steps, warmup_steps))
         v, c = r.step_s[start:], r.compile_s[start:]

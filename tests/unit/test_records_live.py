@@ -371,13 +371,14 @@ def facts_of(c: RunRecords, refs: list[RunRecords]) -> str:
     """Every carried fact of a candidate (and of the references cut at its last step), as
     text: None, NaN, -0.0 and the order of keys all count."""
     from portside.core.checks.clipping import clip_config
-    from portside.core.checks.numeric import _gap, _lr_by_step
+    from portside.core.checks.numeric import _gap, _lr_by_step, steady_step_s
     from portside.core.checks.progress import steps_per_epoch
     from portside.core.checks.ranks import norm_ratio
     out: list = [c.steps_increasing(), {k: x.steps_increasing() for k, x in c.ranks.items()},
                  steps_per_epoch(c), steps_per_epoch(c, attempted=True), clip_config(c),
                  {k: clip_config(x) for k, x in c.ranks.items()},
-                 [_gap(c, s) for s in ("loss", "grad_norm")]]
+                 [_gap(c, s) for s in ("loss", "grad_norm")],
+                 [steady_step_s(c, w) for w in (0, 3)]]
     for r in refs:
         out += [_lr_by_step(c, r), norm_ratio(c, r) if c.n else None]
         if c.n:
@@ -399,9 +400,11 @@ def facts_feed(records: list[dict], at: list[int], refs: list[RunRecords]) -> No
         if i % 3 == 1:
             later.append((hi, snap))
             continue
-        assert facts_of(snap, refs) == facts_of(RunRecords.from_records(records[:hi]), refs), hi
+        full = RunRecords.from_records(records[:hi])
+        assert facts_of(snap, refs) == facts_of(full, refs) == defined_facts(full, refs), hi
     for hi, snap in later:
-        assert facts_of(snap, refs) == facts_of(RunRecords.from_records(records[:hi]), refs), hi
+        full = RunRecords.from_records(records[:hi])
+        assert facts_of(snap, refs) == defined_facts(full, refs), hi
 
 
 def cut_refs(records: list[dict]) -> list[RunRecords]:
@@ -431,6 +434,8 @@ def test_training_streams_carry_the_rebuilt_facts(seed: int, per_epoch: int, wor
                 rec.pop("grad_norm", None)  # a thinned gradient norm: spacings vary
             rec["clip_calls"] = int(rng.integers(1, 4))  # a median of many counts
             rec["skipped"] = int(rng.random() < 0.1)
+            rec["step_s"] = float(rng.choice([0.01, 0.011, 0.02, rng.random()]))
+            rec["compile_s"] = 0.5 if rng.random() < 0.02 else 0.0
     facts_feed(recs, at, REFS)
 
 
@@ -439,3 +444,111 @@ def test_a_counter_reset_on_the_first_rank_keeps_the_ranks_aligned() -> None:
     # unique, or the ranks' rows no longer line up (raised ValueError from np.vstack before).
     recs = training(1, 2, 62, 6, reset_at=150)
     assert rank_norm_spread(RunRecords.from_records(recs[:305])) == 0.0
+
+
+# Ground truth from outside the folds: each carried fact as it was defined before it was
+# carried (core/checks at 738ebdf), computed over the whole rebuilt run.
+
+
+def defined_facts(c: RunRecords, refs: list[RunRecords]) -> str:
+    from portside.core.checks.numeric import LR_RTOL, _lr_evidence, common_steps
+    from portside.core.checks.progress import align, has_progress
+    from portside.core.checks.ranks import AVG_EARLY
+
+    def increasing(x: RunRecords) -> bool:
+        return x.steps.size < 2 or bool((x.steps[1:] > x.steps[:-1]).all())
+
+    def per_epoch(r: RunRecords, attempted: bool = False) -> dict:
+        if not has_progress(r):
+            return {}
+        ep = r.col("epoch").astype(np.int64)
+        w = np.nan_to_num(r.col("skipped")) + 1 if attempted else None
+        if ep.size and bool((ep[1:] >= ep[:-1]).all()):
+            starts = np.flatnonzero(np.concatenate(([True], ep[1:] != ep[:-1])))
+            uniq = ep[starts]
+            counts = (np.diff(np.append(starts, ep.size)).astype(np.float64) if w is None
+                      else np.add.reduceat(w, starts))
+        else:
+            uniq, inv = np.unique(ep, return_inverse=True)
+            counts = np.bincount(inv, weights=w)
+        return {int(e): int(round(c)) for e, c in zip(uniq, counts, strict=True)}
+
+    def clip(r: RunRecords) -> dict:
+        mn, gn = r.max_norm, r.grad_norm
+        used = np.isfinite(mn)
+        n_used = int(used.sum())
+        mv = mn[used]
+        with np.errstate(invalid="ignore"):
+            j = used & np.isfinite(gn)
+            clipped = int(np.count_nonzero(j & (gn > mn)))
+        judged = int(j.sum())
+        if n_used and mv.min() == mv.max():
+            values = mv[:1]
+        else:
+            values = np.unique(np.round(mv, 9)) if n_used else np.zeros(0)
+        nt = r.col("norm_type")[used]
+        nt = np.where(np.isfinite(nt) | np.isinf(nt), nt, 2.0)
+        cv = r.col("clip_value")
+        cv = cv[np.isfinite(cv)]
+        calls = r.col("clip_calls")
+        calls = calls[used & np.isfinite(calls)]
+        red = r.col("clip_reduced")
+        red = red[np.isfinite(red)]
+        return {"steps": r.n, "clip_steps": n_used, "max_norm": values[:8].tolist(),
+                "uses_share": n_used / r.n if r.n else 0.0,
+                "clipped_share": clipped / judged if judged else None, "judged": judged,
+                "norm_type": np.unique(nt)[:4].tolist(),
+                "clip_value": np.unique(np.round(cv, 9))[:4].tolist(),
+                "value_steps": int(cv.size),
+                "clip_calls": float(np.median(calls)) if calls.size else None,
+                "world_size": r.world_size,
+                "before_reduction": (float(np.mean(red == 0)) if red.size else None)}
+
+    def gap(r: RunRecords, name: str) -> int:
+        fin = np.isfinite(r.series(name))
+        at = np.flatnonzero(fin)
+        g = 1 if fin.all() else (int(np.median(np.diff(at))) if at.size >= 2 else 1)
+        return max(g, 1)
+
+    def steady(r: RunRecords, w: int) -> float | None:
+        keep = r.steps >= w
+        v, cs = r.step_s[keep], r.compile_s[keep]
+        ok = np.isfinite(v)
+        if (ok & ~(cs > 0)).any():
+            ok &= ~(cs > 0)
+        return float(np.median(v[ok])) if ok.any() else None
+
+    def lr_by_step(cand: RunRecords, r: RunRecords) -> dict | None:
+        steps, (ic, ir) = common_steps([cand, r])
+        if steps.size == 0:
+            return None
+        g = min(cand.lr_all.shape[1], r.lr_all.shape[1])
+        x, rv = cand.lr_all[ic, :g], r.lr_all[ir, :g]
+        both = np.isfinite(x) & np.isfinite(rv)
+        if not both.any():
+            return None
+        with np.errstate(invalid="ignore"):
+            diff = both & (np.abs(x - rv) > LR_RTOL * np.maximum(np.abs(x), np.abs(rv)) + 1e-12)
+        return _lr_evidence(diff, steps, x, rv, rv, cand, r, "step")
+
+    def norm_ratio(cand: RunRecords, ref: RunRecords) -> dict | None:
+        ic, ir = align(cand, [ref], common_steps).sel
+        with np.errstate(invalid="ignore", divide="ignore"):
+            g = cand.grad_norm[ic] / ref.grad_norm[ir]
+            keep = np.flatnonzero(np.isfinite(g) & (g > 0))[:AVG_EARLY]
+            if keep.size < AVG_EARLY // 2:
+                return None
+            loss = (cand.loss[ic] / ref.loss[ir])[keep]
+        loss = loss[np.isfinite(loss)]
+        return {"grad_norm": float(np.median(g[keep])), "steps": int(keep.size),
+                "loss": float(np.median(loss)) if loss.size else None}
+
+    out: list = [increasing(c), {k: increasing(x) for k, x in c.ranks.items()},
+                 per_epoch(c), per_epoch(c, True), clip(c),
+                 {k: clip(x) for k, x in c.ranks.items()},
+                 [gap(c, s) for s in ("loss", "grad_norm")], [steady(c, w) for w in (0, 3)]]
+    for r in refs:
+        out += [lr_by_step(c, r), norm_ratio(c, r) if c.n else None]
+        if c.n:
+            out.append(clip(r.upto(int(c.steps.max()))))
+    return repr(out)
