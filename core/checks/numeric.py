@@ -609,7 +609,7 @@ def _steady_step_s(r: RunRecords, warmup_steps: int) -> float | None:
         if s.size:
             m = s.size
             mid = s[m // 2 - 1: m // 2 + 1] if m % 2 == 0 else s[m // 2: m // 2 + 1]
-            if True:  # np.median's own pick between -0.0 and 0.0 otherwise
+            if not (mid == 0).any():  # np.median's own pick between -0.0 and 0.0 otherwise
                 return float(np.mean(mid))  # as np.median averages the two middle ones
             return _steady_whole(r, warmup_steps)
     return None

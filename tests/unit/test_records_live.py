@@ -373,8 +373,8 @@ def facts_of(c: RunRecords, refs: list[RunRecords]) -> str:
     from portside.core.checks.clipping import clip_config
     from portside.core.checks.numeric import _gap, _lr_by_step, steady_step_s
     from portside.core.checks.progress import steps_per_epoch
-    from portside.core.checks.ranks import norm_ratio
-    out: list = [c.steps_increasing(), {k: x.steps_increasing() for k, x in c.ranks.items()},
+    from portside.core.checks.ranks import _rank_divergence, norm_ratio
+    out: list = [div_text(_rank_divergence(c)), c.steps_increasing(), {k: x.steps_increasing() for k, x in c.ranks.items()},
                  steps_per_epoch(c), steps_per_epoch(c, attempted=True), clip_config(c),
                  {k: clip_config(x) for k, x in c.ranks.items()},
                  [_gap(c, s) for s in ("loss", "grad_norm")],
@@ -384,6 +384,11 @@ def facts_of(c: RunRecords, refs: list[RunRecords]) -> str:
         if c.n:
             out.append(clip_config(r.upto(int(c.steps.max()))))
     return repr(out)
+
+
+def div_text(d: dict | None) -> object:
+    return None if d is None else {"steps": d["steps"].tolist(), "spread": d["spread"].tolist(),
+                                   "sums": {k: v.tolist() for k, v in d["sums"].items()}}
 
 
 def facts_feed(records: list[dict], at: list[int], refs: list[RunRecords]) -> None:
@@ -543,7 +548,25 @@ def defined_facts(c: RunRecords, refs: list[RunRecords]) -> str:
         return {"grad_norm": float(np.median(g[keep])), "steps": int(keep.size),
                 "loss": float(np.median(loss)) if loss.size else None}
 
-    out: list = [increasing(c), {k: increasing(x) for k, x in c.ranks.items()},
+    def divergence(r: RunRecords) -> dict | None:
+        runs = {k: x for k, x in r.ranks.items() if np.isfinite(x.col("param_sum")).any()}
+        if len(runs) < 2:
+            return None
+        common = None
+        for x in runs.values():
+            s = np.unique(x.steps[np.isfinite(x.col("param_sum"))])
+            common = s if common is None else np.intersect1d(common, s)
+        if common is None or common.size == 0:
+            return None
+        sums = {k: x.col("param_sum")[np.intersect1d(common, x.steps, return_indices=True)[2]]
+                for k, x in runs.items()}
+        a = np.vstack(list(sums.values()))
+        scale = np.maximum(np.abs(a).max(axis=0), 1.0)
+        return {"steps": common, "spread": (a.max(axis=0) - a.min(axis=0)) / scale,
+                "sums": sums}
+
+    out: list = [div_text(divergence(c)), increasing(c),
+                 {k: increasing(x) for k, x in c.ranks.items()},
                  per_epoch(c), per_epoch(c, True), clip(c),
                  {k: clip(x) for k, x in c.ranks.items()},
                  [gap(c, s) for s in ("loss", "grad_norm")], [steady(c, w) for w in (0, 3)]]
