@@ -64,14 +64,16 @@ def reference(seed: int, n: int, ranks: int, cls: Any = RunRecords) -> RunRecord
     gn = 0.8 + 0.3 * rng.random(n)
     lr = 0.1 * 0.5 ** (k * 4 // n)
     extra = {"epoch": k // PER_EPOCH, "batch": k % PER_EPOCH + 1,
-             "epoch_batches": np.full(n, PER_EPOCH)}
+             "epoch_batches": np.full(n, PER_EPOCH),
+             "param_sum": np.where(k % 10 == 0, 100.0 + k * 1e-3, np.nan)}
     facts = {"type": "facts", "backend": "cpu", "device_kind": "CPU", "device_name": "cpu",
              "device_count": 1, "world_size": ranks}
 
     def rank(r: int) -> RunRecords:
         return cls.from_arrays(
             loss=base + 0.02 * rng.standard_normal(n), grad_norm=gn, max_norm=np.ones(n),
-            lr=lr, step_s=np.full(n, 0.01), facts={**facts, "rank": r}, extra=extra,
+            lr=lr, step_s=0.01 * (1.0 + 0.1 * rng.random(n)), facts={**facts, "rank": r},
+            extra=extra,
             name=f"ref{seed}/rank{r}")
     per = {r: rank(r) for r in range(ranks)}
     main = per[0]
@@ -206,10 +208,14 @@ def step_dicts(k0: int, k1: int, n: int, ranks: int, rng: np.random.Generator) -
         gn = 0.8 + 0.3 * float(rng.random())
         lr = [0.1 * 0.5 ** (k * 4 // n)]
         for r in range(ranks):
-            out.append({"type": "step", "rank": r, "step": k,
-                        "loss": base + 0.02 * float(rng.standard_normal()), "grad_norm": gn,
-                        "max_norm": 1.0, "lr": lr, "epoch": e, "batch": b + 1,
-                        "epoch_batches": PER_EPOCH, "step_s": 0.01, "t": 0.0})
+            rec = {"type": "step", "rank": r, "step": k,
+                   "loss": base + 0.02 * float(rng.standard_normal()), "grad_norm": gn,
+                   "max_norm": 1.0, "lr": lr, "epoch": e, "batch": b + 1,
+                   "epoch_batches": PER_EPOCH, "step_s": 0.01 * (1.0 + 0.1 * float(rng.random())),
+                   "t": 0.0}
+            if k % 10 == 0:
+                rec["param_sum"] = 100.0 + k * 1e-3
+            out.append(rec)
     return out
 
 
