@@ -8,9 +8,11 @@ write past n, or into new arrays when a column widens). Ranks are merged as `fro
 
 Memory (a day-long run: 1M steps x 8 ranks): a column holds one value while every row has the
 same bits (max_norm, samples, epoch_batches, an absent column's NaN, the non-finite flags) and
-becomes an array from the first row that differs; steps 0..n-1 (the usual case) are one shared
-read-only array for every rank. All lossless: the snapshot's arrays have the dtypes and bits
-`from_records` gives, some as broadcast views.
+becomes an array from the first row that differs; the ranks share a column while their rows
+agree (data-parallel ranks log the same reduced gradient norm, lr, epoch, batch and parameter
+checksum: see _Cell); steps 0..n-1 (the usual case) are one shared read-only array. All
+lossless: the snapshot's arrays have the dtypes and bits `from_records` gives, some as
+broadcast views.
 """
 
 from __future__ import annotations
@@ -89,6 +91,20 @@ class _Col:
             wide[: self.n, :old] = self.a[: self.n]
             self.a = wide
 
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        if self.a is None:
+            return np.broadcast_to(self.const, (hi - lo, *self.const.shape))
+        return self.a[lo:hi]
+
+    def prefix(self, n: int) -> _Col:
+        """A new column holding this one's first n rows."""
+        out = _Col(self.const, n)
+        if self.a is not None:
+            out.cap = max(n, 1024)
+            out.a = np.empty((out.cap, *self.a.shape[1:]), self.a.dtype)
+            out.a[:n] = self.a[:n]
+        return out
+
     def view(self, n: int) -> np.ndarray:
         if self.a is None:
             return np.broadcast_to(self.const, (n, *self.const.shape))  # read-only
@@ -99,6 +115,51 @@ class _Col:
     @property
     def nbytes(self) -> int:
         return self.const.nbytes + (0 if self.a is None else self.a.nbytes)
+
+
+class _Cell:
+    """One rank's column. Data-parallel ranks mostly log the same values (the reduced gradient
+    norm, the lr, epoch and batch, the parameter checksum): a cell starts on a column common to
+    every rank, whose row i is the first value any rank gave for row i; a rank whose rows are
+    those rows needs no memory of its own. At the first row that differs (by its bits) the rank
+    takes a copy of its rows so far and goes on alone. The common column only ever appends, so
+    every view handed out stays as it was."""
+
+    __slots__ = ("col", "n", "shared")
+
+    def __init__(self, col: _Col, shared: bool, n: int = 0) -> None:
+        self.col = col
+        self.shared = shared  # else col is this rank's own, col.n == n
+        self.n = n
+
+    def put(self, vals: np.ndarray) -> None:
+        n0, k = self.n, vals.shape[0]
+        if self.shared:
+            col = self.col
+            have = min(col.n - n0, k)  # rows another rank wrote first (col.n >= n0 always)
+            if have <= 0 or _same_bits(vals[:have], col.rows(n0, n0 + have)):
+                if k > have:
+                    col.put(vals[max(have, 0):])
+                self.n = n0 + k
+                return
+            self.col, self.shared = col.prefix(n0), False
+        self.col.put(vals)
+        self.n = n0 + k
+
+    def widen(self, width: int, common: dict[Any, _Col]) -> None:
+        if self.n == 0 and self.shared:  # known from the first record: share that width
+            self.col = common.setdefault(("lr_all", width), _Col(np.full(width, _NAN)))
+            return
+        if self.shared:
+            self.col, self.shared = self.col.prefix(self.n), False
+        self.col.widen(width)
+
+    @property
+    def width(self) -> int:
+        return int(self.col.const.shape[0])
+
+    def view(self, n: int) -> np.ndarray:
+        return self.col.view(n)
 
 
 def _same_bits(vals: np.ndarray, c: np.ndarray) -> bool:
@@ -113,15 +174,20 @@ def _f64(x: float) -> np.ndarray:
 class _Series:
     """One rank's step series in columns (see _Col)."""
 
-    def __init__(self) -> None:
+    def __init__(self, common: dict[Any, _Col] | None = None) -> None:
         self.n = 0
+        self.common = {} if common is None else common  # columns shared by the ranks
+
+        def cell(key: Any, const: np.ndarray) -> _Cell:
+            return _Cell(self.common.setdefault(key, _Col(const)), True)
+
         self.steps: _Col | None = None  # None while the steps are 0..n-1 (the usual case)
-        self.given = _Col(np.array(True))  # the record had a "step" (else: its position)
-        self.cols = {k: _Col(_f64(_NAN)) for k in _COLS}
-        self.lr_all = _Col(np.full(1, _NAN))
-        self.nf_loss = _Col(np.array(False))
-        self.nf_grad = _Col(np.array(False))
-        self.extra: dict[str, _Col] = {}
+        self.given = cell("given", np.array(True))  # the record had a "step" (else: its position)
+        self.cols = {k: cell(k, _f64(_NAN)) for k in _COLS}
+        self.lr_all = cell(("lr_all", 1), np.full(1, _NAN))
+        self.nf_loss = cell("nf_loss", np.array(False))
+        self.nf_grad = cell("nf_grad", np.array(False))
+        self.extra: dict[str, _Cell] = {}
         self.all_finite: dict[str, bool] = {}  # RunRecords.has, carried: every row so far
         # Derived facts the checks carry from pass to pass (core/checks/carry.py, numeric
         # .smoothed, check_drift): valid because rows are only ever appended.
@@ -163,7 +229,7 @@ class _Series:
             if vals.count(None) < k:
                 extra[key] = _extra_values(vals)
         groups = max(len(x) for x in lrs)
-        width = self.lr_all.const.shape[0]
+        width = self.lr_all.width
         if all(len(x) == groups for x in lrs):
             lr = np.array(lrs, np.float64)
         else:
@@ -171,7 +237,7 @@ class _Series:
             for i, row in enumerate(lrs):
                 lr[i, : len(row)] = row
         if groups > width:
-            self.lr_all.widen(groups)
+            self.lr_all.widen(groups, self.common)
         elif groups < width:
             lr = np.concatenate((lr, np.full((k, width - groups), _NAN)), axis=1)
         if self.steps is None and not np.array_equal(steps, np.arange(n0, n1)):
@@ -189,8 +255,10 @@ class _Series:
             self.all_finite[key] = False  # the new rows lack it
             self.extra[key].put(np.full(k, _NAN))
         for key, arr in extra.items():
-            if key not in self.extra:
-                self.extra[key] = _Col(_f64(_NAN), n0)
+            if key not in self.extra:  # from the first row: shared; later: this rank's own
+                self.extra[key] = (
+                    _Cell(self.common.setdefault(("extra", key), _Col(_f64(_NAN))), True)
+                    if n0 == 0 else _Cell(_Col(_f64(_NAN), n0), False, n0))
                 self.all_finite[key] = n0 == 0  # earlier rows lack it
             self.extra[key].put(arr)
             self.all_finite[key] = self.all_finite[key] and bool(np.isfinite(arr).all())
@@ -220,12 +288,10 @@ class _Series:
         out._cache[("live",)] = self.memo
         return out
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes this series holds (the shared 0..n-1 steps not counted: see LiveRecords)."""
-        cols = [self.given, self.lr_all, self.nf_loss, self.nf_grad, *self.cols.values(),
-                *self.extra.values()] + ([self.steps] if self.steps is not None else [])
-        return sum(c.nbytes for c in cols)
+    def columns(self) -> list[_Col]:
+        cells = [self.given, self.lr_all, self.nf_loss, self.nf_grad, *self.cols.values(),
+                 *self.extra.values()]
+        return [c.col for c in cells] + ([self.steps] if self.steps is not None else [])
 
 
 class _Joined:
@@ -272,6 +338,7 @@ class LiveRecords:
         self.exits: dict[Any, dict[str, Any]] = {}
         self.metrics: dict[str, list[float]] = {}
         self.count = 0  # records folded in
+        self.common: dict[Any, _Col] = {}  # columns the ranks share while their rows agree
 
     def add(self, records: Iterable[Mapping[str, Any]]) -> None:
         steps: dict[Any, list[Mapping[str, Any]]] = {}
@@ -295,7 +362,7 @@ class LiveRecords:
         for rank, recs in steps.items():
             series = self.by_rank.get(rank)
             if series is None:
-                series = _Series()
+                series = _Series(self.common)
             series.add(recs)  # parse errors raise before the rank is registered
             self.by_rank.setdefault(rank, series)
 
@@ -328,5 +395,6 @@ class LiveRecords:
     def nbytes(self) -> int:
         """Bytes of the fold's arrays (the records' dicts are not kept), the shared steps
         0..n-1 once."""
+        cols = {id(c): c for s in self.by_rank.values() for c in s.columns()}
         shared = any(s.steps is None for s in self.by_rank.values())
-        return sum(s.nbytes for s in self.by_rank.values()) + (steps_mod._ARANGE.nbytes if shared else 0)
+        return sum(c.nbytes for c in cols.values()) + (steps_mod._ARANGE.nbytes if shared else 0)
