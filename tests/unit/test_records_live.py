@@ -377,7 +377,7 @@ def facts_of(c: RunRecords, refs: list[RunRecords]) -> str:
     from portside.core.checks.numeric import _gap, _lr_by_step, steady_step_s
     from portside.core.checks.progress import steps_per_epoch
     from portside.core.checks.ranks import _rank_divergence, norm_ratio
-    out: list = [div_text(_rank_divergence(c)), c.steps_increasing(), {k: x.steps_increasing() for k, x in c.ranks.items()},
+    out: list = [div_text(_rank_divergence(c)), rank_norm_spread(c), c.steps_increasing(), {k: x.steps_increasing() for k, x in c.ranks.items()},
                  steps_per_epoch(c), steps_per_epoch(c, attempted=True), clip_config(c),
                  {k: clip_config(x) for k, x in c.ranks.items()},
                  [_gap(c, s) for s in ("loss", "grad_norm")],
@@ -428,7 +428,7 @@ def test_random_streams_carry_the_rebuilt_facts(records: list[dict], at: list[in
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10**6), per_epoch=st.sampled_from([62, 63]),
        world=st.sampled_from([1, 2, 4]),
-       fault=st.sampled_from([None, "lr", "clip", "reset", "thin"]),
+       fault=st.sampled_from([None, "lr", "clip", "reset", "thin", "local", "sums"]),
        at=st.lists(st.integers(0, 6 * 63 * 4), max_size=10))
 def test_training_streams_carry_the_rebuilt_facts(seed: int, per_epoch: int, world: int,
                                                   fault: str | None, at: list[int]) -> None:
@@ -444,7 +444,48 @@ def test_training_streams_carry_the_rebuilt_facts(seed: int, per_epoch: int, wor
             rec["skipped"] = int(rng.random() < 0.1)
             rec["step_s"] = float(rng.choice([0.01, 0.011, 0.02, rng.random()]))
             rec["compile_s"] = 0.5 if rng.random() < 0.02 else 0.0
+            if fault == "local" and rec["rank"] and "grad_norm" in rec and rng.random() < 0.6:
+                rec["grad_norm"] *= 1.01  # ranks' own clip norms on some steps
+            if fault == "sums":  # checksums on other steps per rank, drifting apart
+                rec["param_sum"] = (100.0 + rec["step"] * 1e-3 * (1 + rec["rank"])
+                                    if rec["step"] % (2 + rec["rank"]) == 0 else None)
     facts_feed(recs, at, REFS)
+
+
+def test_ranks_that_agree_share_their_columns() -> None:
+    # Memory (records_live._Cell): data-parallel ranks log the same epoch, batch, lr and
+    # checksums, their own loss; arriving in any order (rank 1 ahead of rank 0, behind it),
+    # the columns they agree on stay shared, the loss forks; every rank reads its own rows.
+    recs = training(5, 4, 30, 4)
+    live = LiveRecords()
+    for i in range(0, len(recs), 37):
+        live.add(recs[i:i + 37])
+    for rank in range(4):
+        cells = live.by_rank[rank]
+        assert all(cells.extra[k].shared for k in ("epoch", "batch", "epoch_batches",
+                                                   "param_sum", "samples"))
+        assert cells.lr_all.shared
+    # the losses differ: at most one rank (the first to write each row) keeps the common one
+    assert sum(live.by_rank[r].cols["loss"].shared for r in range(4)) <= 1
+    same(live.snapshot(OK, "cand"), RunRecords.from_records(recs, OK, "cand"))
+
+
+def test_a_rank_behind_forks_where_its_own_rows_differ() -> None:
+    # Rank 0 writes 1,1,1,2,2,2 first; rank 1 then 1,1,1 (the common rows) and 1,1,1: those
+    # differ from the common rows 3..5 (not from rows 0..2), so rank 1 must fork there.
+    live = LiveRecords()
+    rows = [(0, [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]), (1, [1.0, 1.0, 1.0]), (1, [1.0, 1.0, 1.0])]
+    recs: list[dict] = []
+    seen = {0: 0, 1: 0}
+    for rank, vals in rows:
+        chunk = []
+        for v in vals:
+            chunk.append({"type": "step", "rank": rank, "step": seen[rank], "loss": v})
+            seen[rank] += 1
+        live.add(chunk)
+        recs += chunk
+    same(live.snapshot(), RunRecords.from_records(recs))
+    assert live.snapshot().ranks[1].loss.tolist() == [1.0] * 6
 
 
 def test_a_counter_reset_on_the_first_rank_keeps_the_ranks_aligned() -> None:
@@ -568,7 +609,26 @@ def defined_facts(c: RunRecords, refs: list[RunRecords]) -> str:
         return {"steps": common, "spread": (a.max(axis=0) - a.min(axis=0)) / scale,
                 "sums": sums}
 
-    out: list = [div_text(divergence(c)), increasing(c),
+    def spread(r: RunRecords) -> float | None:  # by brute force, as its own test above
+        if len(r.ranks) < 2:
+            return None
+        known, first = [], []  # steps with a known clip; each step's norm at its first row
+        for x in r.ranks.values():
+            known.append({int(k) for k, g, m in zip(x.steps, x.grad_norm, x.max_norm,
+                                                    strict=True)
+                          if np.isfinite(m) and np.isfinite(g)})
+            f: dict = {}
+            for k, g in zip(x.steps, x.grad_norm, strict=True):
+                f.setdefault(int(k), g)
+            first.append(f)
+        common = sorted(set.intersection(*known))
+        if not common:
+            return None
+        a = np.array([[f[k] for k in common] for f in first])
+        top = np.maximum(np.abs(a).max(axis=0), 1e-30)
+        return float(np.median((a.max(axis=0) - a.min(axis=0)) / top))
+
+    out: list = [div_text(divergence(c)), spread(c), increasing(c),
                  {k: increasing(x) for k, x in c.ranks.items()},
                  per_epoch(c), per_epoch(c, True), clip(c),
                  {k: clip(x) for k, x in c.ranks.items()},
