@@ -430,6 +430,13 @@ def test_random_streams_carry_the_rebuilt_facts(records: list[dict], at: list[in
        world=st.sampled_from([1, 2, 4]),
        fault=st.sampled_from([None, "lr", "clip", "reset", "thin", "local", "sums"]),
        at=st.lists(st.integers(0, 6 * 63 * 4), max_size=10))
+@example(seed=1, per_epoch=62, world=2, fault="sums", at=[700, 1300])  # every fault, always
+@example(seed=7, per_epoch=62, world=4, fault="sums", at=[900])
+@example(seed=2, per_epoch=63, world=2, fault="local", at=[500, 900])
+@example(seed=3, per_epoch=62, world=4, fault="reset", at=[300, 800])
+@example(seed=4, per_epoch=63, world=2, fault="thin", at=[400])
+@example(seed=5, per_epoch=62, world=4, fault="clip", at=[650])
+@example(seed=6, per_epoch=63, world=4, fault="lr", at=[1000])
 def test_training_streams_carry_the_rebuilt_facts(seed: int, per_epoch: int, world: int,
                                                   fault: str | None, at: list[int]) -> None:
     recs = training(seed, world, per_epoch, 6, lr_change=fault == "lr",
