@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,24 @@ _NAN = math.nan
 def _num(v: Any) -> float:
     x = to_float(v)
     return _NAN if x is None else x
+
+
+def _floats(vals: list[Any]) -> np.ndarray:
+    """A step column as from_records parses it: a float is itself, None NaN, anything else
+    through the number parser."""
+    if set(map(type, vals)) <= {float, type(None)}:
+        return np.array(vals, np.float64)  # None -> NaN
+    return np.array([v if type(v) is float else _num(v) for v in vals], np.float64)
+
+
+def _seen_nonfinite(col: np.ndarray, recs: list[Mapping[str, Any]], key: str,
+                    present: bool) -> np.ndarray:
+    """Rows whose value is not finite though the record had one (NaN/inf seen by the probe)."""
+    bad = ~np.isfinite(col)
+    if not present or not bad.any():
+        return np.zeros(col.size, bool)
+    had = np.array([rec.get(key) is not None for rec in recs], bool)
+    return bad & had
 
 
 def _extra_values(vals: list[Any]) -> np.ndarray:
@@ -198,29 +217,46 @@ class _Series:
         if not k:
             return
         n0, n1 = self.n, self.n + k
-        # Parse first (this may raise, as from_records would): nothing is half-added.
-        steps = np.array([int(rec.get("step", n0 + i)) for i, rec in enumerate(recs)], np.int64)
-        given = np.array(["step" in rec for rec in recs])
-        present: set[str] = set()
-        for rec in recs:
-            present.update(rec.keys())
-        # A float is itself: the usual value skips the parser; a key no record has, skipped.
-        cols = {key: np.array([v if type(v) is float else _num(v) for v in
-                               [rec.get(key) for rec in recs]], np.float64)
-                if key in present else np.full(k, _NAN) for key in _COLS}
-        nf_loss = (np.zeros(k, bool) if "loss" not in present else np.array(
-            [not math.isfinite(v) and rec.get("loss") is not None
-             for v, rec in zip(cols["loss"].tolist(), recs, strict=True)], bool))
-        nf_grad = (np.zeros(k, bool) if "grad_norm" not in present else np.array(
-            [not math.isfinite(v) and rec.get("grad_norm") is not None
-             for v, rec in zip(cols["grad_norm"].tolist(), recs, strict=True)], bool))
-        lrs = []
-        for rec in recs:
-            lr = rec.get("lr")
-            if type(lr) is list:
-                lrs.append([v if type(v) is float else _num(v) for v in lr])
+        # Parse first (this may raise, as from_records would): nothing is half-added. Each
+        # column is read in one pass; where every value is of the usual type (int steps, float
+        # or missing values) numpy converts the list at once, else each goes through the parser.
+        got = [rec.get("step") for rec in recs]
+        if set(map(type, got)) == {int}:
+            steps = np.array(got, np.int64)  # every record has its step
+            given = np.ones(k, bool)
+        else:
+            steps = np.array([int(rec.get("step", n0 + i)) for i, rec in enumerate(recs)],
+                             np.int64)
+            given = np.array(["step" in rec for rec in recs])
+        present: set[str] = set().union(*recs)
+        cols = {key: _floats([rec.get(key) for rec in recs]) if key in present
+                else np.full(k, _NAN) for key in _COLS}
+        nf_loss, nf_grad = (_seen_nonfinite(cols[key], recs, key, key in present)
+                            for key in ("loss", "grad_norm"))
+        lrs = None
+        if "lr" in present:
+            got = [rec.get("lr") for rec in recs]
+            kinds = set(map(type, got))
+            if kinds == {float}:  # one group, a float each
+                lrs = np.array(got, np.float64)[:, None]
+            elif kinds == {list} and len(set(map(len, got))) == 1 and set(
+                    map(type, chain.from_iterable(got))) <= {float, type(None)}:
+                lrs = np.array(got, np.float64).reshape(k, len(got[0]))  # None: NaN
+        if lrs is None:
+            rows = []
+            for rec in recs:
+                lr = rec.get("lr")
+                if type(lr) is list:
+                    rows.append([v if type(v) is float else _num(v) for v in lr])
+                else:
+                    rows.append([_num(lr)])
+            groups = max(len(x) for x in rows)
+            if all(len(x) == groups for x in rows):
+                lrs = np.array(rows, np.float64).reshape(k, groups)
             else:
-                lrs.append([_num(lr)])
+                lrs = np.full((k, groups), _NAN)
+                for i, row in enumerate(rows):
+                    lrs[i, : len(row)] = row
         extra = {}
         for key in EXTRA:
             if key not in present:
@@ -228,14 +264,7 @@ class _Series:
             vals = [rec.get(key) for rec in recs]
             if vals.count(None) < k:
                 extra[key] = _extra_values(vals)
-        groups = max(len(x) for x in lrs)
-        width = self.lr_all.width
-        if all(len(x) == groups for x in lrs):
-            lr = np.array(lrs, np.float64)
-        else:
-            lr = np.full((k, groups), _NAN)
-            for i, row in enumerate(lrs):
-                lr[i, : len(row)] = row
+        groups, width, lr = lrs.shape[1], self.lr_all.width, lrs
         if groups > width:
             self.lr_all.widen(groups, self.common)
         elif groups < width:

@@ -148,6 +148,8 @@ cuts = st.lists(st.integers(0, 60), max_size=8)
 @given(streams(), cuts)
 @example([{"type": "step", "rank": None, "step": 5}, {"type": "step", "rank": "r"},
           {"type": "step", "rank": None}], [1, 2])  # no int rank: positions in the joined list
+@example([{"type": "step", "step": 0, "lr": []}, {"type": "step", "step": 1, "lr": []},
+          {"type": "step", "step": 2, "lr": [0.1, None]}], [2])  # no lr group, then two
 def test_random_streams_fold_to_the_rebuild(records: list[dict], at: list[int]) -> None:
     feed(records, at, OK)
 
