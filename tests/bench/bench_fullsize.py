@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import math
 import os
 import resource
 import subprocess
@@ -170,21 +171,28 @@ async def live_run(args: argparse.Namespace, tmp: Path) -> None:
     t_step = next(r["t"] for r in res.records if r.get("type") == "step" and r.get("rank") == 0
                   and r.get("step") == at)
     others = sorted({e.check for _, e in raised} - {"numeric-drift"})
-    print(f"drift planted at step {drift_at:,}; left the envelope from step "
-          f"{alarm.evidence['first_step']:,}; window completed at step {at:,}; "
-          f"alarm {t_alarm - t_step:.2f} s after that step was written (target <= 2 s)"
+    late = t_alarm - t_step
+    print(f"TARGET drift raised <= 2 s after the step that completes its window: drift planted "
+          f"at step {drift_at:,}; left the envelope from step {alarm.evidence['first_step']:,}; "
+          f"window completed at step {at:,}; alarm {late:.2f} s after that step was written "
+          f"({'met' if late <= 2 else 'NOT met'})"
           + (f"; other alarms: {', '.join(others)}" if others else ""))
-    print(f"live checker: {st.passes} passes, {st.records:,} records folded, CPU {st.cpu_s:.1f} s"
-          f" = {st.cpu_s / wall:.1%} of one core over the run (target <= 5%); fold "
-          f"{st.fold_s:.1f} s, checks {st.check_s:.1f} s; last pass {st.last_pass_s * 1e3:.0f} ms,"
-          f" max {st.max_pass_s * 1e3:.0f} ms wall, {st.max_pass_cpu_s * 1e3:.0f} ms CPU")
+    real = (1_000_000 * ranks) / 86_400  # a day-long 1M-step run: records per second
+    rate = st.records / wall
+    print(f"TARGET live checker <= 5% of one core: checks {st.check_cpu_s:.1f} s CPU = "
+          f"{st.check_cpu_s / wall:.1%} ({'met' if st.check_cpu_s / wall <= 0.05 else 'NOT met'}"
+          f"; they pace the passes); with the fold {st.cpu_s:.1f} s = {st.cpu_s / wall:.1%} "
+          f"(per record: {rate:,.0f} records/s here, {rate / real:,.0f}x a day-long 1M-step "
+          f"run's {real:,.0f}/s); {st.passes} passes, {st.records:,} records folded; fold "
+          f"{st.fold_s:.1f} s, checks {st.check_s:.1f} s wall; last pass "
+          f"{st.last_pass_s * 1e3:.0f} ms, max {st.max_pass_s * 1e3:.0f} ms wall, "
+          f"{st.max_pass_cpu_s * 1e3:.0f} ms CPU")
     per_s = int(len(res.records) / wall)
     print(f"one live pass, previous vs incremental, on this run's records (the fold takes the "
           f"records of one second at this run's rate; {loadavg()}):")
     for frac in args.compare:
         k = int(len(res.records) * frac)
         print(compare(refs, res.records, k, per_s))
-    real = (n * ranks) / 86_400  # a day-long run: records per second
     print(f"  at a day-long run's pace ({real:,.0f} records/s) a pass folds ~{real:,.0f} records:"
           " the share is the pass time at full size over the 1 s cadence")
     store.close()
@@ -204,7 +212,7 @@ def step_dicts(k0: int, k1: int, n: int, ranks: int, rng: np.random.Generator) -
     out = []
     for k in range(k0, k1):
         e, b = divmod(k, PER_EPOCH)
-        base = 2.0 * np.exp(-3.0 * k / n) + 0.1
+        base = 2.0 * math.exp(-3.0 * k / n) + 0.1  # Python floats, as JSON gives them
         gn = 0.8 + 0.3 * float(rng.random())
         lr = [0.1 * 0.5 ** (k * 4 // n)]
         for r in range(ranks):
