@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import events as ev
+from .batching import Batcher
 from .bus import RecordingFailed
 from .probe import inject_env, probe_dir
 from .sandbox import Sandbox
@@ -34,8 +35,14 @@ from .textsafe import decode_line
 
 __all__ = ["scrub_env"]  # re-exported: the rules live in core/secrets.py
 
-OUTPUT_BATCH_S = 0.1
-OUTPUT_BATCH_LINES = 2000
+OUTPUT_BATCH_S = 0.1  # the tick: output is flushed and probe files polled this often
+OUTPUT_BATCH_LINES = 2000  # a batch this long goes out at once
+# A trickle is held into fewer, bigger events (core/batching.py): a line waits at most
+# OUTPUT_HOLD_S, a record RECORD_HOLD_S; the first after a quiet spell goes out at the tick.
+OUTPUT_HOLD_S = 1.0
+OUTPUT_BIG_BYTES = 16384
+RECORD_HOLD_S = 0.5
+RECORD_BIG_BYTES = 8192  # smaller: at fast step rates records are not held for size past ~0.3 s
 RECORD_POLL_S = 0.2
 KILL_GRACE_S = 1.0
 TAIL_LINES = 200
@@ -286,7 +293,10 @@ class _Watch:
         self.spec = spec
         self.out = out
         self.sid = runner.session_id
-        self.pending: list[str] = []
+        self.pending: Batcher[str] = Batcher(hold_s=OUTPUT_HOLD_S, tick_s=OUTPUT_BATCH_S,
+                                             big_bytes=OUTPUT_BIG_BYTES)
+        self.pending_records: Batcher[dict[str, Any]] = Batcher(
+            hold_s=RECORD_HOLD_S, tick_s=OUTPUT_BATCH_S, big_bytes=RECORD_BIG_BYTES)
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.records: list[dict[str, Any]] = []
         self.last_activity = time.monotonic()
@@ -300,14 +310,21 @@ class _Watch:
     def _emit(self, event: ev.Event) -> None:
         self.runner.emit(event)
 
-    def _flush_output(self) -> None:
-        if self.pending:
-            self._emit(ev.RunOutput(session_id=self.sid, run_id=self.spec.run_id, lines=self.pending))
-            self.pending = []
+    def _flush_output(self, force: bool = True) -> None:
+        if self.pending and (force or self.pending.due(time.monotonic())):
+            self._emit(ev.RunOutput(session_id=self.sid, run_id=self.spec.run_id,
+                                    lines=self.pending.take()))
 
-    def _add_records(self, recs: list[dict[str, Any]]) -> None:
-        if not recs:
-            return
+    def _flush_records(self, force: bool = True) -> None:
+        if self.pending_records and (force or self.pending_records.due(time.monotonic())):
+            self._send_records(self.pending_records.take())
+
+    def _add_records(self, recs: list[dict[str, Any]], nbytes: int) -> None:
+        first = self.pending_records.add(recs, time.monotonic(), nbytes)
+        if first:
+            self._send_records(first)
+
+    def _send_records(self, recs: list[dict[str, Any]]) -> None:
         self.record_count += len(recs)
         self.rank0_steps += sum(1 for r in recs if r.get("type") == "step" and r.get("rank", 0) == 0)
         if self.runner.keep_records:
@@ -319,9 +336,11 @@ class _Watch:
     def _on_line(self, line: str) -> None:
         if self.redact is not None:
             line = self.redact(line)
-        self.pending.append(line)
+        self.last_activity = now = time.monotonic()
+        first = self.pending.add([line], now, len(line) + 4)
+        if first:
+            self._emit(ev.RunOutput(session_id=self.sid, run_id=self.spec.run_id, lines=first))
         self.tail.append(line)
-        self.last_activity = time.monotonic()
         metrics = []
         for pat in self.spec.patterns:
             m = pat.regex.search(line)
@@ -339,13 +358,14 @@ class _Watch:
                 {"type": "metric", "name": pat.name, "value": value, "step": step,
                  "source": "output", "t": time.time()}
             )
-        self._add_records(metrics)
+        self._add_records(metrics, 100 * len(metrics))
         if len(self.pending) >= OUTPUT_BATCH_LINES:
             self._flush_output()
 
     def _poll_records(self) -> None:
         """Read complete new lines from every probe file of this run (all ranks)."""
         new: list[dict[str, Any]] = []
+        nbytes = 0
         for path in sorted(self.out.parent.glob(f"{self.out.stem}*{self.out.suffix}")):
             try:
                 with open(path, "rb") as fh:
@@ -369,11 +389,12 @@ class _Watch:
                     rec = {"type": "probe-error", "line": decode_line(raw)[:200], "file": path.name}
                 if isinstance(rec, dict):
                     new.append(rec)
+                    nbytes += len(raw)
         steps = sum(1 for r in new if r.get("type") == "step")
         if steps:
             self.step_count += steps
             self.last_activity = time.monotonic()
-        self._add_records(new)
+        self._add_records(new, nbytes)
 
     def _publish(self, fn: Callable[..., None], *args: Any) -> None:
         """Hand output to the sink; a sink that fails (the store cannot record) is noted once,
@@ -420,8 +441,9 @@ class _Watch:
         while not stop.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=OUTPUT_BATCH_S)
-            self._publish(self._flush_output)
+            self._publish(self._flush_output, False)
             self._publish(self._poll_records)
+            self._publish(self._flush_records, False)
 
     async def run(self, env: dict[str, str]) -> RunResult:
         spec = self.spec
@@ -481,6 +503,7 @@ class _Watch:
         await ticker
         self._publish(self._flush_output)
         self._publish(self._poll_records)
+        self._publish(self._flush_records)
         if self.sink_error is not None:
             raise RecordingFailed(f"run {spec.run_id} stopped: {self.sink_error}") from self.sink_error
         wall = time.monotonic() - t0

@@ -12,6 +12,9 @@ from typing import Any
 from portside.core import events as ev
 
 from . import index_blocks
+from .codec import ENVELOPE as _ENVELOPE
+from .codec import ROW_COLUMNS, decode_row
+from .codec import SLIM_START as _SLIM_START
 
 _METRIC_KEYS = ("loss", "grad_norm", "max_norm", "step_s", "compiles", "compile_s")
 
@@ -30,6 +33,8 @@ class Batch:
         self.events: list[tuple[str, int, float, str, str]] = []
         self.inserts: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
         self.updates: list[tuple[str, tuple[Any, ...]]] = []
+        # Metric points by (session, run): numbered in write(), see schema v5.
+        self.points: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
 
     def add(self, event: ev.Event, body: bytes) -> None:
         self.add_row(event_row(event, body), event if has_projection(event) else None)
@@ -54,6 +59,10 @@ class Batch:
             insert_rows(conn, sql, rows)
         for sql, params in self.updates:
             conn.execute(sql, params)
+        for (sid, run), rows in self.points.items():
+            conn.execute(_METRIC_RUN, (sid, run))
+            (number,) = conn.execute(_RUN_NUMBER, (sid, run)).fetchone()
+            insert_rows(conn, _METRIC_POINT, [(number, *row) for row in rows])
 
 
 # Rows per INSERT statement, largest first: a batch is split into these sizes, so each table
@@ -92,6 +101,12 @@ def insert_rows(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]])
 
 
 def event_row(event: ev.Event, body: bytes) -> tuple[str, int, float, str, str]:
+    """The ``events`` row of an event and its canonical ``body`` (kept slim: store/codec.py)."""
+    start = _SLIM_START.get(type(event))
+    if start is not None:  # stored_body(event, body), inline: this runs for every event
+        cut = body.rfind(_ENVELOPE)
+        if cut > start:
+            body = b"{" + body[start:cut] + b"}"
     return (event.session_id, event.seq, event.ts, _TAGS[type(event)], body.decode())
 
 
@@ -171,11 +186,16 @@ def _step(value: Any) -> int | None:
     return None
 
 
+_METRIC_RUN = "INSERT OR IGNORE INTO metric_runs (session_id, run_id) VALUES (?,?)"
+_RUN_NUMBER = "SELECT id FROM metric_runs WHERE session_id = ? AND run_id = ?"
+_METRIC_POINT = ("INSERT OR REPLACE INTO metric_points (run, name, seq, k, step, value)"
+                 " VALUES (?,?,?,?,?,?)")
+
+
 def _run_record(b: Batch, e: ev.RunRecord) -> None:
-    # Keyed by the record's place in the log (seq, k): see schema v4.
-    rows = b.inserts["INSERT OR REPLACE INTO metrics (session_id, run_id, name, seq, k, step,"
-                     " value) VALUES (?,?,?,?,?,?,?)"]
-    sid, run, seq = e.session_id, e.run_id, e.seq
+    # Keyed by the run's number and the record's place in the log (seq, k): see schema v5.
+    rows = b.points.setdefault((e.session_id, e.run_id), [])
+    seq = e.seq
     for k, rec in enumerate(e.records):
         kind = rec.get("type")
         if kind == "step":
@@ -183,16 +203,16 @@ def _run_record(b: Batch, e: ev.RunRecord) -> None:
             for key in _METRIC_KEYS:
                 value = _num(rec.get(key))
                 if value is not None:
-                    rows.append((sid, run, key, seq, k, step, value))
+                    rows.append((key, seq, k, step, value))
             lrs = rec.get("lr")
             if isinstance(lrs, list) and lrs:
                 value = _num(lrs[0])
                 if value is not None:
-                    rows.append((sid, run, "lr", seq, k, step, value))
+                    rows.append(("lr", seq, k, step, value))
         elif kind == "metric":
             value = _num(rec.get("value"))
             if value is not None and isinstance(rec.get("name"), str):
-                rows.append((sid, run, rec["name"], seq, k, _step(rec.get("step")), value))
+                rows.append((rec["name"], seq, k, _step(rec.get("step")), value))
 
 
 def _alarm_raised(b: Batch, e: ev.AlarmRaised) -> None:
@@ -288,15 +308,15 @@ def reproject(conn: sqlite3.Connection, chunk: int = 5000,
     of the log."""
     marks = ",".join("?" * len(kinds))
     cur = conn.execute(
-        f"SELECT body FROM events WHERE kind IN ({marks}) ORDER BY session_id, seq",
+        f"SELECT {ROW_COLUMNS} FROM events WHERE kind IN ({marks}) ORDER BY session_id, seq",
         kinds,
     )
     n = 0
     while rows := cur.fetchmany(chunk):
         batch = Batch()
-        for (body,) in rows:
+        for row in rows:
             try:
-                batch.project(ev.decode(body))
+                batch.project(decode_row(*row))
             except ev.EventError:
                 continue
             n += 1

@@ -13,6 +13,7 @@ from typing import Any
 from portside.core import events as ev
 from portside.core.ledger import LEDGER_KINDS, Ledger, fold
 
+from .codec import ROW_COLUMNS, full_body
 from .recorder import Recorder
 from .schema import StoreError, connect, migrate
 
@@ -149,7 +150,7 @@ class Store:
         end: int | None = None,
         kinds: Sequence[str] | None = None,
     ) -> Iterator[str]:
-        sql = "SELECT body FROM events WHERE session_id = ? AND seq >= ?"
+        sql = f"SELECT {ROW_COLUMNS} FROM events WHERE session_id = ? AND seq >= ?"
         params: list[Any] = [session_id, start]
         if end is not None:
             sql += " AND seq <= ?"
@@ -161,7 +162,7 @@ class Store:
         cur = self.conn.execute(sql, params)
         while rows := cur.fetchmany(2000):
             for row in rows:
-                yield row[0]
+                yield full_body(*row)
 
     def event_count(self, session_id: str) -> int:
         return self.conn.execute(

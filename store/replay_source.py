@@ -20,6 +20,7 @@ import numpy as np
 from portside.core import events as ev
 from portside.core.replay import KIND_CODE, KINDS, IndexArrays
 
+from .codec import ROW_COLUMNS, decode_row
 from .queries import Store
 
 _CHUNK = 900  # under SQLite's default limit of host parameters per statement
@@ -179,10 +180,11 @@ class StoreSource:
             part = [int(s) for s in seqs[lo : lo + _CHUNK]]
             marks = ",".join("?" * len(part))
             rows = conn.execute(
-                f"SELECT body FROM events WHERE session_id = ? AND seq IN ({marks}) ORDER BY seq",
+                f"SELECT {ROW_COLUMNS} FROM events WHERE session_id = ? AND seq IN ({marks})"
+                " ORDER BY seq",
                 (self.session_id, *part),
             )
-            out.extend(ev.decode(r[0]) for r in rows)
+            out.extend(decode_row(*r) for r in rows)
         return out
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-SCHEMA_USER_VERSION = 4
+SCHEMA_USER_VERSION = 5
 
 
 class StoreError(RuntimeError):
@@ -240,19 +240,61 @@ def _v4(db: sqlite_utils.Database) -> None:
     # scanning the log. Sessions written before have no blocks: their index is still built
     # from `events` (and cached in replay_index) at their first replay.
     from .index_blocks import SCHEMA
-    from .projections import reproject
 
     db.execute(SCHEMA)
     # Metrics were a rowid table plus an index holding every row again (~520 bytes a step
     # record of 6 metrics). Now one b-tree, clustered the way they are read (a run's series
     # of one name) and keyed by where the record is in the log: event seq, k-th record of it.
     # Same columns people query (session_id, run_id, step, name, value), plus seq and k.
+    # (Rebuilt from the log by v5, in v5's layout.)
     db.execute("DROP TABLE IF EXISTS metrics")
     db.execute(METRICS_V4)
-    reproject(db.conn, kinds=("run.record",))
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4]
+# Metrics, v5: each v4 row spelled out its session and run ids (~30 of its ~57 bytes, 5 rows a
+# step record). Points now name their run by a small integer, and ``metrics`` is a view with
+# v4's columns over them, so the same queries (and Datasette's table page, filters, charts of
+# step against value) read it as before: WHERE session_id/run_id finds the run's key through
+# metric_runs' unique index, then the points of that run (and name) by their primary key.
+METRICS_V5 = (
+    "CREATE TABLE metric_runs (id INTEGER PRIMARY KEY, session_id TEXT NOT NULL,"
+    " run_id TEXT NOT NULL, UNIQUE (session_id, run_id))",
+    "CREATE INDEX metric_runs_run_id ON metric_runs (run_id)",  # WHERE run_id = ? alone
+    "CREATE TABLE metric_points (run INTEGER NOT NULL REFERENCES metric_runs (id),"
+    " name TEXT NOT NULL, seq INTEGER NOT NULL, k INTEGER NOT NULL, step INTEGER, value REAL,"
+    " PRIMARY KEY (run, name, seq, k)) WITHOUT ROWID",
+    "CREATE VIEW metrics AS SELECT r.session_id, r.run_id, p.step, p.name, p.value, p.seq, p.k"
+    " FROM metric_points p JOIN metric_runs r ON r.id = p.run",
+)
+
+
+def _v5(db: sqlite_utils.Database) -> None:
+    # From here run.output and run.record bodies are stored without the envelope keys their
+    # row holds as columns (store/codec.py), which a portside of v4 could not decode: hence
+    # the version. Rows written before stay whole and are read as they are (not rewritten).
+    from .projections import reproject
+
+    # v4's rows are what v5 derives, in another layout: copied in SQL (seconds for millions,
+    # where decoding the log again took minutes). Empty (v4 was applied just now, or no run
+    # recorded a metric): rebuilt from the log.
+    old = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'metrics' AND type = 'table'"
+                     ).fetchone() and db.execute("SELECT 1 FROM metrics LIMIT 1").fetchone()
+    db.execute("ALTER TABLE metrics RENAME TO metrics_v4" if old else "DROP TABLE IF EXISTS metrics")
+    for sql in METRICS_V5:
+        db.execute(sql)
+    if old:
+        db.execute("INSERT INTO metric_runs (session_id, run_id) SELECT DISTINCT session_id,"
+                   " run_id FROM metrics_v4 ORDER BY session_id, run_id")
+        db.execute("INSERT INTO metric_points (run, name, seq, k, step, value)"
+                   " SELECT r.id, m.name, m.seq, m.k, m.step, m.value FROM metrics_v4 m"
+                   " JOIN metric_runs r ON r.session_id = m.session_id AND r.run_id = m.run_id"
+                   " ORDER BY r.id, m.name, m.seq, m.k")
+        db.execute("DROP TABLE metrics_v4")
+    else:
+        reproject(db.conn, kinds=("run.record",))
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
 
 
 def migrate(conn: sqlite3.Connection, path: str | Path = "") -> int:

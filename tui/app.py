@@ -78,6 +78,13 @@ class PortsideApp(App[None]):
         if self.engine_run is not None:
             self.run_worker(self.engine_run(), name=ENGINE_WORKER, group=ENGINE_WORKER,
                             exit_on_error=False)
+        if self.WARM_UP_ON_MOUNT:
+            self.start_warm_up()
+
+    # A replay starts it after its first frame: the thread's imports hold the GIL (~0.4 s).
+    WARM_UP_ON_MOUNT = True
+
+    def start_warm_up(self) -> None:
         self.run_worker(_warm_up, name="warm-up", thread=True, exit_on_error=False)
 
     def on_unmount(self) -> None:

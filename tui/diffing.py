@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from itertools import zip_longest
+from pathlib import PurePosixPath
 
 from rich.syntax import Syntax
 from rich.text import Text
@@ -26,6 +27,13 @@ FILLER = "#3b3f45"
 THEME = "monokai"
 # Above this size a file is shown without syntax colour: highlighting must stay instant.
 MAX_HIGHLIGHT_CHARS = 400_000
+# The lexer of a port's usual files, by suffix: what Syntax.guess_lexer picks for them, without
+# its first call's cost (it imports lexers and compiles every lexer's filename patterns: ~0.4 s,
+# paid by the first diff card, e.g. in a replay's first frame). Other files are guessed.
+KNOWN_LEXERS = {".py": "python", ".pyi": "python", ".sh": "bash", ".yaml": "yaml",
+                ".yml": "yaml", ".toml": "toml", ".json": "json", ".md": "markdown",
+                ".cfg": "ini", ".ini": "ini", ".txt": "text", ".c": "c", ".cc": "cpp",
+                ".cpp": "cpp", ".hpp": "cpp", ".cu": "cuda"}
 
 
 @dataclass
@@ -38,14 +46,26 @@ def _lines(text: str) -> list[str]:
     return [clean_line(line) for line in text.splitlines()]
 
 
+_BUILT: set[str] = set()  # the lexers built in this process
+
+
+def lexer_built(path: str) -> bool:
+    """Whether colouring ``path`` is cheap now: its lexer was built in this process (a lexer's
+    first build compiles its regexes: ~0.1 s for Python on a cold start). A file without a known
+    lexer says True: there the guess is what costs, and putting it off gains nothing."""
+    name = KNOWN_LEXERS.get(PurePosixPath(path).suffix.lower())
+    return name is None or name in _BUILT
+
+
 def highlight_lines(text: str, path: str) -> list[Text]:
     """One Text per line, coloured as the whole file would be."""
     lines = _lines(text)
     if len(text) > MAX_HIGHLIGHT_CHARS:
         return [Text(line) for line in lines]
     code = "\n".join(lines)
-    lexer = Syntax.guess_lexer(path, code)
+    lexer = KNOWN_LEXERS.get(PurePosixPath(path).suffix.lower()) or Syntax.guess_lexer(path, code)
     out = Syntax(code, lexer, theme=THEME).highlight(code).split("\n", allow_blank=True)
+    _BUILT.add(lexer)
     for t in out:
         t.style = ""  # drop the theme's background: the diff sets its own
         t.end = ""
@@ -63,6 +83,7 @@ class EditDiff:
         self.b = _lines(after)
         self._ha: list[Text] | None = None
         self._hb: list[Text] | None = None
+        self.colour = True  # False: rows without syntax colour (until the lexer is built)
         self._sm = SequenceMatcher(None, self.a, self.b, autojunk=False)
         # A copy: difflib's get_grouped_opcodes trims the matcher's own cached list in place,
         # which would cut the start and end off the whole-file view after the hunks were shown.
@@ -72,6 +93,8 @@ class EditDiff:
         self.stats = DiffStats(added, removed)
 
     def _hl(self) -> tuple[list[Text], list[Text]]:
+        if not self.colour:
+            return [Text(line) for line in self.a], [Text(line) for line in self.b]
         if self._ha is None or self._hb is None:
             self._ha = highlight_lines("\n".join(self.a), self.path)
             self._hb = highlight_lines("\n".join(self.b), self.path)

@@ -18,10 +18,13 @@ never touch the store.
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import re
 from typing import Any
 
 import numpy as np
+from textual.screen import Screen
 
 from portside.core import events as ev
 from portside.core.bus import EventBus, Sink
@@ -32,11 +35,15 @@ from portside.core.review import ReviewGate
 from .app import PortsideApp
 from .model import SessionModel
 from .screens.replay import ReplayScreen, speed_label
+from .widgets.transcript import Transcript
 
 PUMP_S = 1 / 30  # how often the timer looks for due events
 BATCH = 2_000  # events folded per timer tick at most: a fast replay stays responsive
 FORWARD_LIMIT = 2_000  # a jump at most this far ahead plays the events in between
 MIN_SPEED, MAX_SPEED = 1 / 64, 4096.0
+# The app's warm-up (tui/app.py) holds the GIL for ~0.4 s: begun this long after the load, it
+# does not delay the first frame, even on a busy machine.
+WARM_UP_AFTER_S = 2.0
 # Kinds that only show in the Agent column: before the transcript window they feed the model
 # alone (the header still counts them), so a seek mounts a bounded number of widgets.
 _TRANSCRIPT_ONLY = (ev.AgentClaimed, ev.EditProposed, ev.CommandProposed, ev.EditDecided,
@@ -59,6 +66,7 @@ class ReplayApp(PortsideApp):
         self.structural = StructuralCache(replayer)
         self._markers = replayer.markers()
         self._busy = False
+        self._gc_was_enabled = True
         self.live = self._new_screen()
         self.model = self.live.model
 
@@ -74,18 +82,42 @@ class ReplayApp(PortsideApp):
         pos = idx.pos_le(self.replayer.position)
         return float(idx.ts[max(0, pos)]) if len(idx) else 0.0
 
+    WARM_UP_ON_MOUNT = False  # started after the first frame (_start), not competing with it
+
     def on_mount(self) -> None:
         # Runs before PortsideApp.on_mount (Textual calls each class's handler, subclass
-        # first): start once the screen is up.
+        # first): start once the screen is up. The replayer's index and the imports are
+        # long-lived: frozen, the collections that building the first frame triggers skip them
+        # (PortsideApp unfreezes on unmount).
+        gc.freeze()
+        # No collection until the warm-up (2 s on): building the first frame allocates a few
+        # 100k objects, and the collections they trigger cost ~0.1 s; what is garbage then is
+        # collected by the warm-up's full pass.
+        self._gc_was_enabled = gc.isenabled()
+        gc.disable()
+        if self.replayer.position > 0:
+            # --from: no frame drawn by the timer until the point is on screen (only the
+            # screen's own resume lays it out meanwhile); _start ends the batch.
+            self._begin_batch()
         self.call_later(self._start)
+
+    def start_warm_up(self) -> None:
+        if self._gc_was_enabled:
+            gc.enable()
+        super().start_warm_up()
+
+    def on_unmount(self) -> None:
+        if self._gc_was_enabled:
+            gc.enable()
 
     async def _start(self) -> None:
         if self.replayer.position > 0:  # --from: open at the point
-            self._load(self.live, self.replayer.position, None)
+            await self._load_settled(self.live, self.replayer.position, None)
         self.set_interval(PUMP_S, self._pump, name="replay-pump")
         if self.autoplay:
             self.replayer.play()
         self.live._update_header()
+        self.set_timer(WARM_UP_AFTER_S, self.start_warm_up)
 
     def _pump(self) -> None:
         if self._busy or not self.replayer.playing:
@@ -93,22 +125,31 @@ class ReplayApp(PortsideApp):
         for e in self.replayer.due(self.batch):
             self.bus.deliver_only(e)
 
+    async def _load_settled(self, screen: ReplayScreen, seq: int,
+                            state: ReplayState | None) -> None:
+        """Load, wait until what it mounted is up, then end the batch begun by the caller (no
+        frame drawn meanwhile: each intermediate frame would lay out and paint the whole
+        screen again)."""
+        try:
+            self._load(screen, seq, state)
+            await settled(screen)
+        finally:
+            self._end_batch()
+        # What waited for a refresh ran inside the batch, before any layout: the Agent column
+        # follows its end again now. Diffs drawn plain get their colour after that frame.
+        transcript = screen.query_one(Transcript)
+        transcript.scroll_end(animate=False)
+        if transcript.uncoloured:
+            self.call_after_refresh(transcript.colour_held)
+
     def _load(self, screen: ReplayScreen, seq: int, state: ReplayState | None) -> None:
+        with screen.query_one(Transcript).holding():  # mounts the column's newest entries
+            self._fold(screen, seq, state)
+
+    def _fold(self, screen: ReplayScreen, seq: int, state: ReplayState | None) -> None:
         events, cutoff, elided = compact_history(self.replayer, seq, self.structural, state)
-        chunk: list[ev.Event] = []
-        for e in events:
-            if 0 < e.seq < cutoff and isinstance(e, _TRANSCRIPT_ONLY):
-                if chunk:
-                    screen.apply(chunk)
-                    chunk = []
-                screen.model.apply(e)
-                if isinstance(e, ev.EditProposed | ev.CommandProposed):
-                    cmd = ev.as_command(e)  # keeps "edit 7/9" / "command 2/4" numbering
-                    screen.edit_order.append(cmd.command_id if cmd else e.edit_id)  # type: ignore[union-attr]
-            else:
-                chunk.append(e)
-        if chunk:
-            screen.apply(chunk)
+        screen.apply(events, model_only=lambda e: 0 < e.seq < cutoff
+                     and isinstance(e, _TRANSCRIPT_ONLY))
         for run_id in elided:
             if run_id in screen.model.runs:
                 screen.model.runs[run_id].lines_elided = True
@@ -133,9 +174,14 @@ class ReplayApp(PortsideApp):
             screen = self._new_screen()
             self.live, self.model = screen, screen.model
             # Pop, then push: the old screen must be gone before the new one takes its id.
-            await self.pop_screen()
-            await self.push_screen(screen)
-            self._load(screen, seq, state)
+            self._begin_batch()
+            try:
+                await self.pop_screen()
+                await self.push_screen(screen)
+            except BaseException:
+                self._end_batch()
+                raise
+            await self._load_settled(screen, seq, state)
         finally:
             self._busy = False
 
@@ -208,6 +254,20 @@ class ReplayApp(PortsideApp):
         t = float(idx.ts[0]) + float(m.group(1) or m.group(2))
         pos = int(np.searchsorted(idx.ts, t, side="right")) - 1
         return int(idx.seqs[pos]) if pos >= 0 else 0
+
+
+async def settled(screen: Screen[Any], rounds: int = 4) -> None:
+    """Return once every widget of ``screen`` has handled what was queued for it, and the
+    widgets that mounted meanwhile too (at most ``rounds`` passes)."""
+    seen = -1
+    for _ in range(rounds):
+        nodes = list(screen.walk_children(with_self=True))
+        if len(nodes) == seen:
+            return
+        seen = len(nodes)
+        done = [asyncio.Event() for _ in nodes]
+        waits = [d.wait() for node, d in zip(nodes, done, strict=True) if node.call_later(d.set)]
+        await asyncio.gather(*waits)
 
 
 def make_replay_app(replayer: Replayer, *, session_id: str, sink: Sink | None = None,

@@ -46,11 +46,10 @@ def make_session(db: Path, n: int, sid: str = SID) -> None:
     conn.execute(
         "WITH RECURSIVE s(k) AS (SELECT 3 UNION ALL SELECT k + 1 FROM s WHERE k < ?)"
         " INSERT INTO events (session_id, seq, ts, kind, body)"
-        " SELECT ?, k, ? + k * 0.01, 'run.output',"
-        " '{\"kind\":\"run.output\",\"run_id\":\"r1\",\"lines\":[\"' ||"
-        " replace(?, '{n}', k) || '\"],\"stream\":\"mixed\",\"session_id\":\"' || ? ||"
-        " '\",\"seq\":' || k || ',\"ts\":' || (? + k * 0.01) || '}' FROM s",
-        (n, sid, t0, LINE, sid, t0),
+        " SELECT ?, k, ? + k * 0.01, 'run.output',"  # slim: the envelope is the columns
+        " '{\"run_id\":\"r1\",\"lines\":[\"' ||"
+        " replace(?, '{n}', k) || '\"],\"stream\":\"mixed\"}' FROM s",
+        (n, sid, t0, LINE),
     )
     conn.execute("COMMIT")
     store.close()

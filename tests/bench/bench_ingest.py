@@ -15,6 +15,7 @@ from pathlib import Path
 
 from portside.core import events as ev
 from portside.store import Store
+from portside.store.projections import event_row
 from portside.store.schema import connect, migrate
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
@@ -49,18 +50,20 @@ def bench_raw(path: Path) -> float:
     rows, metrics = [], []
     for seq, e in enumerate(events, start=1):
         e.seq, e.ts = seq, time.time()
-        rows.append((e.session_id, seq, e.ts, type(e).__struct_config__.tag, ev.encode(e).decode()))
+        rows.append(event_row(e, ev.encode(e)))  # as stored (schema v5: slim bodies)
         if isinstance(e, ev.RunRecord):
             r = e.records[0]
             for key in ("loss", "grad_norm"):
-                metrics.append(("bench", "r1", r["step"], key, r[key]))
-            metrics.append(("bench", "r1", r["step"], "lr", r["lr"][0]))
+                metrics.append((1, key, seq, 0, r["step"], r[key]))
+            metrics.append((1, "lr", seq, 0, r["step"], r["lr"][0]))
     conn = connect(path)
     migrate(conn, path)
     t0 = time.perf_counter()
     conn.execute("BEGIN")
     conn.executemany("INSERT INTO events VALUES (?,?,?,?,?)", rows)
-    conn.executemany("INSERT INTO metrics VALUES (?,?,?,?,?)", metrics)
+    conn.execute("INSERT INTO metric_runs (id, session_id, run_id) VALUES (1, 'bench', 'r1')")
+    conn.executemany("INSERT INTO metric_points (run, name, seq, k, step, value)"
+                     " VALUES (?,?,?,?,?,?)", metrics)
     conn.execute("COMMIT")
     rate = N / (time.perf_counter() - t0)
     conn.close()

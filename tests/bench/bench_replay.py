@@ -1,6 +1,6 @@
 """Replay seek benchmark: a generated 1M-event session, opened at --from alarm:last, then
-seeked back to the start. Targets: cold open to the first state <= 500 ms, seek to start
-< 100 ms.
+seeked back to the start. Targets: cold open to the first state <= 500 ms, to the first frame
+of the replay screen <= 500 ms, seek to start < 100 ms.
 
     .venv/bin/python tests/bench/bench_replay.py [--events 1000000] [--db PATH] [--rounds 3]
 
@@ -10,6 +10,11 @@ this process may (root: /proc/sys/vm/drop_caches; otherwise the line says "page 
 "before" is the previous implementation: no writer-kept index, so the index is built from
 `events` (StoreSource(blocks=False), replay_index emptied); "after" reads the writer's
 replay_blocks.
+
+The first frame (fresh process, page cache dropped likewise): "before" is the replay screen of
+BEFORE_REV (a TabbedContent pane per run, every card of the transcript window mounted, frames
+drawn while the load mounts): that revision's tui/ (`git archive`) over this tree's core, store
+and cli, put first on PYTHONPATH; "after" is this tree's. Both read the writer's replay_blocks.
 
 Generation (bulk, through the store's Batch writer) is timed apart and is not part of the
 figures. "open" = build the index from SQLite + fold the structural events into snapshots +
@@ -40,6 +45,9 @@ from portside.store.projections import Batch
 from portside.store.replay_source import StoreSource
 
 SID = "bench-replay-1m"
+# The last revision whose replay screen mounted a tab and pane per run (the frame's "before").
+BEFORE_REV = "738ebdf"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def synthetic_events(n: int, session_id: str = SID, seed: int = 7,
@@ -140,7 +148,7 @@ def frame_once(db: Path, blocks: bool) -> dict[str, float]:
 
     from portside.tui.replay import make_replay_app
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     store = Store(db)
     source = StoreSource(store, SID, blocks=blocks)
     rp = Replayer(source)
@@ -152,9 +160,15 @@ def frame_once(db: Path, blocks: bool) -> dict[str, float]:
         async with app.run_test(size=(120, 40)) as pilot:
             while not app.model.runs:
                 await pilot.pause(0.005)
+            # A screen that holds its frames until the load's mounts are up (App.batch_update)
+            # has drawn nothing yet: wait for the batch to end.
+            while app._batch_count:
+                await pilot.pause()
             await pilot.pause()  # one refresh: the frame is drawn
             out["open_ms"] = (time.perf_counter() - t0) * 1000
+            out["cpu_ms"] = (time.process_time() - c0) * 1000  # this process's CPU meanwhile
             out["runs"] = len(app.model.runs)
+            out["widgets"] = len(list(app.screen.query("*")))
 
     asyncio.run(run())
     out.update(index_ms=0.0, rows=source.index_rows_fetched,
@@ -162,20 +176,51 @@ def frame_once(db: Path, blocks: bool) -> dict[str, float]:
     return out
 
 
-def cold_compare(db: Path, rounds: int, mode: str = "state") -> float:
-    """Interleaved cold opens, before vs after; prints them and returns the after median."""
-    got: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+@contextlib.contextmanager
+def before_tree(rev: str) -> Iterator[Path | None]:
+    """A folder holding a ``portside`` whose screens (tui/) are as they were at ``rev`` and
+    whose core, store and cli are this tree's (the DB's schema is this tree's); None, with the
+    reason printed, when this is not a git checkout holding that revision."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "portside"
+        tree.mkdir()
+        try:
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "tui"],
+                                     check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            print(f"no 'before' frame: revision {rev} not readable here ({exc})")
+            yield None
+            return
+        for package in ("core", "store", "cli"):
+            (tree / package).symlink_to(ROOT / package, target_is_directory=True)
+        yield Path(tmp)
+
+
+def cold_compare(db: Path, rounds: int, mode: str = "state",
+                 before_path: Path | None = None) -> float:
+    """Interleaved cold opens, before vs after; prints them and returns the after median.
+    ``before_path`` (mode "frame"): put first on PYTHONPATH for the "before" runs."""
+    labels = ("before", "after") if mode == "state" or before_path is not None else ("after",)
+    got: dict[str, list[dict[str, float]]] = {label: [] for label in labels}
     dropped = True
     for _ in range(rounds):
-        for label in ("before", "after"):
+        for label in labels:
             # A session never replayed: no index cached from an earlier open (the previous
             # implementation's cold case; warm_index at a session's end did not run).
             with contextlib.closing(sqlite3.connect(db)) as conn, conn:
                 conn.execute("DELETE FROM replay_index")
             dropped = drop_page_cache() and dropped
+            env = dict(os.environ)
+            once = label
+            if mode == "frame":
+                once = "after"  # both read the writer's blocks; they differ in the screen
+                if label == "before" and before_path is not None:
+                    env["PYTHONPATH"] = os.pathsep.join(
+                        [str(before_path), *filter(None, [env.get("PYTHONPATH")])])
             out = subprocess.run(
-                [sys.executable, __file__, f"--{mode}-once", label, "--db", str(db)],
-                check=True, capture_output=True, text=True).stdout
+                [sys.executable, __file__, f"--{mode}-once", once, "--db", str(db)],
+                check=True, capture_output=True, text=True, env=env).stdout
             got[label].append(json.loads(out.strip().splitlines()[-1]))
     med = {k: statistics.median(r["open_ms"] for r in v) for k, v in got.items()}
     how = "page cache dropped" if dropped else "page cache warm (not root)"
@@ -184,11 +229,15 @@ def cold_compare(db: Path, rounds: int, mode: str = "state") -> float:
         print(f"cold open ({label}, fresh process, {how}): first {mode} in "
               f"{med[label]:.0f} ms median of {rounds} [{each}]; index "
               f"{statistics.median(r['index_ms'] for r in runs):.0f} ms, "
-              f"{runs[-1]['rows']:,} rows from events, {runs[-1]['blocks']:,} blocks")
-    print(f"{'TARGET' if mode == 'state' else 'figure'} cold open of a 1M-event session to the "
-          f"first {mode} <= 500 ms: "
-          f"{med['after']:.0f} ms ({'met' if med['after'] <= 500 else 'NOT met'}); "
-          f"before {med['before']:.0f} ms, ratio after/before {med['after'] / med['before']:.2f}"
+              f"{runs[-1]['rows']:,} rows from events, {runs[-1]['blocks']:,} blocks"
+              + (f"; {runs[-1]['widgets']:,} widgets on the screen for "
+                 f"{runs[-1]['runs']:,} runs; CPU of the process "
+                 f"{statistics.median(r['cpu_ms'] for r in runs):.0f} ms median (the figure "
+                 f"a busy machine inflates least)" if "widgets" in runs[-1] else ""))
+    before = (f"; before {med['before']:.0f} ms, ratio after/before "
+              f"{med['after'] / med['before']:.2f}" if "before" in med else "")
+    print(f"TARGET cold open of a 1M-event session to the first {mode} <= 500 ms: "
+          f"{med['after']:.0f} ms ({'met' if med['after'] <= 500 else 'NOT met'}){before}"
           f" (load average {os.getloadavg()[0]:.2f})")
     return med["after"]
 
@@ -200,6 +249,8 @@ def main() -> None:
     ap.add_argument("--check", action="store_true", help="also compare with a full fold (slow)")
     ap.add_argument("--rounds", type=int, default=3, help="cold opens of each kind")
     ap.add_argument("--no-frame", action="store_true", help="skip the replay screen's frame")
+    ap.add_argument("--before-rev", default=BEFORE_REV,
+                    help=f"the revision whose replay screen is the frame's 'before' ({BEFORE_REV})")
     ap.add_argument("--run-events", type=int, nargs=2, default=(2000, 20000),
                     metavar=("MIN", "MAX"), help="events per run (default: ~90 runs in 1M)")
     ap.add_argument("--state-once", choices=("before", "after"), help=argparse.SUPPRESS)
@@ -221,9 +272,8 @@ def main() -> None:
         print(f"generated {store.event_count(SID):,} events in {time.perf_counter() - t:.1f} s")
         cold_compare(db, args.rounds, "state")
         if not args.no_frame:
-            # Not the target figure: the screen's own cost (Textual mounting a tab per run, a
-            # card per edit) grows with the runs and edits of the session, not with its events.
-            cold_compare(db, 1, "frame")
+            with before_tree(args.before_rev) as before_path:
+                cold_compare(db, args.rounds, "frame", before_path)
 
         for label in ("warm (page cache warm, same process)", "warm again"):
             t = time.perf_counter()

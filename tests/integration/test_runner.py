@@ -252,3 +252,42 @@ def test_fifty_daemons_do_not_outlive_their_run(tmp_path: Path, sandboxed: bool,
     # Orphans reparented to us (the subreaper) were reaped: no zombies of theirs either.
     zombies = [c for c in psutil.Process().children() if c.status() == psutil.STATUS_ZOMBIE]
     assert zombies == [], [(z.pid, z.ppid(), z.name(), [p.pid for p in psutil.Process().children()]) for z in zombies]
+
+
+def test_a_trickle_is_batched_but_the_first_line_after_quiet_is_not_held(tmp_path: Path) -> None:
+    """30 lines over 3 s (one each 0.1 s), then quiet, then one more: few events, no line held
+    past ~1 s, no metric record past ~0.5 s, and the lines after quiet shown at once. Times
+    are CLOCK_MONOTONIC on both sides (the child prints when it wrote each line)."""
+    script = _script(tmp_path, "trickle.py", """
+        import time
+        time.sleep(0.5)
+        for i in range(30):
+            print(f"at={time.monotonic():.6f} loss={i}", flush=True)
+            time.sleep(0.1)
+        time.sleep(1.5)
+        print(f"at={time.monotonic():.6f} loss=99", flush=True)
+        time.sleep(0.5)
+    """)
+    seen: list[tuple[float, ev.Event]] = []
+    runner = Runner("s", lambda e: seen.append((time.monotonic(), e)), tmp_path / "probe")
+    pat = OutputPattern.compile("loss", r"loss=(?P<value>[0-9]+)")
+    spec = RunSpec(run_id="r1", role="candidate", attempt=1, command=f"{PY} {script}",
+                   cwd=tmp_path, target="cpu", patterns=[pat])
+    result = asyncio.run(runner.run(spec))
+    assert result.reason == "exit"
+    outs = [(t, e) for t, e in seen if isinstance(e, ev.RunOutput)]
+    lines = [(t, float(line.split()[0][3:])) for t, e in outs for line in e.lines]
+    assert len(lines) == 31
+    waits = [t - wrote for t, wrote in lines]
+    assert waits[0] < 0.3, "the first line (after 0.5 s of quiet) was held"
+    assert waits[-1] < 0.3, "the line after 1.5 s of quiet was held"
+    assert max(waits) < 1.3, f"a line waited {max(waits):.2f} s"
+    # One event per 0.1 s tick would be ~31; held to ~1 s (or 10 lines) it is a handful.
+    assert len(outs) <= 8, f"{len(outs)} run.output events for 31 lines"
+    recs = [(t, r) for t, e in seen if isinstance(e, ev.RunRecord) for r in e.records]
+    assert [r["value"] for _, r in recs] == [*map(float, range(30)), 99.0]
+    rec_events = sum(1 for _, e in seen if isinstance(e, ev.RunRecord))
+    assert rec_events <= 12, f"{rec_events} run.record events for 31 records"
+    by_value = {r["value"]: t for t, r in recs}
+    rec_waits = [by_value[float(i)] - lines[i][1] for i in range(30)]
+    assert max(rec_waits) < 0.8, f"a metric record waited {max(rec_waits):.2f} s"

@@ -24,7 +24,8 @@ def test_file_is_wal_and_versioned(store: Store, db_path: Path) -> None:
     raw = sqlite3.connect(db_path)
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_USER_VERSION
-    tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type IN"
+                                        " ('table', 'view')")}
     assert {"events", "sessions", "runs", "alarms", "interventions", "metrics"} <= tables
 
 

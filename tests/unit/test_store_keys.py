@@ -96,7 +96,7 @@ def test_v2_database_is_migrated_and_repaired(tmp_path: Path) -> None:
         insert_rows(conn, sql, rows)
     conn.execute("COMMIT")
     assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1  # the takeover
-    assert migrate(conn, path) == SCHEMA_USER_VERSION == 4
+    assert migrate(conn, path) == SCHEMA_USER_VERSION == len(MIGRATIONS)
     conn.close()
     with Store(path) as store:
         assert [r["run_id"] for r in store.runs("orig")] == ["r1"]
@@ -136,4 +136,43 @@ def test_v3_metrics_are_rebuilt_compact(tmp_path: Path) -> None:
     assert sorted(got, key=repr) == sorted(v3_rows, key=repr)
     assert conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index'"
                         " AND tbl_name = 'metrics' AND sql IS NOT NULL").fetchone()[0] == 0
+    conn.close()
+
+
+def test_v4_metrics_come_back_the_same_through_v5s_view(tmp_path: Path) -> None:
+    """v5 numbers the runs of metric points; a v4 DB's rows read the same from `metrics`
+    (now a view), every column people query, and filtered by run the way Datasette does."""
+    path = tmp_path / "v4.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    import sqlite_utils
+
+    from portside.store.schema import MIGRATIONS, migrate
+
+    db = sqlite_utils.Database(conn)
+    conn.execute("BEGIN")
+    for m in MIGRATIONS[:4]:
+        m(db)
+    conn.execute("PRAGMA user_version = 4")
+    events = [
+        ev.RunRecord(session_id="s", seq=1, ts=1.0, run_id="r", records=[
+            {"type": "step", "step": 7, "loss": 2.5, "lr": [0.1]},
+            {"type": "metric", "name": "accuracy", "value": 91.5, "step": None}]),
+        ev.RunRecord(session_id="s2", seq=1, ts=1.0, run_id="r", records=[
+            {"type": "step", "step": 7, "loss": 3.5}]),  # the same run id in another session
+    ]
+    conn.executemany("INSERT INTO events (session_id, seq, ts, kind, body) VALUES (?,?,?,?,?)",
+                     [(e.session_id, e.seq, e.ts, "run.record", ev.encode(e).decode())
+                      for e in events])
+    # What a v4 portside derived from those events (by hand: the ground truth).
+    v4_rows = [("s", "r", 7, "loss", 2.5, 1, 0), ("s", "r", 7, "lr", 0.1, 1, 0),
+               ("s", "r", None, "accuracy", 91.5, 1, 1), ("s2", "r", 7, "loss", 3.5, 1, 0)]
+    conn.executemany("INSERT INTO metrics (session_id, run_id, step, name, value, seq, k)"
+                     " VALUES (?,?,?,?,?,?,?)", v4_rows)
+    conn.execute("COMMIT")
+    assert migrate(conn, path) == SCHEMA_USER_VERSION == 5
+    cols = "session_id, run_id, step, name, value, seq, k"
+    assert sorted(conn.execute(f"SELECT {cols} FROM metrics").fetchall(), key=repr) == sorted(
+        v4_rows, key=repr)
+    assert conn.execute("SELECT value FROM metrics WHERE session_id = 's2' AND run_id = 'r'"
+                        " AND name = 'loss'").fetchall() == [(3.5,)]
     conn.close()

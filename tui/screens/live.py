@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 
 from portside.core import events as ev
 from portside.core.review import GateError, ReviewGate
@@ -25,6 +25,7 @@ from ..model import CommandView, SessionModel, clock
 from ..widgets.checks import ChecksPanel
 from ..widgets.command_card import CommandCard
 from ..widgets.diff_card import DiffCard
+from ..widgets.footer import ReviewFooter
 from ..widgets.runs import RunsPanel
 from ..widgets.text_line import TextLine
 from ..widgets.transcript import Transcript
@@ -154,7 +155,7 @@ class LiveScreen(Screen[None]):
                 col.border_title = "Checks"
                 yield ChecksPanel(self.model, str(self.model.info.get("target") or ""),
                                   id="checks")
-        yield Footer()
+        yield ReviewFooter()
 
     def on_mount(self) -> None:
         self.set_interval(TICK_S, self.tick)
@@ -170,13 +171,21 @@ class LiveScreen(Screen[None]):
 
     # --- events in ---------------------------------------------------------------------------
 
-    def apply(self, events: list[ev.Event]) -> None:
+    def apply(self, events: list[ev.Event],
+              model_only: Callable[[ev.Event], bool] | None = None) -> None:
         """Fold a batch into the model and make the structural changes (new tab, card, alarm)
-        now; redraws of tails, status and chart wait for the next tick."""
+        now; redraws of tails, status and chart wait for the next tick. ``model_only``: the
+        events that feed the model alone (a replay's history before its transcript window);
+        their edits keep their place in the numbering."""
         transcript = self.query_one(Transcript)
         runs = self.query_one(RunsPanel)
+        renumber = False
         for e in events:
             self.model.apply(e)
+            if model_only is not None and model_only(e):
+                if isinstance(e, ev.EditProposed | ev.CommandProposed):
+                    self.edit_order.append(_proposal_id(e))
+                continue
             match e:
                 case ev.RunStarted():
                     runs.add_run(self.model.runs[e.run_id])
@@ -197,9 +206,9 @@ class LiveScreen(Screen[None]):
                         current = self.model.proposal(self.current_edit or "")
                         if current is None or current.decided is not None:
                             self._select_edit(item_id, scroll=False)
-                    self._renumber_cards()
+                    renumber = True
                 case ev.EditDecided() | ev.EditApplied():
-                    self._renumber_cards()
+                    renumber = True
                 case ev.AgentClaimed():
                     transcript.add_event(e)
                     self._claim_item = f"claim-{e.seq}"
@@ -210,6 +219,8 @@ class LiveScreen(Screen[None]):
                     transcript.add_event(e)
                 case ev.SessionEnded() if e.reason.startswith(FAILED_PREFIX):
                     self.show_failure(e.reason)
+        if renumber:
+            self._renumber_cards()
         self._sync_reviewing()
         # The header answers the reviewer's own actions: redraw it now, not on the next tick.
         self._update_header()
@@ -358,7 +369,7 @@ class LiveScreen(Screen[None]):
             card.selected = other_id == edit_id
         self.current_edit = edit_id
         if scroll and edit_id in cards:
-            self.query_one(Transcript).scroll_to_widget(cards[edit_id], animate=False, top=True)
+            self.query_one(Transcript).scroll_to_card(cards[edit_id])
 
     def _card(self) -> DiffCard | CommandCard | None:
         if self.current_edit is None:
@@ -584,7 +595,7 @@ class LiveScreen(Screen[None]):
         self._select_edit(self.edit_order[(i + step) % len(self.edit_order)])
         card = self._card()
         if card is not None:
-            card.focus()
+            card.call_after_refresh(card.focus) if not card.is_mounted else card.focus()
 
     def action_next_edit(self) -> None:
         self._step_edit(1)
@@ -598,7 +609,7 @@ class LiveScreen(Screen[None]):
         if run_id is None:
             self.notify("no run log to search yet", severity="warning")
             return
-        runs.panes[run_id].action_search()
+        runs.search(run_id)
 
     def action_compare(self) -> None:
         from .compare import CompareScreen

@@ -76,6 +76,15 @@ class DiffBody(ScrollView, can_focus=True):
                                       if split else wrap_rows(rows, width, gutter + 3))
         return self._wrapped[key]
 
+    def colour(self) -> None:
+        """Syntax colour on, if it was held back: same text, same rows, so only a repaint."""
+        if not self.diff.colour:
+            self.diff.colour = True
+            self._rows.clear()
+            self._wrapped.clear()
+            self._strips.clear()
+            self.refresh()
+
     def show(self, split: bool, full: bool) -> None:
         """Switch the view. Only `f` (a different set of rows) changes the card's height."""
         if (split, full) == (self.split, self.full):

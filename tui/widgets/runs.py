@@ -1,4 +1,9 @@
-"""The Runs column: one tab per run, a status line, the log tail, search with `/`."""
+"""The Runs column: one tab per run, a status line, the log tail, search with `/`.
+
+Only what the screen shows is mounted: the tab strip is one widget (run_tabs.py) and a run's
+pane (status, command, log, search box) is created the first time its tab is shown, so opening a
+replay of a session with hundreds of runs mounts one pane, not hundreds.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,11 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Input, Static, TabbedContent, TabPane
+from textual.widgets import Input, Static
 
 from ..model import RunView
 from .log_view import LogView
+from .run_tabs import RunTabs
 from .text_line import TextLine
 
 
@@ -18,7 +24,7 @@ def pane_id(run_id: str) -> str:
     return "run-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in run_id)
 
 
-class RunPane(TabPane):
+class RunPane(Vertical):
     BINDINGS = [
         Binding("slash", "search", "Search log", id="run.search",
                 tooltip="Search this run's log (enter: next match, wrapping; esc: close)"),
@@ -27,7 +33,7 @@ class RunPane(TabPane):
     ]
 
     def __init__(self, run: RunView) -> None:
-        super().__init__(self.tab_label(run), id=pane_id(run.run_id))
+        super().__init__(id=pane_id(run.run_id))
         self.run = run
         self.log_view = LogView(run.lines, id=f"log-{pane_id(run.run_id)}")
         self._version = -1
@@ -46,6 +52,10 @@ class RunPane(TabPane):
 
     def on_mount(self) -> None:
         self.query_one(".run-search", Input).display = False
+        # The log's length before the first layout: its scrollbar is placed by that layout,
+        # not by a second one after the first tick.
+        self._version = self.run.version
+        self.log_view.sync()
 
     def sync(self, now: float) -> None:
         """Redraw what changed since the last call (called on the screen's refresh tick)."""
@@ -86,57 +96,91 @@ def run_command(run: RunView) -> str:
 class RunsPanel(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.panes: dict[str, RunPane] = {}
+        self.runs: dict[str, RunView] = {}
+        self.panes: dict[str, RunPane] = {}  # the runs whose tab has been shown
+        self._tabs = RunTabs(lambda run_id: RunPane.tab_label(self.runs[run_id]), id="run-tabs")
+        self._body = Vertical(id="run-body")
+        self._show_pending = False
+        self._relabel = False
 
     def compose(self) -> ComposeResult:
         yield Static(Text("no runs yet", style="dim"), classes="empty")
-        yield TabbedContent(id="run-tabs")
+        yield self._tabs
+        yield self._body
 
     def add_run(self, run: RunView) -> None:
-        pane = RunPane(run)
-        self.panes[run.run_id] = pane
-        self.query_one(".empty").display = False
-        tabs = self.query_one(TabbedContent)
-        tabs.add_pane(pane)
-        # The newest run is what the reviewer wants to see (once its tab exists).
-        self.call_after_refresh(self._activate, pane)
+        self.runs[run.run_id] = run
+        if len(self.runs) == 1:
+            self.query_one(".empty").display = False
+        self._tabs.add(run.run_id)
+        # The newest run is what the reviewer wants to see. Its pane is made once the batch
+        # that started it is folded: a batch starting many runs mounts one pane.
+        self.select(run.run_id)
 
-    def _activate(self, pane: RunPane, tries: int = 20) -> None:
-        if pane.id is None or self.panes.get(pane.run.run_id) is not pane:
+    def select(self, run_id: str) -> None:
+        """Show ``run_id``'s tab (its pane is mounted on the next turn, if new)."""
+        if run_id not in self.runs:
             return
+        self._tabs.active = run_id
+        if not self._show_pending:
+            self._show_pending = True
+            self.call_later(self._show_active)
+
+    def _show_active(self) -> None:
+        self._show_pending = False
+        run_id = self._tabs.active
+        if run_id is None:
+            return
+        self.pane(run_id)
+        for other_id, pane in self.panes.items():
+            pane.display = other_id == run_id
+
+    def pane(self, run_id: str) -> RunPane:
+        """``run_id``'s pane, mounted now if it was never shown (hidden until selected)."""
+        pane = self.panes.get(run_id)
+        if pane is None:
+            pane = self.panes[run_id] = RunPane(self.runs[run_id])
+            pane.display = run_id == self._tabs.active
+            self._body.mount(pane)
+        return pane
+
+    def search(self, run_id: str) -> None:
+        """Open the search box of ``run_id``'s log (once its pane is up)."""
+        pane = self.pane(run_id)
         if pane.is_mounted:
-            # Only if no newer run took the front meanwhile.
-            if list(self.panes.values())[-1] is pane:
-                self.query_one(TabbedContent).active = pane.id
-        elif tries:
-            self.call_after_refresh(self._activate, pane, tries - 1)
+            pane.action_search()
+        else:
+            self.call_after_refresh(pane.action_search)
+
+    def on_run_tabs_activated(self, message: RunTabs.Activated) -> None:
+        message.stop()
+        self.select(message.run_id)
 
     def update_label(self, run: RunView) -> bool:
-        """False while the tab is still being mounted (the caller retries on the next tick)."""
-        pane = self.panes.get(run.run_id)
-        if pane is None or pane.id is None:
-            return True
-        try:
-            self.query_one(TabbedContent).get_tab(pane.id).label = RunPane.tab_label(run)
-        except Exception:
-            return False
+        """Redraw the tab strip on the next sync: labels are read from the runs on each render.
+        (True: done; the screen's retry for a tab not mounted yet is no longer needed.)"""
+        self._relabel = True
         return True
 
     def sync(self, now: float) -> None:
+        if self._relabel:
+            self._relabel = False
+            self._tabs.refresh()
         # Only the visible tab renders; a hidden one catches up when it is shown.
         run_id = self.active_run_id
         pane = self.panes.get(run_id) if run_id else None
-        if pane is not None and pane.is_mounted:
+        if pane is not None and pane.is_mounted and pane.display:
             pane.sync(now)
 
     @property
+    def tabs(self) -> RunTabs:
+        return self._tabs
+
+    @property
     def active_run_id(self) -> str | None:
-        active = self.query_one(TabbedContent).active
-        for run_id, pane in self.panes.items():
-            if pane.id == active:
-                return run_id
-        return None
+        return self._tabs.active
 
     def active_log(self) -> LogView | None:
         run_id = self.active_run_id
-        return self.panes[run_id].log_view if run_id else None
+        pane = self.panes.get(run_id) if run_id else None
+        return pane.log_view if pane is not None and pane.display else None

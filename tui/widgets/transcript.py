@@ -1,23 +1,33 @@
-"""The Agent column: the agent's words, its tool calls folded to one line, and its edits."""
+"""The Agent column: the agent's words, its tool calls folded to one line, and its edits.
+
+A batch folded at once (a replay's load, `holding()`) mounts only its newest entries, enough to
+fill the column; the older ones are built but mounted only when the reviewer scrolls
+to the top or selects one of their cards (`reveal`).
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.reactive import reactive
+from textual.widget import Widget
 from textual.widgets import Static
 
 from portside.core import events as ev
 from portside.core.textsafe import clean_line
 
+from ..diffing import lexer_built
 from ..model import CommandView, EditView
 from .command_card import CommandCard
 from .diff_card import DiffCard
 
 TOOL_PREVIEW = 60
 RESULT_LINES = 40
+HELD_CHUNK = 20  # entries mounted each time the reviewer scrolls to the top
 
 
 def safe_text(text: str, style: str = "") -> Text:
@@ -77,6 +87,99 @@ class Transcript(VerticalScroll, can_focus=True):
         super().__init__(id=id)
         self.calls: dict[str, ToolCall] = {}
         self.cards: dict[str, DiffCard | CommandCard] = {}
+        self.older: list[Widget] = []  # built, not mounted: above the first mounted entry
+        self.uncoloured: list[DiffCard] = []
+        self._batch: list[Widget] | None = None
+
+    # --- what is mounted ---------------------------------------------------------------------
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Entries added inside are mounted at the end, in one batch, newest ones only. Their
+        diffs wait for syntax colour (``colour_held``) when the lexer is not built yet."""
+        self._batch = []
+        try:
+            yield
+        finally:
+            batch, self._batch = self._batch, None
+            rows, keep = 0, len(batch)
+            need = max(self.app.size.height, 24)
+            while keep > 0 and rows < need:
+                keep -= 1
+                rows += _rows_estimate(batch[keep])
+            if self.children:  # older entries already mounted: nothing may sit between
+                keep = 0
+            self.older.extend(batch[:keep])
+            if batch[keep:]:
+                self.mount_all(batch[keep:])
+            if self.older:
+                self.call_after_refresh(self._fill_view)
+
+    def _put(self, widget: Widget) -> None:
+        if self._batch is not None:
+            if isinstance(widget, DiffCard) and not lexer_built(widget.diff.path):
+                widget.diff.colour = False
+                self.uncoloured.append(widget)
+            self._batch.append(widget)
+        else:
+            self.mount(widget)
+
+    def colour_held(self) -> None:
+        """Colour the diffs a held batch drew plain (the first one builds the lexer)."""
+        cards, self.uncoloured = self.uncoloured, []
+        for card in cards:
+            card.body.colour()
+
+    def reveal(self, widget: Widget | None = None, count: int = HELD_CHUNK) -> None:
+        """Mount held entries: up to ``widget`` (all from it on), or the ``count`` newest."""
+        if not self.older:
+            return
+        cut = (self.older.index(widget) if widget in self.older
+               else max(0, len(self.older) - count) if widget is None else len(self.older))
+        shown, self.older = self.older[cut:], self.older[:cut]
+        if not shown:
+            return
+        first = self.children[0] if self.children else None
+        self.mount_all(shown, before=first)
+        if widget is None:
+            # Keep the rows in view where they were: the new entries went in above them.
+            self.call_after_refresh(self._keep_position, shown, self.scroll_y)
+
+    def _fill_view(self, tries: int = 20) -> None:
+        """Mount held entries while the mounted ones do not fill the column (the estimate was
+        high, or the column grew): else there is no scrolling up to reach them."""
+        if not self.older or not self.children or not tries:
+            return
+        if not any(w.outer_size.height for w in self.children):
+            self.call_after_refresh(self._fill_view, tries - 1)  # not laid out yet
+            return
+        if self.max_scroll_y <= 0:
+            self.reveal()
+            self.call_after_refresh(self._fill_view, tries - 1)
+
+    def on_resize(self) -> None:
+        if self.older:
+            self.call_after_refresh(self._fill_view)
+
+    def _keep_position(self, shown: list[Widget], y: float, tries: int = 20) -> None:
+        if tries and not all(w.outer_size.height for w in shown):
+            # Not laid out yet (an after-refresh callback can run before the layout).
+            self.call_after_refresh(self._keep_position, shown, y, tries - 1)
+            return
+        added = sum(w.outer_size.height for w in shown)
+        self.scroll_to(y=y + added, animate=False)
+
+    def scroll_to_card(self, card: Widget) -> None:
+        if card in self.older:
+            self.reveal(card)
+            self.call_after_refresh(self.scroll_to_widget, card, animate=False, top=True)
+        else:
+            self.scroll_to_widget(card, animate=False, top=True)
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if new <= 0 and old > 0 and self.older:
+            self.reveal()
 
     def add_event(self, e: ev.Event, edit: EditView | CommandView | None = None
                   ) -> DiffCard | CommandCard | None:
@@ -89,11 +192,11 @@ class Transcript(VerticalScroll, can_focus=True):
              ) -> DiffCard | CommandCard | None:
         match e:
             case ev.AgentText():
-                self.mount(Static(safe_text(e.text), classes="agent-text"))
+                self._put(Static(safe_text(e.text), classes="agent-text"))
             case ev.AgentToolCall():
                 call = ToolCall(e)
                 self.calls[e.call_id] = call
-                self.mount(call)
+                self._put(call)
             case ev.AgentToolResult() if e.call_id in self.calls:
                 call = self.calls[e.call_id]
                 call.result = e
@@ -102,26 +205,36 @@ class Transcript(VerticalScroll, can_focus=True):
                 t = Text("agent claims success: ", style="bold #e5c07b")
                 t.append_text(safe_text(e.summary))
                 t.append("\nv verdict · the checks decide what the claim is worth", style="dim")
-                self.mount(Static(t, classes="agent-claim"))
+                self._put(Static(t, classes="agent-claim"))
             case ev.CommandProposed() | ev.EditProposed() if isinstance(edit, CommandView):
                 command = CommandCard(edit, id=f"card-{_safe_id(edit.event.command_id)}")
                 self.cards[command.edit_id] = command
-                self.mount(command)
+                self._put(command)
                 return command
             case ev.EditProposed() if isinstance(edit, EditView):
                 card = DiffCard(edit, id=f"card-{_safe_id(e.edit_id)}")
                 self.cards[e.edit_id] = card
-                self.mount(card)
+                self._put(card)
                 return card
             case ev.Intervention() if e.action == "message":
                 t = Text("you → agent: ", style="bold #c678dd")
                 t.append_text(safe_text(e.note))
-                self.mount(Static(t, classes="agent-message"))
+                self._put(Static(t, classes="agent-message"))
             case ev.SessionState() if e.state not in ("running", "paused"):
-                self.mount(Static(Text(f"· {clean_line(e.state)} {clean_line(e.detail)}",
+                self._put(Static(Text(f"· {clean_line(e.state)} {clean_line(e.detail)}",
                                        style="dim"), classes="agent-state"))
         return None
 
 
 def _safe_id(raw: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in raw)
+
+
+def _rows_estimate(widget: Widget) -> int:
+    """Rows an entry takes at least (a card: its frame and a few diff rows)."""
+    if isinstance(widget, DiffCard | CommandCard):
+        return 8  # frame, title, hint and a few rows of change (too many: _fill_view mounts more)
+    if isinstance(widget, ToolCall):
+        return 1
+    content = widget.content if isinstance(widget, Static) else None
+    return 1 + (content.plain.count("\n") if isinstance(content, Text) else 0)

@@ -1,0 +1,201 @@
+"""The replay's first frame mounts what it shows, however many runs and edits the session has.
+
+A session of a few hundred runs used to mount a tab, a pane (status, command, log, search box)
+and its underline moves per run before its first frame (3.6 s at 90 runs, 1M events); now the
+tab strip is one widget, only the selected run has a pane, and the Agent column mounts only its
+newest entries. Ground truth: the session's events (how many runs, which is last, each run's
+lines) counted here, not by the screen.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from conftest import until
+from scenario import output as run_output
+from scenario import run_started, session_start, train_lines
+from screen_text import screen_lines
+
+from portside.core import events as ev
+from portside.core.replay import Replayer, SequenceSource
+from portside.tui.replay import ReplayApp, make_replay_app
+from portside.tui.widgets import transcript as transcript_widget
+from portside.tui.widgets.runs import RunPane, RunsPanel
+from portside.tui.widgets.transcript import Transcript
+
+REPO = Path(__file__).resolve().parents[2]
+SIZE = (120, 40)
+
+
+def _session(n: int) -> list[ev.Event]:
+    sys.path.insert(0, str(REPO / "tests" / "bench"))
+    from bench_replay import synthetic_events
+
+    # Short runs: many of them in few events (about 27 events a run).
+    return list(synthetic_events(n, session_id="many", run_events=(8, 12)))
+
+
+def _app(events: list[ev.Event]) -> ReplayApp:
+    replayer = Replayer(SequenceSource(events), speed=1)
+    replayer.seek(replayer.resolve_from("alarm:last") - 1)  # as `portside replay --from` does
+    return make_replay_app(replayer, session_id="many", autoplay=False)
+
+
+async def _first_frame(pilot: Any) -> None:
+    app = pilot.app
+    await until(pilot, lambda: app.model.runs and not app._batch_count)
+    await pilot.pause()
+
+
+def _runs(events: list[ev.Event], upto: int | None = None) -> list[str]:
+    """The runs started by ``upto`` (default: the point a replay opens at, the last alarm)."""
+    if upto is None:
+        upto = max(e.seq for e in events if isinstance(e, ev.AlarmRaised)) - 1
+    return [e.run_id for e in events if isinstance(e, ev.RunStarted) and e.seq <= upto]
+
+
+async def _first_frame_facts(events: list[ev.Event]) -> dict[str, Any]:
+    app = _app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        await _first_frame(pilot)
+        runs = app.live.query_one(RunsPanel)
+        last = app.model.runs[_runs(events)[-1]]
+        return {"widgets": len(list(app.screen.query("*"))),
+                "newest tab shown": RunPane.tab_label(last) in "\n".join(screen_lines(app)),
+                "active": runs.active_run_id == last.run_id,
+                "panes": list(runs.panes),
+                "tabs": getattr(getattr(runs, "tabs", None), "run_ids", None),
+                "runs": list(app.model.runs), "last": last.run_id}
+
+
+class TestFirstFrameSize:
+    async def test_widgets_on_screen_do_not_grow_with_the_runs(self) -> None:
+        few_events, many_events = _session(600), _session(8_000)
+        assert len(_runs(few_events)) >= 15 and len(_runs(many_events)) >= 250
+        few = await _first_frame_facts(few_events)
+        many = await _first_frame_facts(many_events)
+        # The previous screen: ~7 widgets a run (2,187 here), growing with the session.
+        assert many["widgets"] <= few["widgets"] + 5, (few["widgets"], many["widgets"])
+        assert many["widgets"] < 150, many["widgets"]
+        for facts in (few, many):
+            assert facts["newest tab shown"] and facts["active"], "the newest run is not shown"
+            assert facts["panes"] == [facts["last"]], "only the shown run has a pane"
+            assert facts["tabs"] == facts["runs"], "every run has its tab, in order"
+
+
+class TestRunTabs:
+    async def test_keys_and_clicks_pick_a_run_and_mount_its_pane_once(self) -> None:
+        events = _session(3_000)
+        run_ids = _runs(events)
+        lines = {rid: [line for e in events if isinstance(e, ev.RunOutput) and e.run_id == rid
+                       for line in e.lines] for rid in run_ids}
+        app = _app(events)
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            runs = app.live.query_one(RunsPanel)
+            runs.tabs.focus()
+            await pilot.press("left")
+            await until(pilot, lambda: runs.active_log() is not None
+                        and runs.active_run_id == run_ids[-2])
+            log = runs.active_log()
+            assert log is not None
+            await until(pilot, lambda: log.visible_text() != [])
+            # A finished older run's log: the end of what it printed (as the model holds it).
+            want = [ln for ln in lines[run_ids[-2]]][-len(log.visible_text()):]
+            assert log.visible_text() == want
+            assert set(runs.panes) == {run_ids[-1], run_ids[-2]}
+            assert not runs.panes[run_ids[-1]].display, "the other pane is hidden"
+
+            await pilot.press("home")
+            await until(pilot, lambda: runs.active_run_id == run_ids[0])
+            strip = "\n".join(screen_lines(app))
+            assert RunPane.tab_label(app.model.runs[run_ids[0]]) in strip, "strip not scrolled"
+
+            # A click on a visible tab picks that run.
+            shown, _ = runs.tabs._layout(runs.tabs.size.width)
+            x0, x1, target, _label = shown[1]
+            await pilot.click(runs.tabs, offset=((x0 + x1) // 2, 0))
+            await until(pilot, lambda: runs.active_run_id == target)
+            await pilot.press("right")  # the strip has focus after the click too
+            await until(pilot, lambda: runs.active_run_id == run_ids[run_ids.index(target) + 1])
+
+    async def test_a_finished_run_relabels_its_tab(self, harness: Any) -> None:
+        app = harness.app()
+        async with app.run_test(size=SIZE) as pilot:
+            for e in (session_start(), run_started("cand-1", "candidate", 1, 1),
+                      run_output("cand-1", train_lines(5), 2)):
+                harness.bus.publish(e)
+            await until(pilot, lambda: "cand#1 ●" in "\n".join(screen_lines(app)))
+            harness.bus.publish(ev.RunFinished(session_id=session_start().session_id,
+                                               run_id="cand-1", exit_code=0, outcome="passed",
+                                               wall_s=1.0))
+            await until(pilot, lambda: "cand#1 ✓" in "\n".join(screen_lines(app)))
+
+
+class TestHeldTranscript:
+    async def test_older_entries_mount_when_scrolled_to(self) -> None:
+        events = _session(3_000)
+        app = _app(events)
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            transcript = app.live.query_one(Transcript)
+            # At its end, as the live screen was: the session's last agent words in view.
+            await until(pilot, lambda: transcript.max_scroll_y > 0
+                        and transcript.scroll_y == transcript.max_scroll_y)
+            last = [e for e in events if isinstance(e, ev.AgentText)
+                    and e.seq < app.replayer.position][-1]
+            assert any(last.text in line for line in screen_lines(app))
+            held = len(transcript.older)
+            mounted = len(transcript.children)
+            assert held > 0 and mounted < held + mounted, "the whole window was mounted"
+            first = transcript.children[0]
+            await until(pilot, lambda: transcript.max_scroll_y > 0)
+            transcript.scroll_home(animate=False)
+            await until(pilot, lambda: len(transcript.older) == max(0, held - transcript_widget.HELD_CHUNK))
+            await until(pilot, lambda: len(transcript.children) == mounted + held
+                        - len(transcript.older))
+            # The entries that were at the top stay where the reviewer was reading.
+            await until(pilot, lambda: transcript.scroll_y > 0)
+            await pilot.pause()
+            assert first.region.y - transcript.region.y <= transcript.size.height
+
+    async def test_a_taller_column_mounts_what_fills_it(self) -> None:
+        app = _app(_session(3_000))
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            transcript = app.live.query_one(Transcript)
+            assert transcript.older
+            await pilot.resize_terminal(120, 160)
+            # Held entries stay reachable: they are mounted until the column can scroll.
+            await until(pilot, lambda: transcript.max_scroll_y > 0 or not transcript.older)
+            await pilot.pause()
+            assert transcript.max_scroll_y > 0 or not transcript.older
+
+
+class TestHeldColour:
+    async def test_diffs_drawn_plain_get_their_colour_after_the_first_frame(self) -> None:
+        from portside.tui import diffing
+        from portside.tui.widgets.diff_card import DiffCard
+
+        diffing._BUILT.clear()  # as in a fresh process: the Python lexer not built yet
+        events = _session(3_000)
+        app = _app(events)
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            cards = [c for c in app.live.query(DiffCard)]
+            assert cards, "no diff on the first frame"
+            transcript = app.live.query_one(Transcript)
+            await until(pilot, lambda: not transcript.uncoloured)
+            await pilot.pause()
+            for card in cards:
+                assert card.diff.colour
+                # The ground truth: the lexer's own colouring of the file's new text; its
+                # token styles are in the card's rows (a plain row has gutter and diff
+                # backgrounds only).
+                want = diffing.highlight_lines("\n".join(card.diff.b), card.diff.path)
+                tokens = {str(span.style) for t in want for span in t.spans}
+                got = {str(span.style) for row in card.body.rows(False, True).left
+                       for span in row.spans}
+                assert tokens and tokens <= got, (tokens, got)

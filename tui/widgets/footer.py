@@ -1,0 +1,33 @@
+"""The key footer, recomposed only when what it shows changed.
+
+Textual's Footer rebuilds all its keys on every bindings signal (a screen resume, each focus
+change): three times while a replay's first frame is built, each a mount of ~20 keys with their
+styles. The keys it would show are compared first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.widgets import Footer
+
+
+class ReviewFooter(Footer):
+    _shown: Any = None
+
+    def _signature(self) -> Any:
+        bindings = tuple((key, b.key, b.description, b.action, b.show, b.key_display,
+                          getattr(b, "group", None),
+                          enabled, tooltip)
+                         for key, (_node, b, enabled, tooltip)
+                         in self.screen.active_bindings.items())
+        return (bindings, self.compact, getattr(self, "_bindings_ready", True))
+
+    async def recompose(self) -> None:
+        if not self.is_attached:
+            return
+        shown = self._signature()
+        if shown == self._shown:
+            return
+        self._shown = shown
+        await super().recompose()
