@@ -430,7 +430,8 @@ def test_random_streams_carry_the_rebuilt_facts(records: list[dict], at: list[in
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10**6), per_epoch=st.sampled_from([62, 63]),
        world=st.sampled_from([1, 2, 4]),
-       fault=st.sampled_from([None, "lr", "clip", "reset", "thin", "local", "sums"]),
+       fault=st.sampled_from([None, "lr", "lr_late", "clip", "reset", "thin", "local",
+                              "sums"]),
        at=st.lists(st.integers(0, 6 * 63 * 4), max_size=10))
 @example(seed=1, per_epoch=62, world=2, fault="sums", at=[700, 1300])  # every fault, always
 @example(seed=7, per_epoch=62, world=4, fault="sums", at=[900])
@@ -439,6 +440,8 @@ def test_random_streams_carry_the_rebuilt_facts(records: list[dict], at: list[in
 @example(seed=4, per_epoch=63, world=2, fault="thin", at=[400])
 @example(seed=5, per_epoch=62, world=4, fault="clip", at=[650])
 @example(seed=6, per_epoch=63, world=4, fault="lr", at=[1000])
+@example(seed=8, per_epoch=63, world=2, fault="lr_late", at=[100, 300, 900])
+@example(seed=9, per_epoch=62, world=2, fault="local", at=[100, 600])
 def test_training_streams_carry_the_rebuilt_facts(seed: int, per_epoch: int, world: int,
                                                   fault: str | None, at: list[int]) -> None:
     recs = training(seed, world, per_epoch, 6, lr_change=fault == "lr",
@@ -455,6 +458,9 @@ def test_training_streams_carry_the_rebuilt_facts(seed: int, per_epoch: int, wor
             rec["compile_s"] = 0.5 if rng.random() < 0.02 else 0.0
             if fault == "local" and rec["rank"] and "grad_norm" in rec and rng.random() < 0.6:
                 rec["grad_norm"] *= 1.01  # ranks' own clip norms on some steps
+                rec["clip_reduced"] = False
+            if fault == "lr_late" and rec["step"] >= 200:  # first differs in a later chunk
+                rec["lr"] = [2 * x for x in rec["lr"]]
             if fault == "sums":  # checksums on other steps per rank, drifting apart
                 rec["param_sum"] = (100.0 + rec["step"] * 1e-3 * (1 + rec["rank"])
                                     if rec["step"] % (2 + rec["rank"]) == 0 else None)
