@@ -461,21 +461,34 @@ class Replayer:
         self._offsets = np.zeros(0)
         self.set_idle_limit(idle_limit)
         self._snapshots: list[ReplayState] = []
+        # Every structural event, in order (a few per thousand events): read once here, and
+        # kept for a screen's compact history.
+        self.structural_events: list[ev.Event] = []
         self._build_snapshots()
         self.position = 0
         self.playing = False
         self._anchor_off = 0.0  # replay-time offset at the anchor
         self._anchor_wall = clock()
         self._buffer: deque[ev.Event] = deque()
+        # The state the last seek returned (read, never changed): a screen opened at that
+        # point folds it instead of computing it again (a tail read per run).
+        self.seek_state: ReplayState | None = None
 
     # --- timing -------------------------------------------------------------------------------
 
     def set_idle_limit(self, idle_limit: float | None) -> None:
         """Gaps longer than this play as this long (None or <= 0: never compressed)."""
         self.idle_limit = idle_limit if idle_limit and idle_limit > 0 else None
-        gaps = np.diff(self.index.ts) if len(self.index) > 1 else np.zeros(0)
-        gaps = np.clip(gaps, 0.0, self.idle_limit if self.idle_limit else None)
-        self._offsets = np.concatenate(([0.0], np.cumsum(gaps))) if len(self.index) else gaps
+        ts = self.index.ts
+        # In place, in one array: a million events open at each replay.
+        offsets = np.empty(ts.size)
+        if ts.size:
+            offsets[0] = 0.0
+            gaps = offsets[1:]
+            np.subtract(ts[1:], ts[:-1], out=gaps)
+            np.clip(gaps, 0.0, self.idle_limit, out=gaps)
+            np.cumsum(gaps, out=gaps)
+        self._offsets = offsets
 
     @property
     def speed(self) -> float:
@@ -599,6 +612,7 @@ class Replayer:
         """Show the session as it was right after event ``seq`` (0: before the first)."""
         seq = max(0, min(int(seq), self.index.last_seq))
         state = self.state_at(seq)
+        self.seek_state = state
         self.position = state.seq
         self._buffer.clear()
         self._anchor_off = self.offset_of(self.position)
@@ -696,7 +710,8 @@ class Replayer:
         state = ReplayState(tail_lines=self.tail_lines)
         self._snapshots = [state.copy()]
         seqs = self.index.seqs[self.index.structural]
-        for i, e in enumerate(self._read_seqs(seqs), start=1):
+        self.structural_events = list(self._read_seqs(seqs))
+        for i, e in enumerate(self.structural_events, start=1):
             state._apply_structural(e)
             if i % self.snapshot_every == 0:
                 self._snapshots.append(state.copy())

@@ -29,7 +29,7 @@ class StructuralCache:
 
     def __init__(self, replayer: Replayer) -> None:
         self.replayer = replayer
-        self.events: list[ev.Event] = []
+        self.events: list[ev.Event] = list(replayer.structural_events)  # read by the replayer
 
     def upto(self, count: int) -> list[ev.Event]:
         idx = self.replayer.index

@@ -134,6 +134,69 @@ class TestRunTabs:
             await until(pilot, lambda: "cand#1 ✓" in "\n".join(screen_lines(app)))
 
 
+class TestStyledOnce:
+    async def test_footer_keys_and_cards_are_styled_once_each(self, monkeypatch: Any) -> None:
+        """Restyling a widget costs ~1 ms: the footer's keys used to be styled three times
+        (born compact, then their binding to the footer flipped it twice) and each card once
+        more per newer card (selected, then not)."""
+        from collections import Counter
+
+        from textual.css.stylesheet import Stylesheet
+        from textual.widgets._footer import FooterKey
+
+        from portside.tui.widgets.diff_card import DiffCard
+
+        styled: Counter[int] = Counter()
+        apply = Stylesheet.apply
+
+        def spy(sheet: Stylesheet, node: Any, *args: Any, **kwargs: Any) -> None:
+            if isinstance(node, FooterKey | DiffCard):
+                styled[id(node)] += 1
+            apply(sheet, node, *args, **kwargs)
+
+        monkeypatch.setattr(Stylesheet, "apply", spy)
+        app = _app(_session(3_000))
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            keys = list(app.screen.query(FooterKey))
+            cards = list(app.screen.query(DiffCard))
+            assert keys and cards
+            assert {styled[id(k)] for k in keys} == {1}, [styled[id(k)] for k in keys]
+            # The newest card is the selected one; a card restyled on selection: twice at most.
+            assert max(styled[id(c)] for c in cards) <= 2, [styled[id(c)] for c in cards]
+            assert cards[-1].selected and not any(c.selected for c in cards[:-1])
+            # What the footer draws is unchanged: its keys as compact as the footer, the
+            # command palette's (not bound to it) compact as Textual makes it.
+            footer = app.screen.query_one("ReviewFooter")
+            for k in keys:
+                want = True if k.has_class("-command-palette") else footer.compact
+                assert k.compact == want and k.has_class("-compact") == want, k.key
+
+
+class TestOneLayout:
+    async def test_the_load_is_laid_out_once(self, monkeypatch: Any) -> None:
+        """After the load, the layout that draws the first frame asks for no second one (the
+        virtual sizes it sets, the log's and the Agent column's scrollbars used to)."""
+        from textual.screen import Screen
+
+        app = _app(_session(3_000))
+        relayouts: list[bool] = []
+        update = Screen._on_timer_update
+
+        def spy(screen: Screen[Any]) -> None:
+            if screen is app.screen and not app._batch_count:
+                relayouts.append(screen._layout_required)
+            update(screen)
+
+        monkeypatch.setattr(Screen, "_on_timer_update", spy)
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            transcript = app.live.query_one(Transcript)
+            await until(pilot, lambda: not transcript.uncoloured)
+            await pilot.pause()
+            assert relayouts and not any(relayouts), relayouts
+
+
 class TestHeldTranscript:
     async def test_older_entries_mount_when_scrolled_to(self) -> None:
         events = _session(3_000)
@@ -160,6 +223,41 @@ class TestHeldTranscript:
             await until(pilot, lambda: transcript.scroll_y > 0)
             await pilot.pause()
             assert first.region.y - transcript.region.y <= transcript.size.height
+
+    async def test_the_column_is_laid_out_with_its_scrollbar(self, monkeypatch: Any) -> None:
+        """The mounted entries overflow the column: its scrollbar is there from the first
+        layout of those entries (it used to be added by that layout, which then laid out the
+        whole screen once more)."""
+        from textual.screen import Screen
+
+        app = _app(_session(3_000))
+        at_layout: list[bool] = []
+        layout = Screen._refresh_layout
+
+        def spy(screen: Screen[Any], size: Any = None, scroll: bool = False) -> None:
+            transcript = next(iter(screen.query(Transcript)), None)
+            if transcript is not None and transcript.children and not scroll:
+                at_layout.append(transcript.show_vertical_scrollbar)
+            layout(screen, size, scroll)
+
+        monkeypatch.setattr(Screen, "_refresh_layout", spy)
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            transcript = app.live.query_one(Transcript)
+            # Ground truth: the column's content is taller than the column.
+            assert transcript.virtual_size.height > transcript.scrollable_content_region.height
+            assert at_layout and all(at_layout), at_layout
+
+    async def test_a_scrollbar_set_ahead_goes_when_nothing_overflows(self) -> None:
+        # A terminal taller than the held estimate's rows: no scrollbar is left standing.
+        app = _app(_session(3_000))
+        async with app.run_test(size=(120, 160)) as pilot:
+            await _first_frame(pilot)
+            transcript = app.live.query_one(Transcript)
+            await until(pilot, lambda: transcript.max_scroll_y > 0 or not transcript.older)
+            await pilot.pause()
+            overflows = transcript.virtual_size.height > transcript.size.height
+            assert transcript.show_vertical_scrollbar == overflows
 
     async def test_a_taller_column_mounts_what_fills_it(self) -> None:
         app = _app(_session(3_000))

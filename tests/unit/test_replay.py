@@ -15,6 +15,7 @@ from portside.cli.main import main
 from portside.core import events as ev
 from portside.core.replay import (
     DEFAULT_IDLE_LIMIT,
+    STRUCTURAL_KINDS,
     Replayer,
     ReplayError,
     SequenceSource,
@@ -320,3 +321,30 @@ def test_replay_without_screen_falls_back(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["--db", str(db), "replay", SID, "--speed", "0"])
     assert res.exit_code == 0
     assert "replay screen is not built yet" in res.output
+
+
+def test_a_screen_opened_at_the_seek_reuses_its_state_and_structural_events() -> None:
+    """The compact history at the point of the last seek, from the seek's own state and the
+    replayer's structural events, equals one computed from scratch (and reads no state)."""
+    from portside.core.replay_history import StructuralCache, compact_history
+
+    events = _session(n_runs=6)
+    fresh = Replayer(SequenceSource(events))
+    rp = Replayer(SequenceSource(events))
+    seq = rp.resolve_from("alarm:last") - 1
+    state = rp.seek(seq)
+    assert rp.seek_state is state
+    # Ground truth: the structural events of the log, read by kind, not by the replayer.
+    assert [e.seq for e in rp.structural_events] == [
+        e.seq for e in events if e.__struct_config__.tag in STRUCTURAL_KINDS]
+    calls = []
+    rp.state_at = lambda s: calls.append(s) or Replayer.state_at(rp, s)  # type: ignore[method-assign]
+    got = compact_history(rp, seq, StructuralCache(rp), rp.seek_state)
+    empty = StructuralCache(fresh)
+    empty.events = []  # read from the source, as before the replayer kept them
+    want = compact_history(fresh, seq, empty, None)
+    assert got == want
+    assert calls == []  # the seek's state was used, not computed again
+    # A stale state (the replay moved on) is not used.
+    compact_history(rp, seq + 1, StructuralCache(rp), rp.seek_state)
+    assert calls == [seq + 1]

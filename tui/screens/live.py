@@ -179,7 +179,7 @@ class LiveScreen(Screen[None]):
         their edits keep their place in the numbering."""
         transcript = self.query_one(Transcript)
         runs = self.query_one(RunsPanel)
-        renumber = False
+        renumber = select = False
         for e in events:
             self.model.apply(e)
             if model_only is not None and model_only(e):
@@ -205,7 +205,8 @@ class LiveScreen(Screen[None]):
                         self.edit_order.append(item_id)
                         current = self.model.proposal(self.current_edit or "")
                         if current is None or current.decided is not None:
-                            self._select_edit(item_id, scroll=False)
+                            self.current_edit = item_id
+                            select = True
                     renumber = True
                 case ev.EditDecided() | ev.EditApplied():
                     renumber = True
@@ -219,6 +220,8 @@ class LiveScreen(Screen[None]):
                     transcript.add_event(e)
                 case ev.SessionEnded() if e.reason.startswith(FAILED_PREFIX):
                     self.show_failure(e.reason)
+        if select:  # once for the batch: each card restyled at most once (a replay's load)
+            self._select_edit(self.current_edit or "", scroll=False)
         if renumber:
             self._renumber_cards()
         self._sync_reviewing()

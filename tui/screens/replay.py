@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from textual.app import ComposeResult
+from textual.geometry import Size
 from textual.widget import Widget
 
 from portside.core.review import ReviewGate
@@ -94,6 +95,35 @@ class ReplayScreen(LiveScreen, inherit_bindings=False):
         super().tick()
         self.timeline.sync()
 
+    def _refresh_layout(self, size: Size | None = None, scroll: bool = False) -> None:
+        # A full layout sets each widget's virtual size, a layout reactive: every widget whose
+        # size changed then asks for one more layout of the whole screen, which changes
+        # nothing where no scrollbar took or gave back space (the first frame's second
+        # layout). Those asks, made during this layout, are dropped; a widget whose
+        # scrollbars changed keeps its own.
+        # Textual internals (8.2): where a version lacks them, the plain layout runs.
+        if not (hasattr(self, "_layout_widgets") and hasattr(self, "_compositor")) or (
+                scroll and not self._layout_widgets):
+            super()._refresh_layout(size, scroll)
+            return
+        before = {w: (getattr(w, "_layout_required", True), _bars(w))
+                  for w in self.walk_children()}
+        super()._refresh_layout(size, scroll)
+        for widget, _ in self._compositor.layers:
+            asked, bars = before.get(widget, (False, (0, 0)))
+            if getattr(widget, "_layout_required", False) and not asked \
+                    and _bars(widget) == bars:
+                widget._layout_required = False
+
+    def _compositor_refresh(self) -> None:
+        # Inside a batch (a seek's load) Textual renders the screen and then drops the frame
+        # (App._display draws nothing while batched): ~30 ms for the empty screen before the
+        # load. Skipped; the whole screen is drawn once the batch is over.
+        if getattr(self.app, "_batch_count", 0):
+            self._repaint_required = True
+            return
+        super()._compositor_refresh()
+
     def mode_text(self, status: str) -> str:
         return f" {self.control.replay_header()} · {status} "
 
@@ -148,6 +178,11 @@ class ReplayScreen(LiveScreen, inherit_bindings=False):
     def action_disabled(self, name: str) -> None:
         self.notify(f"{name} is off in replay: the session is over. n writes a review note.",
                     title="replay", severity="warning", timeout=4)
+
+
+def _bars(widget: Widget) -> tuple[int, int]:
+    """The cells a widget's scrollbars take (a 0-wide bar, as the footer's, takes none)."""
+    return widget.scrollbar_size_vertical, widget.scrollbar_size_horizontal
 
 
 def speed_label(speed: float) -> str:

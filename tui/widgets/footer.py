@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual.app import ComposeResult
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 
 
 class ReviewFooter(Footer):
@@ -22,6 +24,17 @@ class ReviewFooter(Footer):
                          for key, (_node, b, enabled, tooltip)
                          in self.screen.active_bindings.items())
         return (bindings, self.compact, getattr(self, "_bindings_ready", True))
+
+    def compose(self) -> ComposeResult:
+        # A FooterKey is born compact (its watcher restyles it on mount) and its binding to
+        # the footer's `compact` flips that: two restylings of every key. Set before mount,
+        # neither changes anything. (The command palette's key is not bound: it stays compact.)
+        for widget in super().compose():
+            if isinstance(widget, FooterKey):
+                compact = widget.has_class("-command-palette") or self.compact
+                widget.set_reactive(FooterKey.compact, compact)
+                widget.set_class(compact, "-compact", update=False)
+            yield widget
 
     async def recompose(self) -> None:
         if not self.is_attached:

@@ -57,6 +57,18 @@ class LogView(ScrollView, can_focus=True):
             self.call_after_refresh(self._to_tail)
         self.refresh()
 
+    def _get_scrollable_region(self, region: Region) -> Region:
+        # Called as the compositor lays this view out in ``region``: its scrollbars decided
+        # here, from its extent, as Textual decides them after the layout (overflow auto).
+        # Else the first layout of a log leaves them out, then shows them, and that asks
+        # for a second layout of the whole screen.
+        styles = self.styles
+        if styles.overflow_x == styles.overflow_y == "auto" and not getattr(self, "_scrollbar_changes", True):
+            width, height = self.virtual_size
+            self.set_reactive(ScrollView.show_horizontal_scrollbar, width > region.width)
+            self.set_reactive(ScrollView.show_vertical_scrollbar, height > region.height)
+        return super()._get_scrollable_region(region)
+
     def _to_tail(self) -> None:
         if self.follow:
             self.scroll_to(y=self.max_scroll_y, animate=False)

@@ -110,6 +110,10 @@ class Transcript(VerticalScroll, can_focus=True):
             if self.children:  # older entries already mounted: nothing may sit between
                 keep = 0
             self.older.extend(batch[:keep])
+            if self.older and not self.show_vertical_scrollbar:
+                # Entries held back: the mounted ones overflow the column. Its scrollbar laid
+                # out from the first pass, not added by a second layout of the whole screen.
+                self.set_reactive(Widget.show_vertical_scrollbar, True)
             if batch[keep:]:
                 self.mount_all(batch[keep:])
             if self.older:
