@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..criteria import Criteria
+from . import carry
 from .alarms import Alarm
 from .ranks import diverged
 from .records import RunRecords
@@ -37,26 +38,7 @@ def clip_stats(r: RunRecords) -> dict[str, Any]:
 
 
 def _clip_stats(r: RunRecords) -> dict[str, Any]:
-    mn, gn = r.max_norm, r.grad_norm
-    if np.isfinite(mn.sum()) and np.isfinite(gn.sum()):  # fast path: every step clipped and judged
-        n_used = judged = r.n
-        clipped = int(np.count_nonzero(gn > mn))
-        mv = mn
-    else:
-        used = np.isfinite(mn)
-        n_used = int(used.sum())
-        mv = mn[used]
-        with np.errstate(invalid="ignore"):
-            j = used & np.isfinite(gn)
-            clipped = int(np.count_nonzero(j & (gn > mn)))
-        judged = int(j.sum())
-    if n_used and mv.min() == mv.max():
-        values = mv[:1]  # the usual constant max_norm: skip the sort
-    else:
-        values = np.unique(np.round(mv, 9)) if n_used else np.zeros(0)
-    return {"steps": r.n, "clip_steps": n_used,
-            "max_norm": values[:8].tolist(), "uses_share": n_used / r.n if r.n else 0.0,
-            "clipped_share": clipped / judged if judged else None, "judged": judged}
+    return _clip_dict(r, _clip_fold(r))["stats"]
 
 
 def clip_config(r: RunRecords) -> dict[str, Any]:
@@ -68,23 +50,101 @@ def clip_config(r: RunRecords) -> dict[str, Any]:
 
 
 def _clip_config(r: RunRecords) -> dict[str, Any]:
-    st = clip_stats(r)
-    used = np.isfinite(r.max_norm)
-    nt = r.col("norm_type")[used]
+    got = _clip_dict(r, _clip_fold(r))
+    cfg = got["config"]
+    red = cfg.pop("before_reduction")
+    return {**got["stats"], **cfg, "world_size": r.world_size, "before_reduction": red}
+
+
+# The clip facts fold row by row (carry.py): counts, the first max_norm and whether every one
+# equals it, the smallest few distinct values (the smallest k of a union are among the smallest
+# k of its parts) and a histogram of clip calls for their median. A zero among the distinct
+# values (np.unique keeps -0.0 or 0.0 as its sort happens to order them) or many distinct
+# clip-call counts end the carrying: then the whole is folded at once, as a rebuild.
+_FEW = {"max_norm": 8, "norm_type": 4, "clip_value": 4}
+_HIST_MAX = 64
+
+
+def _clip_fold(r: RunRecords) -> dict[str, Any]:
+    st = carry.folded(r, ("clip",), _clip_start, _clip_rows)
+    if st is carry.OFF:
+        st = _clip_rows(_clip_start(), r, 0, r.n, whole=True)
+    return st
+
+
+def _clip_start() -> dict[str, Any]:
+    return {"used": 0, "judged": 0, "clipped": 0, "first": None, "same": True,
+            "max_norm": np.zeros(0), "norm_type": np.zeros(0), "clip_value": np.zeros(0),
+            "value_steps": 0, "calls": {}, "red": 0, "red0": 0}
+
+
+def _few(st: dict[str, Any], name: str, vals: np.ndarray, whole: bool) -> bool:
+    """Merge vals' distinct values into the kept smallest ones; False: stop carrying."""
+    u = np.unique(vals)
+    if not whole and u.size and bool((u == 0).any()):
+        return False
+    st[name] = np.union1d(st[name], u)[: _FEW[name]] if st[name].size else u[: _FEW[name]]
+    return True
+
+
+def _clip_rows(st: Any, src: RunRecords, a: int, b: int, whole: bool = False) -> Any:
+    mn, gn = src.max_norm[a:b], src.grad_norm[a:b]
+    used = np.isfinite(mn)
+    mv = mn[used]
+    with np.errstate(invalid="ignore"):
+        j = used & np.isfinite(gn)
+        clipped = int(np.count_nonzero(j & (gn > mn)))
+    st = dict(st)  # the kept state is never changed in place
+    st["used"] += int(mv.size)
+    st["judged"] += int(j.sum())
+    st["clipped"] += clipped
+    if mv.size:
+        if st["first"] is None:
+            st["first"] = float(mv[0])
+        st["same"] = st["same"] and bool((mv == st["first"]).all())
+        if not _few(st, "max_norm", np.round(mv, 9), whole):
+            return carry.OFF
+    nt = src.col("norm_type")[a:b][used]
     nt = np.where(np.isfinite(nt) | np.isinf(nt), nt, 2.0)  # absent: the default 2-norm
-    cv = r.col("clip_value")
+    cv = src.col("clip_value")[a:b]
     cv = cv[np.isfinite(cv)]
-    calls = r.col("clip_calls")
+    st["value_steps"] += int(cv.size)
+    if not (_few(st, "norm_type", nt, whole) and _few(st, "clip_value", np.round(cv, 9), whole)):
+        return carry.OFF
+    calls = src.col("clip_calls")[a:b]
     calls = calls[used & np.isfinite(calls)]
-    red = r.col("clip_reduced")
+    if calls.size:
+        if whole:
+            st["calls_all"] = calls
+        else:
+            hist = carry.counted(st["calls"], calls)
+            if len(hist) > _HIST_MAX or 0.0 in hist:
+                return carry.OFF
+            st["calls"] = hist
+    red = src.col("clip_reduced")[a:b]
     red = red[np.isfinite(red)]
-    return {**st,
-            "norm_type": np.unique(nt)[:4].tolist(),
-            "clip_value": np.unique(np.round(cv, 9))[:4].tolist(),
-            "value_steps": int(cv.size),
-            "clip_calls": float(np.median(calls)) if calls.size else None,
-            "world_size": r.world_size,
-            "before_reduction": (float(np.mean(red == 0)) if red.size else None)}
+    st["red"] += int(red.size)
+    st["red0"] += int(np.count_nonzero(red == 0))
+    return st
+
+
+def _clip_dict(r: RunRecords, st: dict[str, Any]) -> dict[str, Any]:
+    n_used, judged = st["used"], st["judged"]
+    if n_used and st["same"]:
+        values = [st["first"]]  # the usual constant max_norm
+    else:
+        values = st["max_norm"].tolist() if n_used else []
+    stats = {"steps": r.n, "clip_steps": n_used, "max_norm": values[:8],
+             "uses_share": n_used / r.n if r.n else 0.0,
+             "clipped_share": st["clipped"] / judged if judged else None, "judged": judged}
+    if "calls_all" in st:
+        calls: float | None = float(np.median(st["calls_all"]))
+    else:
+        calls = carry.hist_median(st["calls"]) if st["calls"] else None
+    config = {"norm_type": st["norm_type"].tolist(), "clip_value": st["clip_value"].tolist(),
+              "value_steps": st["value_steps"], "clip_calls": calls,
+              "before_reduction": st["red0"] / st["red"] if st["red"] else None}
+    return {"stats": stats, "config": config}
 
 
 def _with_spread(cfg: dict[str, Any], r: RunRecords) -> dict[str, Any]:
@@ -122,7 +182,9 @@ def rank_norm_spread(r: RunRecords) -> float | None:
     for x in runs:
         s = x.steps[np.isfinite(x.max_norm) & np.isfinite(x.grad_norm)]
         inc = x.steps_increasing()
-        common = s if common is None else intersect(common, s, inc, inc)
+        # the first run's own steps, sorted and unique as every intersection is (a repeated
+        # step, after a counter reset, would otherwise stay twice and misalign the ranks)
+        common = (s if inc else np.unique(s)) if common is None else intersect(common, s, inc, inc)
     if common is None or common.size == 0:
         return None
     norms = []
@@ -141,7 +203,7 @@ def _carried_spread(memo: dict[Any, Any], r: RunRecords) -> object:
     kept (rows are only appended), only new rows are added; _UNKNOWN when the ranks' steps
     are not one increasing sequence (the general path then)."""
     key = ("rank_spread", tuple(r.ranks))
-    st = memo.get(key) or {"m": 0, "vals": np.zeros(0), "seen": {}}
+    st = memo.get(key) or {"m": 0, "vals": carry.Buf(np.float64), "zeros": 0, "seen": {}}
     if st.get("off"):
         return _UNKNOWN
     runs = list(r.ranks.values())
@@ -166,10 +228,15 @@ def _carried_spread(memo: dict[Any, Any], r: RunRecords) -> object:
     if both.any():
         a = np.vstack([x.grad_norm[m0:m][both] for x in runs])
         top = np.maximum(np.abs(a).max(axis=0), 1e-30)
-        st["vals"] = np.concatenate((st["vals"], (a.max(axis=0) - a.min(axis=0)) / top))
+        new = (a.max(axis=0) - a.min(axis=0)) / top
+        st["vals"].extend(new)
+        st["zeros"] += int(np.count_nonzero(new == 0))
     st["m"] = m
     memo[key] = st
-    return float(np.median(st["vals"])) if st["vals"].size else None
+    k = st["vals"].n
+    if k and k // 2 < st["zeros"]:  # spreads are >= 0: the middle ones are zeros (reduced)
+        return 0.0
+    return float(np.median(st["vals"].view())) if k else None
 
 
 def _same_values(a: list[float], b: list[float]) -> bool:

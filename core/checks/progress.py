@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from . import carry
 from .alarms import Alarm
 from .records import RunRecords
 
@@ -57,8 +58,26 @@ def steps_per_epoch(r: RunRecords, attempted: bool = False) -> dict[int, int]:
 def _steps_per_epoch(r: RunRecords, attempted: bool) -> dict[int, int]:
     if not has_progress(r):
         return {}
-    ep = r.col("epoch").astype(np.int64)
-    w = np.nan_to_num(r.col("skipped")) + 1 if attempted else None
+    st = carry.folded(r, ("steps_per_epoch", attempted), dict,
+                      lambda st, src, a, b: _fold_epochs(st, src, a, b, attempted))
+    if st is carry.OFF:  # weights a sum in pieces might round otherwise: all at once
+        st = _fold_epochs({}, r, 0, r.n, attempted, whole=True)
+    out = {int(e): int(round(c)) for e, c in st.items()}
+    return out if list(out) == sorted(out) else dict(sorted(out.items()))
+
+
+# Weights (1 + skipped) that are integers this small sum exactly in any grouping.
+_EXACT = 2.0 ** 20
+
+
+def _fold_epochs(st: Any, src: RunRecords, a: int, b: int, attempted: bool,
+                 whole: bool = False) -> Any:
+    """Step records (or attempted steps) per epoch over rows a..b-1, added to st."""
+    ep = src.col("epoch")[a:b].astype(np.int64)
+    w = np.nan_to_num(src.col("skipped")[a:b]) + 1 if attempted else None
+    if w is not None and not whole and not (
+            np.all(np.abs(w) <= _EXACT) and np.all(w == np.floor(w))):
+        return carry.OFF
     if ep.size and bool((ep[1:] >= ep[:-1]).all()):  # the usual order: runs, no hashing
         starts = np.flatnonzero(np.concatenate(([True], ep[1:] != ep[:-1])))
         uniq = ep[starts]
@@ -67,14 +86,27 @@ def _steps_per_epoch(r: RunRecords, attempted: bool) -> dict[int, int]:
     else:
         uniq, inv = np.unique(ep, return_inverse=True)
         counts = np.bincount(inv, weights=w)
-    return {int(e): int(round(c)) for e, c in zip(uniq, counts, strict=True)}
+    for e, c in zip(uniq.tolist(), counts.tolist(), strict=True):
+        st[e] = st.get(e, 0.0) + c
+    return st
 
 
 def differs(cand: RunRecords, refs: list[RunRecords]) -> bool:
     """Batches per epoch differ (known from the first step), or steps per epoch differ on an
     epoch complete in both runs (gradient accumulation). Steps the GradScaler skipped count
     as steps here: the k-th update of both runs is the same point of training, so such runs are
-    compared by step index (updates), not progress."""
+    compared by step index (updates), not progress. Memoised per candidate and references
+    (several checks align the same runs on every pass)."""
+    key = ("differs", tuple(map(id, refs)))
+    hit = cand._cache.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], refs, strict=True)):
+        return hit[1]
+    out = _differs(cand, refs)
+    cand._cache[key] = (list(refs), out)
+    return out
+
+
+def _differs(cand: RunRecords, refs: list[RunRecords]) -> bool:
     c = steps_per_epoch(cand, attempted=True)
     if not c:
         return False

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from . import carry
 from .alarms import Alarm
 from .batch import batch_ratio
 from .numeric import common_steps
@@ -37,14 +38,21 @@ def rank_divergence(r: RunRecords) -> dict[str, Any] | None:
 
 
 def _rank_divergence(r: RunRecords) -> dict[str, Any] | None:
-    runs = {k: x for k, x in r.ranks.items() if np.isfinite(x.col("param_sum")).any()}
+    runs = {k: x for k, x in r.ranks.items() if _has_sums(x)}
     if len(runs) < 2:
         return None
+    memo = r._cache.get(("live",))
+    if memo is not None:
+        carried = _carried_divergence(memo, runs)
+        if carried is not _UNKNOWN:
+            return carried  # type: ignore[return-value]
     common = None
     for x in runs.values():
         s = x.steps[np.isfinite(x.col("param_sum"))]
         inc = x.steps_increasing()
-        common = s if common is None else intersect(common, s, inc, inc)
+        # the first run's own steps, sorted and unique as every intersection is (a repeated
+        # step, after a counter reset, would otherwise stay twice and misalign the ranks)
+        common = (s if inc else np.unique(s)) if common is None else intersect(common, s, inc, inc)
     if common is None or common.size == 0:
         return None
     sums = {}
@@ -54,6 +62,56 @@ def _rank_divergence(r: RunRecords) -> dict[str, Any] | None:
     scale = np.maximum(np.abs(a).max(axis=0), 1.0)
     spread = (a.max(axis=0) - a.min(axis=0)) / scale
     return {"steps": common, "spread": spread, "sums": sums}
+
+
+def _has_sums(x: RunRecords) -> bool:
+    """Some step of this rank has a parameter checksum (carried: rows are only appended)."""
+    def rows(st: bool, src: RunRecords, a: int, b: int) -> bool:
+        v = src.extra.get("param_sum")
+        return st or (v is not None and bool(np.isfinite(v[a:b]).any()))
+
+    return bool(carry.folded(x, ("has_sums",), lambda: False, rows))
+
+
+_UNKNOWN = object()
+
+
+def _carried_divergence(memo: dict[Any, Any], runs: dict[int, RunRecords]) -> object:
+    """_rank_divergence on a live run's snapshot: the checked steps, spreads and sums of
+    earlier passes are kept, only new rows are added; _UNKNOWN when the ranks' steps are not
+    one increasing sequence (the general path then)."""
+    key = ("rank_divergence", tuple(runs))
+    st = memo.get(key) or {"m": 0, "steps": carry.Buf(np.int64), "spread": carry.Buf(np.float64),
+                           "sums": {k: carry.Buf(np.float64) for k in runs}}
+    if st.get("off"):
+        return _UNKNOWN
+    xs = list(runs.values())
+    m0, m = st["m"], min(x.n for x in xs)
+    if m < m0:
+        return _UNKNOWN  # an older snapshot than the state
+    first = xs[0].steps[m0:m]
+    # Every rank's whole series increasing and all the same on the first m rows: then the
+    # common steps are those rows where every rank has a checksum.
+    if not all(x.steps_increasing() for x in xs) or not all(
+            np.array_equal(x.steps[m0:m], first) for x in xs[1:]):
+        memo[key] = {"off": True}
+        return _UNKNOWN
+    ok = np.ones(m - m0, bool)
+    for x in xs:
+        ok &= np.isfinite(x.extra["param_sum"][m0:m])
+    if ok.any():
+        a = np.vstack([x.extra["param_sum"][m0:m][ok] for x in xs])
+        scale = np.maximum(np.abs(a).max(axis=0), 1.0)
+        st["spread"].extend((a.max(axis=0) - a.min(axis=0)) / scale)
+        st["steps"].extend(first[ok])
+        for k, x in runs.items():
+            st["sums"][k].extend(x.extra["param_sum"][m0:m][ok])
+    st["m"] = m
+    memo[key] = st
+    if not st["steps"].n:
+        return None
+    return {"steps": st["steps"].view(), "spread": st["spread"].view(),
+            "sums": {k: v.view() for k, v in st["sums"].items()}}
 
 
 def diverged(r: RunRecords) -> bool:
@@ -97,15 +155,33 @@ def norm_ratio(cand: RunRecords, ref: RunRecords) -> dict[str, Any] | None:
     AVG_EARLY steps compared at the same training progress where both report a norm."""
     al = align(cand, [ref], common_steps)
     ic, ir = al.sel
-    g = cand.grad_norm[ic] / ref.grad_norm[ir]
-    keep = np.flatnonzero(np.isfinite(g) & (g > 0))[:AVG_EARLY]
+    # Only the first AVG_EARLY usable points count: read growing prefixes of the compared
+    # points, not both whole runs, until they are found (or the points end).
+    total = len(range(*ic.indices(cand.n))) if isinstance(ic, slice) else int(ic.size)
+    m = min(total, 4 * AVG_EARLY)
+    while True:
+        pc, pr = _first(ic, m), _first(ir, m)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            g = cand.grad_norm[pc] / ref.grad_norm[pr]
+        keep = np.flatnonzero(np.isfinite(g) & (g > 0))[:AVG_EARLY]
+        if keep.size >= AVG_EARLY or m >= total:
+            break
+        m = min(total, 8 * m)
     if keep.size < AVG_EARLY // 2:
         return None
     with np.errstate(invalid="ignore", divide="ignore"):
-        loss = (cand.loss[ic] / ref.loss[ir])[keep]
+        loss = (cand.loss[pc] / ref.loss[pr])[keep]
     loss = loss[np.isfinite(loss)]
     return {"grad_norm": float(np.median(g[keep])), "steps": int(keep.size),
             "loss": float(np.median(loss)) if loss.size else None}
+
+
+def _first(sel: slice | np.ndarray, m: int) -> slice | np.ndarray:
+    """The first m points of a selector."""
+    if isinstance(sel, slice):
+        start, stop, step = sel.indices(2**62)
+        return slice(start, min(stop, start + m * step), step)
+    return sel[:m]
 
 
 def check_rank_average(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:

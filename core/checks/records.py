@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import events as ev
+from . import carry
 from .steps import increasing
 
 # One number parser for every reader of records (checks, metrics table, chart).
@@ -82,7 +83,7 @@ class RunRecords:
     def col(self, name: str) -> np.ndarray:
         """An EXTRA column; all NaN when no record had it."""
         v = self.extra.get(name)
-        return v if v is not None else np.full(self.n, np.nan)
+        return v if v is not None else np.broadcast_to(_NAN_SCALAR, (self.n,))  # read-only
 
     def has(self, name: str) -> bool:
         """Every step record reported this EXTRA column (memoised: the checks ask often, and
@@ -103,7 +104,8 @@ class RunRecords:
         """Steps strictly increasing (memoised: the checks ask on every live pass)."""
         v = self._cache.get(("increasing",))
         if v is None:
-            v = self._cache[("increasing",)] = increasing(self.steps)
+            v = self._cache[("increasing",)] = carry.folded(self, ("increasing",), lambda: True,
+                                                            _fold_increasing)
         return v
 
     def last_metric(self, name: str) -> float | None:
@@ -246,20 +248,31 @@ class RunRecords:
             pick = lambda a: a[m]  # noqa: E731
         else:
             pick = lambda a: a[:k]  # noqa: E731
-        return RunRecords(steps=pick(self.steps), loss=pick(self.loss),
-                          grad_norm=pick(self.grad_norm), max_norm=pick(self.max_norm),
-                          lr=pick(self.lr), lr_all=pick(self.lr_all), step_s=pick(self.step_s),
-                          compiles=pick(self.compiles), compile_s=pick(self.compile_s),
-                          loss_nonfinite=pick(self.loss_nonfinite),
-                          grad_norm_nonfinite=pick(self.grad_norm_nonfinite),
-                          facts=self.facts, metrics=self.metrics, name=self.name,
-                          extra={k: pick(v) for k, v in self.extra.items()},
-                          ranks={k: r.upto(last_step) for k, r in self.ranks.items()},
-                          rank_facts=self.rank_facts)
+        out = RunRecords(steps=pick(self.steps), loss=pick(self.loss),
+                         grad_norm=pick(self.grad_norm), max_norm=pick(self.max_norm),
+                         lr=pick(self.lr), lr_all=pick(self.lr_all), step_s=pick(self.step_s),
+                         compiles=pick(self.compiles), compile_s=pick(self.compile_s),
+                         loss_nonfinite=pick(self.loss_nonfinite),
+                         grad_norm_nonfinite=pick(self.grad_norm_nonfinite),
+                         facts=self.facts, metrics=self.metrics, name=self.name,
+                         extra={k: pick(v) for k, v in self.extra.items()},
+                         ranks={k: r.upto(last_step) for k, r in self.ranks.items()},
+                         rank_facts=self.rank_facts)
+        if ordered:  # its rows are our first k: facts of them are carried with ours (carry.py)
+            out._cache[("cut_of",)] = (self, k)
+        return out
+
+
+_NAN_SCALAR = np.array(np.nan)
 
 
 def _extra_number(v: Any) -> float | None:
     return float(v) if isinstance(v, bool) else to_float(v)
+
+
+def _fold_increasing(ok: bool, src: RunRecords, a: int, b: int) -> bool:
+    # rows a-1..b-1: the new ones and the step before them
+    return ok and increasing(src.steps[max(a - 1, 0):b])
 
 
 def _sorted(a: np.ndarray) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -199,7 +200,9 @@ def _after_training(cand: RunRecords, c: np.ndarray, steps: np.ndarray,
                     causes: list[Any]) -> list[Alarm]:
     alarms: list[Alarm] = []
     ex = cand.exit or {}
-    if isinstance(ex.get("compiles"), int | float) and ex["compiles"] > c[-1]:
+    # (a non-finite count in the exit record is no count: int() of it would raise)
+    if isinstance(ex.get("compiles"), int | float) and math.isfinite(ex["compiles"]) \
+            and ex["compiles"] > c[-1]:
         extra = int(ex["compiles"] - c[-1])
         alarms.append(Alarm(
             "recompilation", "info",

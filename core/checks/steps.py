@@ -37,3 +37,16 @@ def index_of(common: np.ndarray, b: np.ndarray, b_inc: bool | None = None) -> np
             return np.arange(b.size, dtype=np.intp)
         return np.searchsorted(b, common)
     return np.intersect1d(common, b, return_indices=True)[2]
+
+
+_ARANGE = np.arange(0, dtype=np.int64)
+
+
+def arange(n: int) -> np.ndarray:
+    """`np.arange(n)` as a read-only view of one shared array (the steps 0..n-1 of every
+    series that has them: one copy, not one per rank and pass)."""
+    global _ARANGE
+    if _ARANGE.size < n:  # views handed out keep the old array
+        _ARANGE = np.arange(max(n, 2 * _ARANGE.size, 1024), dtype=np.int64)
+        _ARANGE.flags.writeable = False
+    return _ARANGE[:n]

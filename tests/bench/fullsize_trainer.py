@@ -2,8 +2,9 @@
 
 Writes what the probe writes (FORMAT.md: rank 0 to $PORTSIDE_PROBE_OUT, rank R beside it as
 <stem>.rank<R><suffix>; facts first, a step record per optimizer step) and LINES output lines
-per step on stdout, as fast as it can. From step DRIFT_AT on, rank 0's loss is 1.3x (a planted
-drift). Every record carries its wall time `t`, so the benchmark can time the alarm from the
+per step on stdout, as fast as it can; each step's time varies (+-10%) and every 10th step has
+the ranks' parameter checksum, as the probe writes them. From step DRIFT_AT on, rank 0's loss is
+1.3x (a planted drift). Every record carries its wall time `t`, so the benchmark can time the alarm from the
 step that completed the drift window.
 
     python -S fullsize_trainer.py STEPS RANKS LINES DRIFT_AT SEED
@@ -40,10 +41,12 @@ for k in range(steps):
         loss = base + 0.02 * rng.gauss(0.0, 1.0)
         if r == 0 and k >= drift_at:
             loss *= 1.3
-        fh.write(json.dumps({"type": "step", "rank": r, "step": k, "loss": loss, "grad_norm": gn,
-                             "max_norm": 1.0, "lr": lr, "epoch": e, "batch": b + 1,
-                             "epoch_batches": PER_EPOCH, "step_s": 0.01, "t": t},
-                            separators=(",", ":")) + "\n")
+        rec = {"type": "step", "rank": r, "step": k, "loss": loss, "grad_norm": gn,
+               "max_norm": 1.0, "lr": lr, "epoch": e, "batch": b + 1, "epoch_batches": PER_EPOCH,
+               "step_s": 0.01 * (1.0 + 0.1 * rng.random()), "t": t}
+        if k % 10 == 0:  # as the probe: the ranks' parameter checksum every 10th step
+            rec["param_sum"] = 100.0 + k * 1e-3
+        fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
     write(f"Train Epoch: {e} [{b + 1}/{PER_EPOCH}] Loss: {base:.4f}\n")
     for _ in range(lines - 1):
         write(filler + "\n")

@@ -599,3 +599,12 @@ def test_alarm_json_and_helpers():
     budget = crit(budget={"max_attempts": 3, "max_cost_usd": 5.0}).budget
     assert [x.evidence["what"] for x in check_budget(budget, 3, 6.0, 100.0)] == ["attempts", "cost_usd"]
     assert check_budget(budget, 2, 1.0, 100.0) == []
+
+
+def test_an_infinite_exit_compile_count_is_no_count() -> None:
+    # Bad input from the exit record (found by the live fold's property test): int(inf)
+    # raised OverflowError out of every pass of the checks.
+    from portside.core.checks import check_recompilation
+    recs = [{"type": "step", "step": 0, "compiles": 0.0}, {"type": "step", "step": 1, "compiles": 0.0},
+            {"type": "exit", "compiles": float("inf")}]
+    assert check_recompilation(RunRecords.from_records(recs), DEFAULT_CRITERIA) == []

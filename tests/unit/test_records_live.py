@@ -38,13 +38,13 @@ def same(a: RunRecords, b: RunRecords, where: str = "run") -> None:
         if isinstance(x, np.ndarray):
             assert isinstance(y, np.ndarray), f"{where}.{f.name}"
             assert (x.dtype, x.shape) == (y.dtype, y.shape), f"{where}.{f.name}"
-            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f"{where}.{f.name}"
+            assert bits(x) == bits(y), f"{where}.{f.name}"  # -0.0 is not 0.0 (lossless)
         elif f.name == "extra":
             assert list(x) == list(y), f"{where}.extra keys"
             for k in EXTRA:  # the fold's carried answer against the rebuild's own
                 assert a.has(k) == b.has(k), f"{where}.has({k})"
             for k in x:
-                assert x[k].shape == y[k].shape and np.array_equal(x[k], y[k], equal_nan=True), \
+                assert x[k].shape == y[k].shape and bits(x[k]) == bits(y[k]), \
                     f"{where}.extra[{k}]"
         elif f.name == "ranks":
             assert list(x) == list(y), f"{where}.ranks keys"
@@ -52,6 +52,10 @@ def same(a: RunRecords, b: RunRecords, where: str = "run") -> None:
                 same(x[k], y[k], f"{where}.ranks[{k}]")
         else:  # repr: NaN-aware, and the order of keys counts
             assert repr(x) == repr(y), f"{where}.{f.name}"
+
+
+def bits(a: np.ndarray) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
 
 
 def alarms_text(alarms: list) -> list[str]:
@@ -144,6 +148,8 @@ cuts = st.lists(st.integers(0, 60), max_size=8)
 @given(streams(), cuts)
 @example([{"type": "step", "rank": None, "step": 5}, {"type": "step", "rank": "r"},
           {"type": "step", "rank": None}], [1, 2])  # no int rank: positions in the joined list
+@example([{"type": "step", "step": 0, "lr": []}, {"type": "step", "step": 1, "lr": []},
+          {"type": "step", "step": 2, "lr": [0.1, None]}], [2])  # no lr group, then two
 def test_random_streams_fold_to_the_rebuild(records: list[dict], at: list[int]) -> None:
     feed(records, at, OK)
 
@@ -358,3 +364,292 @@ def test_carried_rank_spread_is_the_rebuilt_one(seed: int, world: int, at: list[
         got = rank_norm_spread(live.snapshot())
         want = rank_norm_spread(RunRecords.from_records(recs[:hi]))
         assert repr(got) == repr(want)  # None, NaN and floats alike
+
+
+# --- facts the checks carry from pass to pass (core/checks/carry.py) -----------------------
+
+
+def facts_of(c: RunRecords, refs: list[RunRecords]) -> str:
+    """Every carried fact of a candidate (and of the references cut at its last step), as
+    text: None, NaN, -0.0 and the order of keys all count."""
+    from portside.core.checks.clipping import clip_config as config
+
+    def clip_config(r: RunRecords) -> dict:  # rank_spread: added when an alarm is built
+        return {k: v for k, v in config(r).items() if k != "rank_spread"}
+    from portside.core.checks.numeric import _gap, _lr_by_step, steady_step_s
+    from portside.core.checks.progress import steps_per_epoch
+    from portside.core.checks.ranks import _rank_divergence, norm_ratio
+    out: list = [div_text(_rank_divergence(c)), rank_norm_spread(c), c.steps_increasing(), {k: x.steps_increasing() for k, x in c.ranks.items()},
+                 steps_per_epoch(c), steps_per_epoch(c, attempted=True), clip_config(c),
+                 {k: clip_config(x) for k, x in c.ranks.items()},
+                 [_gap(c, s) for s in ("loss", "grad_norm")],
+                 [steady_step_s(c, w) for w in (0, 3)]]
+    for r in refs:
+        out += [_lr_by_step(c, r), norm_ratio(c, r) if c.n else None]
+        if c.n:
+            out.append(clip_config(r.upto(int(c.steps.max()))))
+    return repr(out)
+
+
+def div_text(d: dict | None) -> object:
+    return None if d is None else {"steps": d["steps"].tolist(), "spread": d["spread"].tolist(),
+                                   "sums": {k: v.tolist() for k, v in d["sums"].items()}}
+
+
+def facts_feed(records: list[dict], at: list[int], refs: list[RunRecords]) -> None:
+    """After each chunk the snapshot's facts are the rebuild's; snapshots not asked until the
+    end (their state is behind the kept one then) still give their own prefix's facts."""
+    live = LiveRecords()
+    later: list[tuple[int, RunRecords]] = []
+    lo = 0
+    bounds = sorted({c for c in at if 0 < c < len(records)}) + [len(records)]
+    for i, hi in enumerate(bounds):
+        live.add(records[lo:hi])
+        lo = hi
+        snap = live.snapshot(None, "cand")
+        if i % 3 == 1:
+            later.append((hi, snap))
+            continue
+        full = RunRecords.from_records(records[:hi])
+        assert facts_of(snap, refs) == facts_of(full, refs) == defined_facts(full, refs), hi
+    for hi, snap in later:
+        full = RunRecords.from_records(records[:hi])
+        assert facts_of(snap, refs) == defined_facts(full, refs), hi
+
+
+def cut_refs(records: list[dict]) -> list[RunRecords]:
+    return [RunRecords.from_records([r for r in records if r.get("type") == "step"], OK, "ref")]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), cuts)
+def test_random_streams_carry_the_rebuilt_facts(records: list[dict], at: list[int]) -> None:
+    facts_feed(records, at, cut_refs(records[::-1]))
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10**6), per_epoch=st.sampled_from([62, 63]),
+       world=st.sampled_from([1, 2, 4]),
+       fault=st.sampled_from([None, "lr", "lr_late", "clip", "reset", "thin", "local",
+                              "sums"]),
+       at=st.lists(st.integers(0, 6 * 63 * 4), max_size=10))
+@example(seed=1, per_epoch=62, world=2, fault="sums", at=[700, 1300])  # every fault, always
+@example(seed=7, per_epoch=62, world=4, fault="sums", at=[900])
+@example(seed=2, per_epoch=63, world=2, fault="local", at=[500, 900])
+@example(seed=3, per_epoch=62, world=4, fault="reset", at=[300, 800])
+@example(seed=4, per_epoch=63, world=2, fault="thin", at=[400])
+@example(seed=5, per_epoch=62, world=4, fault="clip", at=[650])
+@example(seed=6, per_epoch=63, world=4, fault="lr", at=[1000])
+@example(seed=8, per_epoch=63, world=2, fault="lr_late", at=[100, 300, 900])
+@example(seed=9, per_epoch=62, world=2, fault="local", at=[100, 600])
+def test_training_streams_carry_the_rebuilt_facts(seed: int, per_epoch: int, world: int,
+                                                  fault: str | None, at: list[int]) -> None:
+    recs = training(seed, world, per_epoch, 6, lr_change=fault == "lr",
+                    clip=0.05 if fault == "clip" else 1.0,
+                    reset_at=150 if fault == "reset" else None)
+    rng = np.random.default_rng(seed)
+    for rec in recs:
+        if rec.get("type") == "step":
+            if fault == "thin" and rec["step"] % int(rng.integers(3, 6)):
+                rec.pop("grad_norm", None)  # a thinned gradient norm: spacings vary
+            rec["clip_calls"] = int(rng.integers(1, 4))  # a median of many counts
+            rec["skipped"] = int(rng.random() < 0.1)
+            rec["step_s"] = float(rng.choice([0.01, 0.011, 0.02, rng.random()]))
+            rec["compile_s"] = 0.5 if rng.random() < 0.02 else 0.0
+            if fault == "local" and rec["rank"] and "grad_norm" in rec and rng.random() < 0.6:
+                rec["grad_norm"] *= 1.01  # ranks' own clip norms on some steps
+                rec["clip_reduced"] = False
+            if fault == "lr_late" and rec["step"] >= 200:  # first differs in a later chunk
+                rec["lr"] = [2 * x for x in rec["lr"]]
+            if fault == "sums":  # checksums on other steps per rank, drifting apart
+                rec["param_sum"] = (100.0 + rec["step"] * 1e-3 * (1 + rec["rank"])
+                                    if rec["step"] % (2 + rec["rank"]) == 0 else None)
+    facts_feed(recs, at, REFS)
+
+
+def test_ranks_that_agree_share_their_columns() -> None:
+    # Memory (records_live._Cell): data-parallel ranks log the same epoch, batch, lr and
+    # checksums, their own loss; arriving in any order (rank 1 ahead of rank 0, behind it),
+    # the columns they agree on stay shared, the loss forks; every rank reads its own rows.
+    recs = training(5, 4, 30, 4)
+    live = LiveRecords()
+    for i in range(0, len(recs), 37):
+        live.add(recs[i:i + 37])
+    for rank in range(4):
+        cells = live.by_rank[rank]
+        assert all(cells.extra[k].shared for k in ("epoch", "batch", "epoch_batches",
+                                                   "param_sum", "samples"))
+        assert cells.lr_all.shared
+    # the losses differ: at most one rank (the first to write each row) keeps the common one
+    assert sum(live.by_rank[r].cols["loss"].shared for r in range(4)) <= 1
+    same(live.snapshot(OK, "cand"), RunRecords.from_records(recs, OK, "cand"))
+
+
+def test_a_rank_behind_forks_where_its_own_rows_differ() -> None:
+    # Rank 0 writes 1,1,1,2,2,2 first; rank 1 then 1,1,1 (the common rows) and 1,1,1: those
+    # differ from the common rows 3..5 (not from rows 0..2), so rank 1 must fork there.
+    live = LiveRecords()
+    rows = [(0, [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]), (1, [1.0, 1.0, 1.0]), (1, [1.0, 1.0, 1.0])]
+    recs: list[dict] = []
+    seen = {0: 0, 1: 0}
+    for rank, vals in rows:
+        chunk = []
+        for v in vals:
+            chunk.append({"type": "step", "rank": rank, "step": seen[rank], "loss": v})
+            seen[rank] += 1
+        live.add(chunk)
+        recs += chunk
+    same(live.snapshot(), RunRecords.from_records(recs))
+    assert live.snapshot().ranks[1].loss.tolist() == [1.0] * 6
+
+
+def test_a_counter_reset_on_the_first_rank_keeps_the_ranks_aligned() -> None:
+    # Rank 0 repeats steps after a reset: the common steps of the ranks' clip norms must be
+    # unique, or the ranks' rows no longer line up (raised ValueError from np.vstack before).
+    recs = training(1, 2, 62, 6, reset_at=150)
+    assert rank_norm_spread(RunRecords.from_records(recs[:305])) == 0.0
+
+
+# Ground truth from outside the folds: each carried fact as it was defined before it was
+# carried (core/checks at 738ebdf), computed over the whole rebuilt run.
+
+
+def defined_facts(c: RunRecords, refs: list[RunRecords]) -> str:
+    from portside.core.checks.numeric import LR_RTOL, _lr_evidence, common_steps
+    from portside.core.checks.progress import align, has_progress
+    from portside.core.checks.ranks import AVG_EARLY
+
+    def increasing(x: RunRecords) -> bool:
+        return x.steps.size < 2 or bool((x.steps[1:] > x.steps[:-1]).all())
+
+    def per_epoch(r: RunRecords, attempted: bool = False) -> dict:
+        if not has_progress(r):
+            return {}
+        ep = r.col("epoch").astype(np.int64)
+        w = np.nan_to_num(r.col("skipped")) + 1 if attempted else None
+        if ep.size and bool((ep[1:] >= ep[:-1]).all()):
+            starts = np.flatnonzero(np.concatenate(([True], ep[1:] != ep[:-1])))
+            uniq = ep[starts]
+            counts = (np.diff(np.append(starts, ep.size)).astype(np.float64) if w is None
+                      else np.add.reduceat(w, starts))
+        else:
+            uniq, inv = np.unique(ep, return_inverse=True)
+            counts = np.bincount(inv, weights=w)
+        return {int(e): int(round(c)) for e, c in zip(uniq, counts, strict=True)}
+
+    def clip(r: RunRecords) -> dict:
+        mn, gn = r.max_norm, r.grad_norm
+        used = np.isfinite(mn)
+        n_used = int(used.sum())
+        mv = mn[used]
+        with np.errstate(invalid="ignore"):
+            j = used & np.isfinite(gn)
+            clipped = int(np.count_nonzero(j & (gn > mn)))
+        judged = int(j.sum())
+        if n_used and mv.min() == mv.max():
+            values = mv[:1]
+        else:
+            values = np.unique(np.round(mv, 9)) if n_used else np.zeros(0)
+        nt = r.col("norm_type")[used]
+        nt = np.where(np.isfinite(nt) | np.isinf(nt), nt, 2.0)
+        cv = r.col("clip_value")
+        cv = cv[np.isfinite(cv)]
+        calls = r.col("clip_calls")
+        calls = calls[used & np.isfinite(calls)]
+        red = r.col("clip_reduced")
+        red = red[np.isfinite(red)]
+        return {"steps": r.n, "clip_steps": n_used, "max_norm": values[:8].tolist(),
+                "uses_share": n_used / r.n if r.n else 0.0,
+                "clipped_share": clipped / judged if judged else None, "judged": judged,
+                "norm_type": np.unique(nt)[:4].tolist(),
+                "clip_value": np.unique(np.round(cv, 9))[:4].tolist(),
+                "value_steps": int(cv.size),
+                "clip_calls": float(np.median(calls)) if calls.size else None,
+                "world_size": r.world_size,
+                "before_reduction": (float(np.mean(red == 0)) if red.size else None)}
+
+    def gap(r: RunRecords, name: str) -> int:
+        fin = np.isfinite(r.series(name))
+        at = np.flatnonzero(fin)
+        g = 1 if fin.all() else (int(np.median(np.diff(at))) if at.size >= 2 else 1)
+        return max(g, 1)
+
+    def steady(r: RunRecords, w: int) -> float | None:
+        keep = r.steps >= w
+        v, cs = r.step_s[keep], r.compile_s[keep]
+        ok = np.isfinite(v)
+        if (ok & ~(cs > 0)).any():
+            ok &= ~(cs > 0)
+        return float(np.median(v[ok])) if ok.any() else None
+
+    def lr_by_step(cand: RunRecords, r: RunRecords) -> dict | None:
+        steps, (ic, ir) = common_steps([cand, r])
+        if steps.size == 0:
+            return None
+        g = min(cand.lr_all.shape[1], r.lr_all.shape[1])
+        x, rv = cand.lr_all[ic, :g], r.lr_all[ir, :g]
+        both = np.isfinite(x) & np.isfinite(rv)
+        if not both.any():
+            return None
+        with np.errstate(invalid="ignore"):
+            diff = both & (np.abs(x - rv) > LR_RTOL * np.maximum(np.abs(x), np.abs(rv)) + 1e-12)
+        return _lr_evidence(diff, steps, x, rv, rv, cand, r, "step")
+
+    def norm_ratio(cand: RunRecords, ref: RunRecords) -> dict | None:
+        ic, ir = align(cand, [ref], common_steps).sel
+        with np.errstate(invalid="ignore", divide="ignore"):
+            g = cand.grad_norm[ic] / ref.grad_norm[ir]
+            keep = np.flatnonzero(np.isfinite(g) & (g > 0))[:AVG_EARLY]
+            if keep.size < AVG_EARLY // 2:
+                return None
+            loss = (cand.loss[ic] / ref.loss[ir])[keep]
+        loss = loss[np.isfinite(loss)]
+        return {"grad_norm": float(np.median(g[keep])), "steps": int(keep.size),
+                "loss": float(np.median(loss)) if loss.size else None}
+
+    def divergence(r: RunRecords) -> dict | None:
+        runs = {k: x for k, x in r.ranks.items() if np.isfinite(x.col("param_sum")).any()}
+        if len(runs) < 2:
+            return None
+        common = None
+        for x in runs.values():
+            s = np.unique(x.steps[np.isfinite(x.col("param_sum"))])
+            common = s if common is None else np.intersect1d(common, s)
+        if common is None or common.size == 0:
+            return None
+        sums = {k: x.col("param_sum")[np.intersect1d(common, x.steps, return_indices=True)[2]]
+                for k, x in runs.items()}
+        a = np.vstack(list(sums.values()))
+        scale = np.maximum(np.abs(a).max(axis=0), 1.0)
+        return {"steps": common, "spread": (a.max(axis=0) - a.min(axis=0)) / scale,
+                "sums": sums}
+
+    def spread(r: RunRecords) -> float | None:  # by brute force, as its own test above
+        if len(r.ranks) < 2:
+            return None
+        known, first = [], []  # steps with a known clip; each step's norm at its first row
+        for x in r.ranks.values():
+            known.append({int(k) for k, g, m in zip(x.steps, x.grad_norm, x.max_norm,
+                                                    strict=True)
+                          if np.isfinite(m) and np.isfinite(g)})
+            f: dict = {}
+            for k, g in zip(x.steps, x.grad_norm, strict=True):
+                f.setdefault(int(k), g)
+            first.append(f)
+        common = sorted(set.intersection(*known))
+        if not common:
+            return None
+        a = np.array([[f[k] for k in common] for f in first])
+        top = np.maximum(np.abs(a).max(axis=0), 1e-30)
+        return float(np.median((a.max(axis=0) - a.min(axis=0)) / top))
+
+    out: list = [div_text(divergence(c)), spread(c), increasing(c),
+                 {k: increasing(x) for k, x in c.ranks.items()},
+                 per_epoch(c), per_epoch(c, True), clip(c),
+                 {k: clip(x) for k, x in c.ranks.items()},
+                 [gap(c, s) for s in ("loss", "grad_norm")], [steady(c, w) for w in (0, 3)]]
+    for r in refs:
+        out += [lr_by_step(c, r), norm_ratio(c, r) if c.n else None]
+        if c.n:
+            out.append(clip(r.upto(int(c.steps.max()))))
+    return repr(out)
