@@ -235,13 +235,13 @@ class _Series:
                             for key in ("loss", "grad_norm"))
         lrs = None
         if "lr" in present:
-            got = [rec.get("lr") for rec in recs]
-            kinds = set(map(type, got))
+            given_lr: list[Any] = [rec.get("lr") for rec in recs]
+            kinds = set(map(type, given_lr))
             if kinds == {float}:  # one group, a float each
-                lrs = np.array(got, np.float64)[:, None]
-            elif kinds == {list} and len(set(map(len, got))) == 1 and set(
-                    map(type, chain.from_iterable(got))) <= {float, type(None)}:
-                lrs = np.array(got, np.float64).reshape(k, len(got[0]))  # None: NaN
+                lrs = np.array(given_lr, np.float64)[:, None]
+            elif kinds == {list} and len(set(map(len, given_lr))) == 1 and set(
+                    map(type, chain.from_iterable(given_lr))) <= {float, type(None)}:
+                lrs = np.array(given_lr, np.float64).reshape(k, len(given_lr[0]))  # None: NaN
         if lrs is None:
             rows = []
             for rec in recs:
