@@ -6,11 +6,9 @@ from __future__ import annotations
 import io
 import json
 import math
-import sqlite3
 import tempfile
 from pathlib import Path
 
-import sqlite_utils
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +17,8 @@ from portside.store import Store
 from portside.store.codec import SLIM_KINDS, full_body, stored_body
 from portside.store.jsonl import export_session
 from portside.store.projections import event_row
-from portside.store.schema import MIGRATIONS, SCHEMA_USER_VERSION
+from portside.store.schema import SCHEMA_USER_VERSION
+from tests.old_schema import database_at
 from tests.unit.test_events import _strategy, any_event
 
 ENVELOPE = ("kind", "session_id", "seq", "ts")
@@ -44,16 +43,10 @@ def test_a_row_gives_back_the_canonical_bytes(event: ev.Event) -> None:
 
 def _write_v4(path: Path, events: list[ev.Event]) -> None:
     """A database as portside wrote it at schema v4: whole bodies (the ground truth here)."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    db = sqlite_utils.Database(conn)
-    conn.execute("BEGIN")
-    for m in MIGRATIONS[:4]:
-        m(db)
-    conn.execute("PRAGMA user_version = 4")
+    conn = database_at(path, 4)
     conn.executemany("INSERT INTO events (session_id, seq, ts, kind, body) VALUES (?,?,?,?,?)",
                      [(e.session_id, e.seq, e.ts, type(e).__struct_config__.tag,
                        ev.encode(e).decode()) for e in events])
-    conn.execute("COMMIT")
     conn.close()
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from portside.core import events as ev
 from portside.store import Store
 from portside.store.schema import SCHEMA_USER_VERSION
+from tests.old_schema import database_at
 
 RECORDING = Path(__file__).parents[2] / "sessions" / "recordings" / "demo.jsonl"
 
@@ -107,17 +108,11 @@ def test_v2_database_is_migrated_and_repaired(tmp_path: Path) -> None:
 def test_v3_metrics_are_rebuilt_compact(tmp_path: Path) -> None:
     """v4 keeps one b-tree for metrics: a v3 DB's rows come back the same, from the log."""
     path = tmp_path / "v3.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    import sqlite_utils
-
     from portside.store.projections import insert_rows
-    from portside.store.schema import MIGRATIONS, migrate
+    from portside.store.schema import migrate
 
-    db = sqlite_utils.Database(conn)
+    conn = database_at(path, 3)
     conn.execute("BEGIN")
-    for m in MIGRATIONS[:3]:
-        m(db)
-    conn.execute("PRAGMA user_version = 3")
     recs = [{"type": "step", "step": 0, "loss": 2.5, "grad_norm": "nan", "lr": [0.1]},
             {"type": "metric", "name": "accuracy", "value": 91.5, "step": None},
             {"type": "step", "step": 0, "loss": 2.25}]  # a second rank's record of step 0
@@ -143,16 +138,10 @@ def test_v4_metrics_come_back_the_same_through_v5s_view(tmp_path: Path) -> None:
     """v5 numbers the runs of metric points; a v4 DB's rows read the same from `metrics`
     (now a view), every column people query, and filtered by run the way Datasette does."""
     path = tmp_path / "v4.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    import sqlite_utils
+    from portside.store.schema import migrate
 
-    from portside.store.schema import MIGRATIONS, migrate
-
-    db = sqlite_utils.Database(conn)
+    conn = database_at(path, 4)
     conn.execute("BEGIN")
-    for m in MIGRATIONS[:4]:
-        m(db)
-    conn.execute("PRAGMA user_version = 4")
     events = [
         ev.RunRecord(session_id="s", seq=1, ts=1.0, run_id="r", records=[
             {"type": "step", "step": 7, "loss": 2.5, "lr": [0.1]},
