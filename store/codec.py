@@ -46,7 +46,7 @@ def stored_body(event: ev.Event, body: bytes) -> bytes:
     """What ``events.body`` holds for an event's canonical ``body``. The envelope is the
     encoding's last keys, and its ``,"session_id":`` the last one in the text (inside a JSON
     string a quote is escaped); the encoding starts with the kind (msgspec's tag). On the
-    append path of every event: store/projections.py's event_row does the same inline."""
+    append path of every event (store/projections.py's event_row)."""
     start = SLIM_START.get(type(event))
     if start is None:
         return body

@@ -12,9 +12,7 @@ from typing import Any
 from portside.core import events as ev
 
 from . import index_blocks
-from .codec import ENVELOPE as _ENVELOPE
-from .codec import ROW_COLUMNS, decode_row
-from .codec import SLIM_START as _SLIM_START
+from .codec import ROW_COLUMNS, decode_row, stored_body
 
 _METRIC_KEYS = ("loss", "grad_norm", "max_norm", "step_s", "compiles", "compile_s")
 
@@ -102,12 +100,8 @@ def insert_rows(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]])
 
 def event_row(event: ev.Event, body: bytes) -> tuple[str, int, float, str, str]:
     """The ``events`` row of an event and its canonical ``body`` (kept slim: store/codec.py)."""
-    start = _SLIM_START.get(type(event))
-    if start is not None:  # stored_body(event, body), inline: this runs for every event
-        cut = body.rfind(_ENVELOPE)
-        if cut > start:
-            body = b"{" + body[start:cut] + b"}"
-    return (event.session_id, event.seq, event.ts, _TAGS[type(event)], body.decode())
+    return (event.session_id, event.seq, event.ts, _TAGS[type(event)],
+            stored_body(event, body).decode())
 
 
 def has_projection(event: ev.Event) -> bool:

@@ -30,7 +30,7 @@ one_of_each = st.tuples(*[_strategy(cls) for cls in ev.EVENT_TYPES.values()])
 def test_a_row_gives_back_the_canonical_bytes(event: ev.Event) -> None:
     canonical = ev.encode(event).decode()
     row = event_row(event, ev.encode(event))
-    assert row[4].encode() == stored_body(event, ev.encode(event))  # the inline copy agrees
+    assert row[4].encode() == stored_body(event, ev.encode(event))  # the slim form
     assert full_body(*row) == canonical
     stored, whole = json.loads(row[4]), json.loads(canonical)
     if row[3] in SLIM_KINDS:
