@@ -19,7 +19,7 @@ from . import carry
 from .alarms import Alarm
 from .ranks import diverged
 from .records import RunRecords
-from .steps import increasing, index_of, intersect
+from .steps import common_where, increasing, index_of
 
 CLIP_SHARE_PP = 0.25  # clipped share differing by more than 25 points…
 CLIP_SHARE_RATIO = 3.0  # …or by more than 3x (and by at least 5 points)
@@ -178,13 +178,7 @@ def rank_norm_spread(r: RunRecords) -> float | None:
         a = np.vstack([x.grad_norm[:m][both] for x in runs])
         top = np.maximum(np.abs(a).max(axis=0), 1e-30)
         return float(np.median((a.max(axis=0) - a.min(axis=0)) / top))
-    common = None
-    for x in runs:
-        s = x.steps[np.isfinite(x.max_norm) & np.isfinite(x.grad_norm)]
-        inc = x.steps_increasing()
-        # the first run's own steps, sorted and unique as every intersection is (a repeated
-        # step, after a counter reset, would otherwise stay twice and misalign the ranks)
-        common = (s if inc else np.unique(s)) if common is None else intersect(common, s, inc, inc)
+    common = common_where(runs, lambda x: np.isfinite(x.max_norm) & np.isfinite(x.grad_norm))
     if common is None or common.size == 0:
         return None
     norms = []

@@ -23,7 +23,7 @@ from .batch import batch_ratio
 from .numeric import common_steps
 from .progress import align
 from .records import RunRecords
-from .steps import index_of, intersect
+from .steps import common_where, index_of
 
 PARAM_RTOL = 1e-5  # float noise of a float64 sum over identical float32 parameters is ~0
 
@@ -46,13 +46,7 @@ def _rank_divergence(r: RunRecords) -> dict[str, Any] | None:
         carried = _carried_divergence(memo, runs)
         if carried is not _UNKNOWN:
             return carried  # type: ignore[return-value]
-    common = None
-    for x in runs.values():
-        s = x.steps[np.isfinite(x.col("param_sum"))]
-        inc = x.steps_increasing()
-        # the first run's own steps, sorted and unique as every intersection is (a repeated
-        # step, after a counter reset, would otherwise stay twice and misalign the ranks)
-        common = (s if inc else np.unique(s)) if common is None else intersect(common, s, inc, inc)
+    common = common_where(runs.values(), lambda x: np.isfinite(x.col("param_sum")))
     if common is None or common.size == 0:
         return None
     sums = {}

@@ -8,6 +8,9 @@ repeated steps) goes to `np.intersect1d`, so the results are the same either way
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import numpy as np
 
 
@@ -27,6 +30,18 @@ def intersect(a: np.ndarray, b: np.ndarray, a_inc: bool | None = None,
         j = np.minimum(np.searchsorted(b, a), max(b.size - 1, 0))
         return a[b[j] == a] if b.size else a[:0]
     return np.intersect1d(a, b)
+
+
+def common_where(runs: Iterable[Any], where: Callable[[Any], np.ndarray]) -> np.ndarray | None:
+    """The steps at which every run (a RunRecords) has ``where(run)``, sorted and unique (the
+    first run's own steps too, as every intersection is: a step repeated after a counter reset
+    would otherwise stay twice and misalign the ranks); None for no runs."""
+    common = None
+    for x in runs:
+        s = x.steps[where(x)]
+        inc = x.steps_increasing()
+        common = (s if inc else np.unique(s)) if common is None else intersect(common, s, inc, inc)
+    return common
 
 
 def index_of(common: np.ndarray, b: np.ndarray, b_inc: bool | None = None) -> np.ndarray:
