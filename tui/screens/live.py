@@ -122,7 +122,6 @@ class LiveScreen(Screen[None]):
         self._last_chart = 0.0
         self._alarms_dirty = False
         self._facts_dirty = False
-        self._labels_dirty: set[str] = set()
         self.failure: str = ""  # what failed, shown under the header until dismissed
         self.reviewing_layout = True  # the Agent column widens while an edit awaits a decision
         self._review_idle_since: float | None = None
@@ -190,7 +189,7 @@ class LiveScreen(Screen[None]):
                 case ev.RunStarted():
                     runs.add_run(self.model.runs[e.run_id])
                 case ev.RunFinished():
-                    self._labels_dirty.add(e.run_id)
+                    runs.relabel()
                     self._facts_dirty = True
                 case ev.RunRecord() if any(r.get("type") == "facts" for r in e.records):
                     self._facts_dirty = True
@@ -281,10 +280,7 @@ class LiveScreen(Screen[None]):
         if self._facts_dirty:
             self._facts_dirty = False
             self.query_one(ChecksPanel).refresh_facts()
-        runs = self.query_one(RunsPanel)
-        self._labels_dirty = {run_id for run_id in self._labels_dirty
-                              if not runs.update_label(self.model.runs[run_id])}
-        runs.sync(now)
+        self.query_one(RunsPanel).sync(now)
         if time.monotonic() - self._last_chart >= CHART_S:
             self._last_chart = time.monotonic()
             self.query_one(ChecksPanel).refresh_chart()

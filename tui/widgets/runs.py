@@ -156,11 +156,10 @@ class RunsPanel(Vertical):
         message.stop()
         self.select(message.run_id)
 
-    def update_label(self, run: RunView) -> bool:
-        """Redraw the tab strip on the next sync: labels are read from the runs on each render.
-        (True: done; the screen's retry for a tab not mounted yet is no longer needed.)"""
+    def relabel(self) -> None:
+        """Redraw the tab strip on the next sync (a run finished): labels are read from the
+        runs on each render, so many finishing in one batch cost one redraw."""
         self._relabel = True
-        return True
 
     def sync(self, now: float) -> None:
         if self._relabel:
