@@ -306,12 +306,7 @@ class _Series:
 
     def view(self, **kw: Any) -> RunRecords:
         n = self.n
-        a = self.arrays()
-        out = RunRecords(steps=a["steps"], loss=a["loss"], grad_norm=a["grad_norm"],
-                         max_norm=a["max_norm"], lr=a["lr"], lr_all=a["lr_all"],
-                         step_s=a["step_s"], compiles=a["compiles"], compile_s=a["compile_s"],
-                         loss_nonfinite=a["nf_loss"], grad_norm_nonfinite=a["nf_grad"],
-                         extra=a["extra"], **kw)
+        out = _records(self.arrays(), **kw)
         for k, ok in self.all_finite.items():
             out._cache[("has", k)] = ok and n > 0
         out._cache[("live",)] = self.memo
@@ -321,6 +316,15 @@ class _Series:
         cells = [self.given, self.lr_all, self.nf_loss, self.nf_grad, *self.cols.values(),
                  *self.extra.values()]
         return [c.col for c in cells] + ([self.steps] if self.steps is not None else [])
+
+
+def _records(a: dict[str, Any], **kw: Any) -> RunRecords:
+    """A RunRecords of the columns `_Series.arrays` names."""
+    return RunRecords(steps=a["steps"], loss=a["loss"], grad_norm=a["grad_norm"],
+                      max_norm=a["max_norm"], lr=a["lr"], lr_all=a["lr_all"],
+                      step_s=a["step_s"], compiles=a["compiles"], compile_s=a["compile_s"],
+                      loss_nonfinite=a["nf_loss"], grad_norm_nonfinite=a["nf_grad"],
+                      extra=a["extra"], **kw)
 
 
 class _Joined:
@@ -348,11 +352,9 @@ class _Joined:
         extra = {k: np.concatenate([a["extra"][k] if k in a["extra"]
                                     else np.full(a["steps"].size, _NAN) for a in arrs])
                  for k in keys}
-        out = RunRecords(steps=steps, loss=cat("loss"), grad_norm=cat("grad_norm"),
-                         max_norm=cat("max_norm"), lr=lr_all[:, 0].copy(), lr_all=lr_all,
-                         step_s=cat("step_s"), compiles=cat("compiles"),
-                         compile_s=cat("compile_s"), loss_nonfinite=cat("nf_loss"),
-                         grad_norm_nonfinite=cat("nf_grad"), extra=extra, **kw)
+        joined = {k: cat(k) for k in (*_COLS, "nf_loss", "nf_grad")}
+        out = _records({**joined, "steps": steps, "lr": lr_all[:, 0].copy(), "lr_all": lr_all,
+                        "extra": extra}, **kw)
         out._cache[("live",)] = self.memo
         return out
 
