@@ -237,12 +237,17 @@ class TestAlarmKeys:
         for e in (session_start(), slow_alarm(), clipping_alarm(), drift_alarm()):
             h.bus.publish(e)
 
+    async def _listed(self, app: Any, pilot: Any) -> None:
+        # The panel lists alarms on the screen's tick, after the model has them: a select()
+        # before that finds no such row and leaves the selection alone.
+        await until(pilot, lambda: len(app.live.model.alarms) == 3)
+        await until(pilot, lambda: len(app.screen.query_one(ChecksPanel).alarm_order) == 3)
+
     async def test_k_acknowledges_the_selected_alarm(self, harness: Harness) -> None:
         app = harness.app()
         async with app.run_test(size=(120, 40)) as pilot:
             self._alarms(harness)
-            await until(pilot, lambda: len(app.live.model.alarms) == 3)
-            await pilot.pause(0.1)
+            await self._listed(app, pilot)
             app.screen.query_one(ChecksPanel).select("a-slow")
             await pilot.press("k")
             await until(pilot, lambda: harness.interventions())
@@ -254,7 +259,7 @@ class TestAlarmKeys:
         app = harness.app()
         async with app.run_test(size=(120, 40)) as pilot:
             self._alarms(harness)
-            await until(pilot, lambda: len(app.live.model.alarms) == 3)
+            await self._listed(app, pilot)
             app.screen.query_one(ChecksPanel).selected = None
             await pilot.press("k")
             await until(pilot, lambda: harness.interventions())
@@ -265,8 +270,7 @@ class TestAlarmKeys:
         app = harness.app()
         async with app.run_test(size=(120, 40)) as pilot:
             self._alarms(harness)
-            await until(pilot, lambda: len(app.live.model.alarms) == 3)
-            await pilot.pause(0.1)
+            await self._listed(app, pilot)
             app.screen.query_one(ChecksPanel).select("a-drift")
             await pilot.press("o")
             await until(pilot, lambda: isinstance(app.screen, TextDialog))

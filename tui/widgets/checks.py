@@ -127,6 +127,7 @@ class ChecksPanel(Vertical):
         self.model = model
         self.target = target
         self.selected: str | None = None
+        self._wanted: str | None = None
         self._alarm_order: list[str] = []
         self._chart_key: tuple[Any, ...] = ()
 
@@ -154,7 +155,8 @@ class ChecksPanel(Vertical):
         olist.add_options([Option(alarm_prompt(a, width), id=a.event.alarm_id) for a in alarms])
         self._alarm_order = order
         if order:
-            keep = self.selected if self.selected in order else order[0]
+            wanted, self._wanted = self._wanted, None
+            keep = next((a for a in (wanted, self.selected) if a in order), order[0])
             olist.highlighted = order.index(keep)
             self._show_evidence(keep)
         return order
@@ -163,6 +165,10 @@ class ChecksPanel(Vertical):
         if alarm_id in self._alarm_order:
             self.query_one(OptionList).highlighted = self._alarm_order.index(alarm_id)
             self._show_evidence(alarm_id)
+        elif alarm_id in self.model.alarms:
+            # Known to the model but listed only at the next tick: that rebuild selects it
+            # (and posts AlarmSelected then, when the reviewer can see it).
+            self._wanted = alarm_id
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         # The message comes after the fact: a rebuild's or a select()'s highlight made since
