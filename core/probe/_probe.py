@@ -31,6 +31,7 @@ NORM_MAX_STRIDE = 50
 # launching it costs more than NORM_BUDGET_XLA of the step time at that stride.
 NORM_XLA_EVERY = 10
 NORM_BUDGET_XLA = 0.01
+NORM_XLA_SAMPLES, NORM_XLA_MIN_SAMPLES = 5, 3  # the stride follows the median of the last 5
 # Backward passes become steps only after this many with no optimizer step in between: a
 # gradient-accumulation loop runs several backward passes before its first optimizer step.
 BW_CONFIRM = 16
@@ -65,6 +66,15 @@ def _num(x: float | int | None) -> float | int | str | None:
     if x in (float("inf"), float("-inf")):
         return "inf" if x > 0 else "-inf"
     return x
+
+
+def _xla_norm_stride(shares: list[float], floor: int, now: int) -> int:
+    """The stride at which the probe's own XLA norm costs NORM_BUDGET_XLA of the step time,
+    from the median of its last costs (shares of their steps); `now` until there are enough."""
+    if len(shares) < NORM_XLA_MIN_SAMPLES:
+        return now
+    want = math.ceil(sorted(shares)[len(shares) // 2] / NORM_BUDGET_XLA)
+    return min(NORM_MAX_STRIDE, max(floor, want))
 
 
 def _suffixed(path: str, tag: str) -> str:
@@ -945,8 +955,10 @@ class Probe:
         self.xla_norm_stride = 0  # > 0 once the after-sync norm is in use
         self.xla_norm_grads: list[tuple[Any, int]] | None = None  # taken at this step's pre-hook
         self.xla_norm_jobs: list[tuple[dict[str, Any], list[tuple[Any, int]]]] = []
-        self.xla_norm_cost: float | None = None  # CPU s per norm (tracing + launch), EMA
-        self.xla_step_ema: float | None = None
+        # The last few norms' cost as a share of their step (CPU s tracing and launching it over
+        # the step's wall time): the stride follows their median, so one slow sample (a busy
+        # machine, a GC pause) does not stretch it.
+        self.xla_norm_shares: list[float] = []
         self.xla_norm_missed = 0  # due norms whose gradients were gone or changed at the sync
         self.xla_norm_s = 0.0  # CPU s in tracing and launching those that compiled nothing
         self.xla_own = (0, 0.0)  # CompileTime count and s of the probe's own graphs
@@ -1006,13 +1018,10 @@ class Probe:
         # Steady state, one process: stretch the stride if tracing the norm costs too much. Not
         # across ranks: an SPMD norm is a collective, which every process must launch alike.
         if c1 == c0 and (self.world or 1) == 1 and not self._xla_spmd():
-            self.xla_norm_cost = cost if self.xla_norm_cost is None else (
-                0.8 * self.xla_norm_cost + 0.2 * cost)
-            step_s = rec.get("step_s") or 0.0
-            self.xla_step_ema = step_s if self.xla_step_ema is None else (
-                0.8 * self.xla_step_ema + 0.2 * step_s)
-            want = math.ceil(self.xla_norm_cost / (NORM_BUDGET_XLA * max(self.xla_step_ema, 1e-9)))
-            self.norm_auto = min(NORM_MAX_STRIDE, max(self.xla_norm_stride, want))
+            shares = self.xla_norm_shares
+            shares.append(cost / max(rec.get("step_s") or 0.0, 1e-9))
+            del shares[:-NORM_XLA_SAMPLES]
+            self.norm_auto = _xla_norm_stride(shares, self.xla_norm_stride, self.norm_auto)
 
     def _xla_spmd(self) -> bool:
         try:

@@ -49,3 +49,19 @@ def test_seed_shift() -> None:
     wrapped()
     assert seen == [(6, 2), (6, 1), (None, 2)]
     assert p._seed_wrapper(wrapped, 5, None) is wrapped  # never shifted twice
+
+
+def test_xla_norm_stride_follows_the_median_not_one_slow_sample() -> None:
+    p = load()
+    # a norm costing 5% of its step's time is 1% at every 5th step: the floor, 10, holds
+    cheap = 5 * p.NORM_BUDGET_XLA
+    slow = 26 * p.NORM_BUDGET_XLA  # one sample on a busy machine (seen in CI: stride 26)
+    assert p._xla_norm_stride([slow], 10, 10) == 10  # too few samples to decide
+    assert p._xla_norm_stride([slow, cheap], 10, 10) == 10
+    assert p._xla_norm_stride([slow, cheap, cheap], 10, 10) == 10
+    assert p._xla_norm_stride([cheap, slow, cheap, slow, cheap], 10, 10) == 10
+    # a norm that really costs that much each time stretches it, up to the cap
+    assert p._xla_norm_stride([slow, slow, cheap], 10, 10) == 26
+    assert p._xla_norm_stride([10 * slow] * 3, 10, 10) == p.NORM_MAX_STRIDE
+    # and it shrinks back to the floor when the cost falls
+    assert p._xla_norm_stride([slow, cheap, cheap, cheap, slow], 10, 26) == 10
