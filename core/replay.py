@@ -392,17 +392,25 @@ class ReplayIndex:
             int(self.seqs[0]) == 1 and int(self.seqs[-1]) == self.seqs.size
         )
 
-        def where(kinds: Iterable[str]) -> np.ndarray:
-            table = np.zeros(256, dtype=bool)  # a lookup per code: np.isin sorts
-            table[[KIND_CODE[k] for k in kinds]] = True
-            return np.flatnonzero(table[self.codes])
+        # Every kind's positions from one stable sort by code (a counting sort of uint8, in
+        # order within each kind): one pass over the million codes, not one per list.
+        order = np.argsort(self.codes, kind="stable")
+        bounds = np.searchsorted(self.codes[order], np.arange(len(KINDS) + 1), side="left")
 
-        self.markers = {k: np.flatnonzero(self.codes == KIND_CODE[k]) for k in MARKER_KINDS}
+        def of(kind: str) -> np.ndarray:
+            code = KIND_CODE[kind]
+            return order[bounds[code]:bounds[code + 1]]
+
+        def where(kinds: Iterable[str]) -> np.ndarray:
+            parts = [of(k) for k in kinds]
+            return np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
+        self.markers = {k: of(k) for k in MARKER_KINDS}
         self.all_markers = where(MARKER_KINDS)
         self.structural = where(STRUCTURAL_KINDS)
         self.transcript = where(TRANSCRIPT_KINDS)
-        self.output = np.flatnonzero(self.codes == KIND_CODE["run.output"])
-        self.records = np.flatnonzero(self.codes == KIND_CODE["run.record"])
+        self.output = of("run.output")
+        self.records = of("run.record")
 
     def __len__(self) -> int:
         return int(self.seqs.size)

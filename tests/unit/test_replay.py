@@ -348,3 +348,38 @@ def test_a_screen_opened_at_the_seek_reuses_its_state_and_structural_events() ->
     # A stale state (the replay moved on) is not used.
     compact_history(rp, seq + 1, StructuralCache(rp), rp.seek_state)
     assert calls == [seq + 1]
+
+
+def test_index_position_lists_match_a_scan_of_the_codes() -> None:
+    """ReplayIndex sorts the codes once; each list must be exactly the positions a plain scan
+    finds (ascending, nothing missing), for every kind and every union of kinds."""
+    from collections.abc import Iterable
+
+    import numpy as np
+
+    from portside.core.replay import (
+        KIND_CODE,
+        KINDS,
+        MARKER_KINDS,
+        STRUCTURAL_KINDS,
+        TRANSCRIPT_KINDS,
+        IndexArrays,
+        ReplayIndex,
+    )
+
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 5_000):
+        codes = rng.integers(0, len(KINDS), n).astype(np.uint8)
+        idx = ReplayIndex(IndexArrays(np.arange(1, n + 1), np.arange(n, dtype=float), codes))
+
+        def scan(kinds: Iterable[str], codes: np.ndarray = codes) -> list[int]:
+            want = {KIND_CODE[k] for k in kinds}
+            return [i for i, c in enumerate(codes.tolist()) if c in want]
+
+        for kind in MARKER_KINDS:
+            assert idx.markers[kind].tolist() == scan([kind])
+        assert idx.all_markers.tolist() == scan(MARKER_KINDS)
+        assert idx.structural.tolist() == scan(STRUCTURAL_KINDS)
+        assert idx.transcript.tolist() == scan(TRANSCRIPT_KINDS)
+        assert idx.output.tolist() == scan(["run.output"])
+        assert idx.records.tolist() == scan(["run.record"])
