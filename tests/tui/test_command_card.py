@@ -38,7 +38,8 @@ class CommandEngine:
 async def _pending(h: Harness, pilot: object) -> None:
     await until(pilot, lambda: h.gate.pending_edits() and isinstance(pilot.app.screen, LiveScreen)  # type: ignore[attr-defined]
                 and "cmd-1" in pilot.app.screen._shown_at)  # type: ignore[attr-defined]
-    await pilot.pause(0.15)  # type: ignore[attr-defined]
+    # The screen's next tick tells the gate when the card was first shown.
+    await until(pilot, lambda: all(p.shown_at is not None for p in h.gate.pending_edits()))
 
 
 async def test_command_card_approved_with_a(harness: Harness) -> None:

@@ -43,7 +43,8 @@ async def _with_pending_edit(h: Harness, pilot: Any) -> None:
     await until(pilot, lambda: h.gate.pending_edits()
                 and isinstance(pilot.app.screen, LiveScreen)
                 and "e1" in pilot.app.screen._shown_at)
-    await pilot.pause(0.15)  # one refresh tick (TICK_S) tells the gate the card was shown
+    # The screen's next tick tells the gate when the card was first shown.
+    await until(pilot, lambda: all(p.shown_at is not None for p in h.gate.pending_edits()))
 
 
 class TestEditKeys:
@@ -150,8 +151,9 @@ class TestSessionKeys:
             frozen = len(turns)
             await pilot.pause(0.2)
             assert len(turns) == frozen, "a turn started while paused"
-            await pilot.pause(0.1)
-            assert "paused" in app.screen.query_one("#header", TextLine).text.plain
+            # the header says so at the screen's next tick
+            await until(pilot, lambda: "paused" in app.screen.query_one("#header",
+                                                                        TextLine).text.plain)
             await pilot.press("space")
             assert not harness.gate.paused
             await until(pilot, lambda: len(turns) > frozen)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import FROZEN
+from conftest import FROZEN, until
 from scenario import INFO, SID, TRAIN_AFTER, TRAIN_BEFORE, at, clipping_alarm, edit, session_start
 from screen_text import screen_text
 from textual.widgets import Static
@@ -83,8 +83,7 @@ class TestLayout:
             again = width()
             app.live.apply([ev.EditDecided(session_id=SID, ts=at(8), edit_id="e2",
                                            decision="approved", seq=101)])
-            for _ in range(20):
-                await pilot.pause(0.1)
+            await until(pilot, lambda: width() < 60)  # narrows back at a later tick
             narrow = width()
         assert wide == held == again >= 60 > narrow, (wide, held, again, narrow)
 
@@ -96,8 +95,7 @@ class TestFailure:
 
         app = _app([session_start()], engine_run=failing)
         async with app.run_test(size=(120, 40)) as pilot:
-            for _ in range(20):
-                await pilot.pause(0.05)
+            await until(pilot, lambda: "engine failed" in screen_text(app))
             text = screen_text(app)
             assert "engine failed: RuntimeError: workspace root /x/work is inside" in text
             assert "d dismisses" in text
