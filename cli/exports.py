@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -106,12 +107,28 @@ def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str 
 # --- export ---------------------------------------------------------------------------------
 
 
+def _not_the_database(output: Path, db: Path) -> None:
+    """Refuse an output that is the database or one of SQLite's files beside it: opening it
+    for writing truncates it (the session log gone) before a single event is read."""
+    theirs = [db] + [db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")]
+    mine = output.resolve()
+    for path in theirs:
+        same = mine == path.resolve()
+        if not same and path.exists() and output.exists():
+            same = os.path.samefile(output, path)
+        if same:
+            _fail(f"{output}: that is the database {'' if path == db else 'file '}{path}; "
+                  "give the export another file")
+
+
 def export(store: Any, session: str | None, what: str, fmt: str | None, output: Path | None,
            all_sessions: bool) -> None:
     from portside.store import StoreError
     from portside.store import exports as ex
     from portside.store.jsonl import export_session
 
+    if output is not None:
+        _not_the_database(output, store.path)
     fmt = fmt or {"events": "jsonl", "report": "md"}.get(what, "csv")
     if all_sessions and session:
         _fail("give a SESSION or --all, not both")

@@ -188,6 +188,33 @@ def test_export_usage_errors(db: Path) -> None:
         assert res.exit_code != 0 and message in res.output, (args, res.output)
 
 
+def test_an_export_never_writes_over_the_database(db: Path, tmp_path: Path) -> None:
+    """`-o` naming the database (or its WAL, or a link to it) truncated it to 0 bytes
+    before this check: the session log gone, then a 'malformed' traceback."""
+    import hashlib
+    import os
+    import sqlite3
+
+    def digest() -> str:
+        return hashlib.sha256(db.read_bytes()).hexdigest()
+
+    link = tmp_path / "link.jsonl"
+    os.symlink(db, link)
+    before = digest()
+    for out, what in [(db, "events"), (db, "interventions"), (link, "report"),
+                      (Path(f"{db}-wal"), "alarms"), (tmp_path / "." / db.name, "runs")]:
+        res = CliRunner().invoke(main, ["--db", str(db), "export", SID, "--what", what,
+                                        "-o", str(out)])
+        assert res.exit_code != 0 and "that is the database" in res.output, (out, res.output)
+        assert digest() == before, out
+    assert not Path(f"{db}-wal").exists() or Path(f"{db}-wal").stat().st_size == 0
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM events").fetchone()[0] > 0
+    # another file is written as ever
+    _run(db, SID, "-o", str(tmp_path / "out.jsonl"))
+    assert (tmp_path / "out.jsonl").stat().st_size > 0
+
+
 def test_events_jsonl_unchanged(db: Path) -> None:
     lines = _run(db, SID).splitlines()
     assert json.loads(lines[0])["format"] == "portside-recording" and len(lines) == 16
