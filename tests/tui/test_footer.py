@@ -76,3 +76,27 @@ class TestClicked:
             await pilot.click(ReviewFooter, offset=(line.index("▏") - 1, 0))
             await pilot.pause(0.1)
             assert app.screen is before
+
+
+class TestHovered:
+    async def test_the_key_under_the_pointer_is_highlighted_with_its_tooltip(self) -> None:
+        app = _app(_session(600))
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            footer = app.screen.query_one(ReviewFooter)
+            plain = app.screen._compositor.render_strips()[-1]
+            x = _line(app).index(" + ") + 1
+            await pilot.hover(ReviewFooter, offset=(x, 0))
+            await until(pilot, lambda: footer.tooltip is not None)
+            await pilot.pause()
+            hovered = app.screen._compositor.render_strips()[-1]
+            # the binding's own tooltip, as Textual's footer shows it
+            assert footer.tooltip == app.screen.active_bindings["plus"].tooltip
+            assert footer.tooltip
+            # the same text, another background under that key only
+            assert hovered.text == plain.text
+
+            def bg(strip: Any, at: int) -> Any:
+                return strip.crop(at, at + 1)._segments[0].style.bgcolor
+            assert bg(hovered, x) != bg(plain, x)
+            assert bg(hovered, 0) == bg(plain, 0)
