@@ -287,11 +287,10 @@ class Verifier:
                 fold()
                 t1, c1 = time.perf_counter(), time.thread_time()
                 judge(live.snapshot(None, spec.run_id), final=False)
-                t2 = time.perf_counter()
+                t2, c2 = time.perf_counter(), time.thread_time()
                 stats.passes += 1
                 stats.records = live.count
-                cpu = time.thread_time() - c0
-                check_cpu = time.thread_time() - c1
+                cpu, check_cpu = c2 - c0, c2 - c1
                 stats.cpu_s += cpu
                 stats.check_cpu_s += check_cpu
                 stats.max_pass_cpu_s = max(stats.max_pass_cpu_s, cpu)

@@ -406,6 +406,7 @@ def _lr_by_step(cand: RunRecords, r: RunRecords) -> dict[str, Any] | None:
     if steps.size == 0:
         return None
     g = min(cand.lr_all.shape[1], r.lr_all.shape[1])
+    c, rv = cand.lr_all[ic, :g], r.lr_all[ir, :g]
     if isinstance(ic, slice) and isinstance(ir, slice):  # the common steps are both prefixes
         # Each row's verdict is fixed once both runs have it: carried (carry.py), the
         # reference kept in the state so its id stays its own.
@@ -414,10 +415,8 @@ def _lr_by_step(cand: RunRecords, r: RunRecords) -> dict[str, Any] | None:
                           lambda st, src, a, b: _lr_rows(st, src, r, g, a, b), n=steps.size)
         if not st["both"] or st["first"] is None:
             return None
-        c, rv = cand.lr_all[ic, :g], r.lr_all[ir, :g]
         i, grp = st["first"]
         return _lr_found(i, grp, st["bad"], steps, c, rv, cand, r, "step")
-    c, rv = cand.lr_all[ic, :g], r.lr_all[ir, :g]
     both = np.isfinite(c) & np.isfinite(rv)
     if not both.any():
         return None
@@ -601,8 +600,9 @@ def steady_step_s(r: RunRecords, warmup_steps: int) -> float | None:
 
 def _steady_step_s(r: RunRecords, warmup_steps: int) -> float | None:
     # The median of the finite step times at steps >= warm-up, compiled ones left out (all of
-    # them where every one compiled). Carried (carry.py): those values kept sorted, new ones
-    # merged in, the middle read off: O(new) a pass where np.median is O(steps) (18 ms at 1M).
+    # them where every one compiled). Carried (carry.py): those values kept sorted, a pass
+    # sorting only the new ones and merging them in (one copy of the kept ones), the middle
+    # read off, where np.median partitions them all again (18 ms at 1M).
     st = carry.folded(r, ("steady", warmup_steps), lambda: (np.zeros(0), np.zeros(0)),
                       lambda st, src, a, b: _steady_rows(st, src, warmup_steps, a, b))
     for s in st:

@@ -181,7 +181,7 @@ class ReplayScreen(LiveScreen, inherit_bindings=False):
 
 
 def _bars(widget: Widget) -> tuple[int, int]:
-    """The cells a widget's scrollbars take (a 0-wide bar, as the footer's, takes none)."""
+    """The cells a widget's scrollbars take (a bar styled 0 wide takes none)."""
     return widget.scrollbar_size_vertical, widget.scrollbar_size_horizontal
 
 
