@@ -268,6 +268,26 @@ class TestAlarmKeys:
         # error alarms outrank the warning; the older error comes first.
         assert harness.interventions()[0]["target_id"] == "a-clip"
 
+    async def test_an_alarm_selected_before_it_is_listed_is_selected_when_it_is(
+            self, harness: Harness) -> None:
+        # The model has an alarm a tick before the panel lists it: select() in that gap did
+        # nothing (k/o then took the most severe alarm, the CI failure of the two tests here).
+        from scenario import slow_alarm
+
+        app = harness.app()
+        async with app.run_test(size=(120, 40)) as pilot:
+            harness.bus.publish(session_start())
+            harness.bus.publish(slow_alarm())
+            panel = app.screen.query_one(ChecksPanel)
+            await until(pilot, lambda: panel.alarm_order == ["a-slow"])
+            late = ev.AlarmRaised(session_id=SID, ts=slow_alarm().ts + 1, alarm_id="a-late",
+                                  check="numeric-drift", severity="warning", title="late")
+            app.live.model.apply(late)  # the model only: no rebuild until asked
+            panel.select("a-late")
+            assert panel.alarm_order == ["a-slow"] and panel.selected == "a-slow"
+            panel.refresh_alarms()
+            assert panel.selected == "a-late"
+
     async def test_o_overrides_with_a_reason(self, harness: Harness) -> None:
         app = harness.app()
         async with app.run_test(size=(120, 40)) as pilot:
