@@ -456,14 +456,16 @@ def replay_cmd(ctx: click.Context, session: str, db: Path | None, speed: float,
                                          "allow_interspersed_args": False})
 @click.option("--port", type=click.IntRange(0, 65535), default=0,
               help="Port on 127.0.0.1 (default: a free one, printed).")
+@_db_option
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def serve_cmd(ctx: click.Context, port: int, args: tuple[str, ...]) -> None:
+def serve_cmd(ctx: click.Context, port: int, db: Path | None, args: tuple[str, ...]) -> None:
     """The same app in a browser tab: `portside serve run ./project --target tpu`,
     `portside serve replay SESSION`. Listens on 127.0.0.1 only; prints the URL (with its token)."""
     from .serve import serve
 
-    db = (ctx.obj or {}).get("db")
+    # --db before the served command is serve's (after it, the served command's own).
+    db = db or (ctx.obj or {}).get("db")
     serve(list(args), str(db) if db else None, port)
 
 

@@ -8,16 +8,19 @@ binding a public address. Two guards stand in for the login textual-serve does n
 - a random token in the printed URL; the page sets it as a SameSite=Strict, HttpOnly cookie and
   the websocket that drives the app demands it (another local user, or a page that guessed the
   port, gets 403);
-- the websocket's Origin must be this server, so a web page open in the same browser cannot
-  drive the session (approve an edit) through the reviewer's cookie.
+- the websocket's Origin must be this server (as 127.0.0.1 or as localhost, the same
+  loopback socket to the user), so a web page open in the same browser cannot drive the
+  session (approve an edit) through the reviewer's cookie.
 
 One app at a time: each connection would start its own session, so a second tab is refused
-while the first is open.
+(409) while the first is open. A tab opened just after one closed waits for that tab's app to
+finish ending its session (it may take seconds to stop its runs), then gets its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import secrets
 import shlex
 import socket
@@ -30,6 +33,30 @@ import click
 HOST = "127.0.0.1"
 COOKIE = "portside_serve"
 COMMANDS = ("run", "replay", "demo", "sessions")
+# How long a new tab waits for the app of a tab just closed to end before it is refused.
+ENDING_WAIT_S = 60.0
+
+
+def allowed_origins(port: int) -> frozenset[str]:
+    """The Origins of this server's own page: the host it listens on, and localhost (which
+    resolves to that same loopback address for the user typing it)."""
+    return frozenset({f"http://{HOST}:{port}", f"http://localhost:{port}"})
+
+
+class _Tab:
+    """One browser tab's hold on the app: released once, when its websocket closes or its
+    handler ends, whichever is first."""
+
+    def __init__(self, tabs: set[_Tab]) -> None:
+        self.tabs = tabs
+        tabs.add(self)
+
+    def release(self) -> None:
+        self.tabs.discard(self)
+
+
+_CURRENT_TAB: contextvars.ContextVar[_Tab | None] = contextvars.ContextVar(
+    "portside_serve_tab", default=None)
 
 
 def free_port(host: str = HOST) -> int:
@@ -56,7 +83,11 @@ def make_server(command: str, port: int, token: str) -> Any:
     class GuardedServer(Server):
         """textual-serve's server behind the token cookie, the Origin check, one app at once."""
 
-        active = 0
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.tabs: set[_Tab] = set()  # the tabs whose websocket is open
+            self.app_ended = asyncio.Event()  # no app process is running (or ending)
+            self.app_ended.set()
 
         async def _make_app(self) -> web.Application:
             app = await super()._make_app()
@@ -79,16 +110,39 @@ def make_server(command: str, port: int, token: str) -> Any:
                 if not secrets.compare_digest(request.cookies.get(COOKIE, ""), token):
                     raise web.HTTPForbidden(text="no session cookie\n")
                 origin = request.headers.get("Origin")
-                if origin is not None and origin != self.public_url:
+                if origin is not None and origin not in allowed_origins(self.port):
                     raise web.HTTPForbidden(text=f"origin {origin} is not this server\n")
-                if GuardedServer.active:
-                    raise web.HTTPConflict(text="a browser tab already holds this session\n")
-                GuardedServer.active += 1
+                return await self._one_tab(request, handler)
+            raise web.HTTPNotFound()
+
+        async def _one_tab(self, request: web.Request, handler: Any) -> web.StreamResponse:
+            """Serve the tab while no other is open; after the app of a tab just closed ends."""
+            if self.tabs:
+                raise web.HTTPConflict(text="a browser tab already holds this session\n")
+            tab = _Tab(self.tabs)
+            try:
+                try:
+                    await asyncio.wait_for(self.app_ended.wait(), ENDING_WAIT_S)
+                except TimeoutError:
+                    raise web.HTTPConflict(text="the last tab's session is still ending; "
+                                                "try again\n") from None
+                self.app_ended.clear()
+                _CURRENT_TAB.set(tab)
                 try:
                     return await handler(request)
                 finally:
-                    GuardedServer.active -= 1
-            raise web.HTTPNotFound()
+                    self.app_ended.set()
+            finally:
+                tab.release()
+
+        async def _process_messages(self, websocket: Any, app_service: Any) -> None:
+            # textual-serve returns from here when the tab's websocket closes, then waits for
+            # the app to end: the tab is gone from then on, so a new one may queue behind it.
+            try:
+                await super()._process_messages(websocket, app_service)
+            finally:
+                if (tab := _CURRENT_TAB.get()) is not None:
+                    tab.release()
 
         async def on_startup(self, app: web.Application) -> None:
             # Startup runs before the socket listens: print once it accepts, so the URL

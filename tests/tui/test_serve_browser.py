@@ -260,3 +260,52 @@ def test_serve_listens_on_loopback_only(served) -> None:
         with socket.socket() as s, pytest.raises(OSError):
             s.settimeout(2)
             s.connect((addr, port))
+
+
+async def _first_bytes(http: Any, base: str, token: str, origin: str) -> Any:
+    """Open the app's websocket as the page would; returns it once the app has drawn."""
+    ws = await http.ws_connect(f"{base}/ws?width=100&height=30", headers={
+        "Origin": origin, "Cookie": f"portside_serve={token}"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        msg = await asyncio.wait_for(ws.receive(), 60)
+        if msg.type.name == "BINARY" and msg.data:
+            return ws
+        assert msg.type.name in ("BINARY", "TEXT"), msg
+    raise AssertionError("the served app drew nothing in 60 s")
+
+
+async def test_serve_accepts_localhost_as_its_own_origin(served) -> None:
+    """It listens on 127.0.0.1; http://localhost:PORT is the same server to the user (it was
+    refused 403). Another port on localhost is still another origin."""
+    import aiohttp
+
+    url, _db, _proc = served
+    base, token = url.split("/?")[0], url.split("token=")[1]
+    port = int(base.rsplit(":", 1)[1])
+    async with aiohttp.ClientSession() as http:
+        with pytest.raises(aiohttp.WSServerHandshakeError) as err:
+            await http.ws_connect(f"{base}/ws", headers={
+                "Origin": f"http://localhost:{port + 1}", "Cookie": f"portside_serve={token}"})
+        assert err.value.status == 403
+        ws = await _first_bytes(http, base, token, f"http://localhost:{port}")
+        await ws.close()
+
+
+async def test_a_tab_opened_right_after_one_closed_is_served(served) -> None:
+    """Closing a tab ends its app, which takes seconds (its session stops its runs): a tab
+    opened meanwhile got 409 (the slot was held until the old app exited); it waits its turn
+    and is served. A tab opened while another is open is still refused."""
+    import aiohttp
+
+    url, _db, _proc = served
+    base, token = url.split("/?")[0], url.split("token=")[1]
+    async with aiohttp.ClientSession() as http:
+        first = await _first_bytes(http, base, token, base)
+        await first.close()
+        second = await _first_bytes(http, base, token, base)
+        with pytest.raises(aiohttp.WSServerHandshakeError) as third:
+            await http.ws_connect(f"{base}/ws", headers={
+                "Origin": base, "Cookie": f"portside_serve={token}"})
+        assert third.value.status == 409
+        await second.close()

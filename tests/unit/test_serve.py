@@ -32,3 +32,25 @@ def test_free_port_is_on_loopback_and_bindable():
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+def test_db_before_the_served_command_is_serves(monkeypatch, tmp_path):
+    """`portside serve --db X replay last` was refused (--db was taken for the served
+    command's name); --db works after any subcommand elsewhere."""
+    from click.testing import CliRunner
+
+    from portside.cli import serve as serve_mod
+    from portside.cli.main import main
+
+    started: list[str] = []
+
+    class Idle:
+        def serve(self) -> None:
+            pass
+
+    monkeypatch.setattr(serve_mod, "make_server",
+                        lambda command, port, token: started.append(command) or Idle())
+    db = tmp_path / "x.db"
+    res = CliRunner().invoke(main, ["serve", "--db", str(db), "replay", "last"])
+    assert res.exit_code == 0, res.output
+    assert shlex.split(started[0])[3:] == ["--db", str(db), "replay", "last"]
