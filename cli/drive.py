@@ -29,6 +29,8 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
     On the screen: the live app; quitting records the reviewer closing portside."""
     from rich.console import Console
 
+    from portside.store import StoreError
+
     from .headless import ConsoleLog, emit_result, install_signal_handlers
 
     signals = install_signal_handlers(lambda name: engine.stop(f"portside received {name}"))
@@ -37,7 +39,6 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
         log = ConsoleLog(err, show_output=show_output)
         engine.bus.subscribe(lambda e: log(e) if e.seq > after_seq else None)
         from portside.core.bus import RecordingFailed
-        from portside.store import StoreError
 
         try:
             result = asyncio.run(engine.run())
@@ -63,6 +64,10 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
                    engine_stop=lambda: engine.stop(REVIEWER_QUIT))
     app.run()
     engine.stop(REVIEWER_QUIT)
+    try:
+        store.recorder.flush()
+    except StoreError as exc:
+        return recording_failed(store, engine.session_id, exc)
     warm(store, engine.session_id)
     if engine.result is None:
         return 1
@@ -80,11 +85,16 @@ def recording_failed(store: Any, session_id: str, exc: BaseException) -> int:
     import click
 
     from portside.core.textsafe import clean_line
+    from portside.store import DatabaseGone
 
     reason = clean_line(f"recording failed: {exc}", 400)
     closed = store.end_failed_session(session_id, reason)
-    where = ("the session is closed in the log as failed" if closed else
-             "the session could not be closed in the log (it will show as open)")
+    if isinstance(exc, DatabaseGone) or isinstance(exc.__cause__, DatabaseGone):
+        where = f"the session went with the file; nothing was written at {store.path}"
+    elif closed:
+        where = "the session is closed in the log as failed"
+    else:
+        where = "the session could not be closed in the log (it will show as open)"
     click.echo(f"portside: {reason}; runs stopped; {where}", err=True)
     return EXIT_RECORDING_FAILED
 

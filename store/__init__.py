@@ -2,7 +2,7 @@
 
 from .paths import default_db_path, resolve_db_path
 from .queries import Store
-from .recorder import Recorder
+from .recorder import DatabaseGone, Recorder
 from .schema import StoreError
 
-__all__ = ["Recorder", "Store", "StoreError", "default_db_path", "resolve_db_path"]
+__all__ = ["DatabaseGone", "Recorder", "Store", "StoreError", "default_db_path", "resolve_db_path"]

@@ -14,7 +14,7 @@ from portside.core import events as ev
 from portside.core.ledger import LEDGER_KINDS, Ledger, fold
 
 from .codec import ROW_COLUMNS, full_body
-from .recorder import Recorder
+from .recorder import DatabaseGone, Recorder
 from .schema import StoreError, connect, migrate
 
 
@@ -58,6 +58,8 @@ class Store:
         if old is not None:
             with contextlib.suppress(StoreError):
                 old.close()
+            if isinstance(old.failed, DatabaseGone):
+                return False  # the session went with the file: a write here makes a new one
         try:
             if self.conn.execute(
                 "SELECT 1 FROM events WHERE session_id = ? AND kind = 'session.ended' LIMIT 1",

@@ -10,6 +10,7 @@ append (every intervention) returns only after its transaction is committed.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -27,6 +28,35 @@ from .schema import StoreError, connect, migrate
 LOCK_PATIENCE_S = 120.0
 FULL_PATIENCE_S = 10.0
 _RETRY_FIRST_S, _RETRY_MAX_S = 0.05, 1.0
+# How often the writer checks that its path still names the file it writes (deleted or replaced:
+# every commit since went to an unlinked inode). Also checked before a flush/durable append is
+# acknowledged, so a verdict never stands on a lost file. One check is two stat() calls (~2 µs).
+IDENTITY_EVERY_S = 0.5
+
+FileId = tuple[int, int]
+
+
+class DatabaseGone(StoreError):
+    """The database file was deleted or replaced under the writer: what it wrote is lost."""
+
+
+def _file_id(path: Path) -> FileId | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _identity_lost(path: Path, known: dict[Path, FileId]) -> str:
+    """Why the files the writer opened are no longer at their paths ('' while they are)."""
+    for file, was in known.items():
+        now = _file_id(file)
+        if now is None:
+            return f"{file} was deleted while recording"
+        if now != was:
+            return f"{file} was replaced by another file while recording"
+    return ""
 
 
 def _patience(exc: BaseException) -> float:
@@ -51,6 +81,10 @@ class Recorder:
         if busy_timeout_s is not None:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         migrate(self._conn, self.path)
+        # The inodes this writer commits to: the file and its WAL (kept while a connection is open).
+        self._files = {f: i for f in (self.path, Path(f"{self.path}-wal"))
+                       if (i := _file_id(f)) is not None}
+        self._checked_at = time.monotonic()
         # Producers look up where a session's seq resumes on their own connection: the writer's
         # connection belongs to the writer thread.
         self._seq_conn = connect(self.path)
@@ -63,6 +97,7 @@ class Recorder:
         self._waiters: list[Future[None]] = []
         self._writer_idle = False  # waiting on _wake: the next append must notify it
         self._error: BaseException | None = None
+        self._gone = ""  # why the file is no longer at its path, once found
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="portside-store-writer", daemon=True)
         self._thread.start()
@@ -106,7 +141,7 @@ class Recorder:
         self._conn.close()
         self._seq_conn.close()
         if self._error is not None:
-            raise StoreError(str(self._error)) from self._error
+            raise self._again() from self._error
 
     @property
     def failed(self) -> BaseException | None:
@@ -127,7 +162,12 @@ class Recorder:
         if self._closed:
             raise StoreError(f"{self.path}: recorder is closed")
         if self._error is not None:
-            raise StoreError(str(self._error)) from self._error
+            raise self._again() from self._error
+
+    def _again(self) -> StoreError:
+        """The error recording failed with, raised anew for another caller (same class)."""
+        kind = DatabaseGone if isinstance(self._error, DatabaseGone) else StoreError
+        return kind(str(self._error))
 
     def _seq_base(self, session_id: str) -> int:
         nxt = self._next_seq.get(session_id)
@@ -226,13 +266,27 @@ class Recorder:
                     continue
                 self._fail(exc, waiters, patience)
                 return False
+        if not self._still_there(bool(waiters)):
+            self._fail(DatabaseGone(self._gone), waiters, 0.0)
+            return False
         for waiter in waiters:
             waiter.set_result(None)
         return True
 
+    def _still_there(self, now: bool) -> bool:
+        """Whether the path still names the file written to; checked when someone waits for
+        the commit (``now``), else at most every IDENTITY_EVERY_S."""
+        t = time.monotonic()
+        if not now and t - self._checked_at < IDENTITY_EVERY_S:
+            return True
+        self._checked_at = t
+        self._gone = _identity_lost(self.path, self._files)
+        return not self._gone
+
     def _fail(self, exc: BaseException, waiters: list[Future[None]], waited: float) -> None:
         why = f"{exc} (after retrying for {waited:g} s)" if waited else str(exc)
-        error = StoreError(f"{self.path}: recording failed: {why}")
+        kind = DatabaseGone if isinstance(exc, DatabaseGone) else StoreError
+        error = kind(f"{self.path}: recording failed: {why}")
         with self._lock:
             self._error = error
             waiters = waiters + self._waiters

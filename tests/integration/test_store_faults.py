@@ -21,6 +21,8 @@ from portside.core import events as ev
 from portside.store import Store, StoreError
 from portside.store.recorder import Recorder
 
+TINY = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "trainers" / "train_tiny.py"
+
 
 def _seqs(path: Path, sid: str) -> list[int]:
     conn = sqlite3.connect(path)
@@ -123,3 +125,49 @@ def test_verify_with_a_failing_store_stops_the_runs_and_exits(tmp_path: Path) ->
         (sid,) = [r["session_id"] for r in store.sessions()]
         seqs = _seqs(tmp_path / "p.db", sid)
         assert seqs == list(range(1, len(seqs) + 1))
+
+
+@pytest.mark.parametrize("which", ["db", "db-wal-shm", "replaced"])
+def test_database_deleted_during_verify_is_recording_failed(tmp_path: Path, which: str) -> None:
+    """Issue 24 item 10: the file deleted (or replaced) while `verify` runs. SQLite goes on
+    writing to the unlinked inode, so the session was lost while verify said pass, exit 0."""
+    db = tmp_path / "p.db"
+    started, go = tmp_path / "started", tmp_path / "go"
+    (tmp_path / "wait.py").write_text(  # the reference waits for the test, then trains
+        "import os, time\n"
+        f"open({str(started)!r}, 'a').write('x')\n"
+        f"while not os.path.exists({str(go)!r}):\n"
+        "    print('waiting', flush=True)\n"
+        "    time.sleep(0.05)\n")
+    cmd = f"{sys.executable} wait.py && {sys.executable} {TINY} --steps 30"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "portside.cli", "--db", str(db), "verify", "--reference", cmd,
+         "--candidate", cmd, "--target", "cpu", "--reference-runs", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the reference never started"
+            time.sleep(0.05)
+        time.sleep(0.3)  # a few output batches committed to the file before it goes
+        names = {"db": [""], "db-wal-shm": ["", "-wal", "-shm"], "replaced": ["", "-wal", "-shm"]}[which]
+        for suffix in names:
+            os.remove(f"{db}{suffix}")
+        if which == "replaced":
+            Store(db).close()  # another, empty portside database at the same path
+        go.touch()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        go.touch()
+    assert proc.returncode == 3, (out, err[-2000:])
+    assert "recording failed" in err and str(db) in err, err[-2000:]
+    assert ("deleted" if which != "replaced" else "replaced") in err, err[-2000:]
+    assert "Traceback" not in err and "verdict" not in out.lower()
+    if which == "replaced":  # nothing of the lost session was written into the new file
+        with Store(db) as store:
+            assert store.sessions() == []
+    else:
+        assert not db.exists()  # no new, empty file with a dangling session.ended in it
