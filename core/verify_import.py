@@ -9,6 +9,10 @@ Given the tree before instead (``tree_before``: a checkout of the commit the ses
 from), the tree after is it with each file's text after the last edit. Either way every edited
 file must hold the text the transcript says it had there, or the trees are refused with the
 file named: a tree changed since the session would verify something else.
+
+Only the session's folder is rebuilt: an edit whose path is absolute outside it, has ``..``, or
+leads out through a symlink in the tree is listed (``edits_outside_folder``) and never written,
+and every write into the copies goes through descriptors that follow no symlink.
 """
 
 from __future__ import annotations
@@ -19,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from . import events as ev
 from .import_claude_code import edited_files
-from .workspace import Workspace, WorkspaceError
+from .workspace import (
+    Workspace,
+    WorkspaceError,
+    confined_parts,
+    read_confined,
+    unlink_confined,
+    write_confined,
+)
 
 if TYPE_CHECKING:
     from .engine import SessionEngine
@@ -29,19 +40,70 @@ class TreeError(ValueError):
     """The trees of an imported session cannot be rebuilt; the message says which file."""
 
 
-def _read(path: Path) -> str | None:
+def _read(root: Path, rel: str) -> str | None:
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        data = read_confined(root, rel)
+    except WorkspaceError as exc:
+        raise TreeError(f"{root / rel}: cannot read: {exc}") from None
+    if data is None:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TreeError(f"{path}: cannot read: {exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TreeError(f"{root / rel}: cannot read: {exc}") from None
+
+
+def split_edits(events: list[ev.Event], source: Path
+                ) -> tuple[dict[str, tuple[str, str]], list[str]]:
+    """(the edited files inside the session's folder, the paths of the others). A path from a
+    transcript is inside only when it is relative, has no ``..`` and resolves under ``source``
+    without a symlink leading out: what lies outside was the user's, never the copies', and
+    verifying must never write it (the import keeps it, shown as an edit)."""
+    inside: dict[str, tuple[str, str]] = {}
+    outside: list[str] = []
+    for rel, texts in edited_files(events).items():
+        try:
+            confined_parts(source, rel)
+            inside[rel] = texts
+        except WorkspaceError:
+            outside.append(rel)
+    return inside, sorted(outside)
+
+
+def _check_source(files: dict[str, tuple[str, str]], created: set[str], source: Path,
+                  after: bool) -> None:
+    """Every edited file holds the text the transcript says it had there, or TreeError."""
+    for rel, (first, last) in sorted(files.items()):
+        expected: str | None = last if after else (None if rel in created else first)
+        have = _read(source, rel)
+        if have != expected:
+            state = "missing" if have is None else "different"
+            when = "the session's last edit left" if after else "the session's first edit found"
+            raise TreeError(f"{source / rel}: {state} from the text {when} (changed since the "
+                            f"session?); pass the project as it was "
+                            f"{'before the session (--before)' if after else 'after it (--tree)'}"
+                            " instead")
+
+
+def _rebuild(target: Path, files: dict[str, tuple[str, str]], created: set[str],
+             after: bool) -> None:
+    """Put each edited file of the copy ``target`` to its other side of the session, through
+    descriptors that never follow a symlink (a link in the copy cannot lead a write out)."""
+    try:
+        for rel, (first, last) in files.items():
+            if after and rel in created:
+                unlink_confined(target, rel)  # created by the session: not in the tree before
+            else:
+                write_confined(target, rel, (first if after else last).encode("utf-8"))
+    except WorkspaceError as exc:
+        raise TreeError(f"{target}: {exc}") from None
 
 
 def prepare_trees(events: list[ev.Event], dest: Path, *, tree_after: Path | None = None,
                   tree_before: Path | None = None) -> tuple[Path, Path]:
     """(reference tree, candidate tree), made under ``dest`` from exactly one of
-    ``tree_after`` / ``tree_before``. Raises TreeError naming the file that does not fit."""
+    ``tree_after`` / ``tree_before``. Raises TreeError naming the file that does not fit.
+    Edits outside the session's folder (:func:`split_edits`) are left out, never written."""
     if (tree_after is None) == (tree_before is None):
         raise TreeError("give the project as the session left it or as it was before, not both")
     started = events[0] if events and isinstance(events[0], ev.SessionStarted) else None
@@ -53,38 +115,21 @@ def prepare_trees(events: list[ev.Event], dest: Path, *, tree_after: Path | None
     if secret:
         raise TreeError(f"{', '.join(secret)} held a secret, masked in the store: its trees "
                         "cannot be rebuilt from the session")
-    files = edited_files(events)
+    source = tree_after or tree_before
+    assert source is not None
+    files, _outside = split_edits(events, source)
     created = set((started.meta.get("created_files") if started else None) or [])
     if not files:
         raise TreeError("the session applied no edit inside its folder: nothing to verify")
-    source = tree_after or tree_before
-    assert source is not None
     after = tree_after is not None
-    for rel, (first, last) in sorted(files.items()):
-        expected: str | None = last if after else (None if rel in created else first)
-        have = _read(source / rel)
-        if have != expected:
-            state = "missing" if have is None else "different"
-            when = "the session's last edit left" if after else "the session's first edit found"
-            raise TreeError(f"{source / rel}: {state} from the text {when} (changed since the "
-                            f"session?); pass the project as it was "
-                            f"{'before the session (--before)' if after else 'after it (--tree)'}"
-                            " instead")
+    _check_source(files, created, source, after)
     ref, cand = dest / "reference", dest / "candidate"
     try:
         for d in (ref, cand):
             Workspace.pristine_copy(source, d)
     except WorkspaceError as exc:
         raise TreeError(str(exc)) from None
-    target = ref if after else cand
-    for rel, (first, last) in files.items():
-        path = target / rel
-        text = first if after else last
-        if after and rel in created:
-            path.unlink(missing_ok=True)  # created by the session: not in the tree before
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+    _rebuild(ref if after else cand, files, created, after)
     return ref, cand
 
 
@@ -111,10 +156,12 @@ def imported_claim(events: list[ev.Event]) -> str:
 def verify_meta(events: list[ev.Event], source: Path, after: bool) -> dict[str, Any]:
     started = events[0]
     assert isinstance(started, ev.SessionStarted)
+    files, outside = split_edits(events, source)
     return {"verifies": started.session_id,
             "claude_code_session": started.meta.get("claude_code_session", ""),
             "tree": str(source), "tree_is": "after the session" if after else "before it",
-            "edited_files": sorted(edited_files(events))}
+            "edited_files": sorted(files), "edits_outside_folder": outside}
 
 
-__all__ = ["TreeError", "check_outside_claim", "imported_claim", "prepare_trees", "verify_meta"]
+__all__ = ["TreeError", "check_outside_claim", "imported_claim", "prepare_trees", "split_edits",
+           "verify_meta"]

@@ -469,6 +469,30 @@ def _unlink_at(root: str, parts: list[str], rel: str) -> None:
         os.close(dfd)
 
 
+def confined_parts(root: Path | str, rel: str) -> list[str]:
+    """The components of ``rel`` once resolved under ``root``: WorkspaceError when it is
+    absolute, has ``..``, names ``.git``, or leads out of ``root`` through a symlink. For
+    trees that are not workspaces (the copies an imported session is verified in)."""
+    return _confine(os.path.realpath(root), rel)[1]
+
+
+def read_confined(root: Path | str, rel: str) -> bytes | None:
+    """A file's bytes under ``root`` (None when missing), never through a symlink out."""
+    real = os.path.realpath(root)
+    return _read_at(real, _confine(real, rel)[1], rel, None)
+
+
+def write_confined(root: Path | str, rel: str, data: bytes) -> None:
+    """Replace (or create) a file under ``root``; no directory on the way may be a symlink."""
+    real = os.path.realpath(root)
+    _write_at(real, _confine(real, rel)[1], rel, data)
+
+
+def unlink_confined(root: Path | str, rel: str) -> None:
+    real = os.path.realpath(root)
+    _unlink_at(real, _confine(real, rel)[1], rel)
+
+
 # --------------------------------------------------------------------------- git and copies
 
 
