@@ -503,10 +503,27 @@ def _git_env() -> dict[str, str]:
     return env
 
 
+#: Settings that make git run a program, off on every call portside makes (command-line config
+#: outranks every file's): none of a repository's hooks, monitors, pagers, helpers or transports
+#: ever runs on portside's behalf. Filters and textconv need a driver defined in a config: the
+#: workspace's config is put back to :data:`_WORKSPACE_GIT_CONFIG` before each call instead.
+_GIT_SAFE = (
+    "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.pager=cat",
+    "-c", "credential.helper=", "-c", "protocol.allow=never", "-c", "core.askPass=",
+    "-c", "commit.gpgsign=false", "-c", "core.untrackedCache=false", "--no-pager",
+)
+#: The whole config of a workspace's private repository (what ``git init`` writes). A run in
+#: the tree can rewrite .git/config (an fsmonitor, a filter, an include); portside's calls
+#: there read this instead.
+_WORKSPACE_GIT_CONFIG = (
+    b"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+    b"\tlogallrefupdates = true\n"
+)
+
+
 def _git(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = None
          ) -> subprocess.CompletedProcess[bytes]:
-    # No hooks: none of the user's hooks ever runs on portside's behalf.
-    cmd = ["git", "-c", "core.hooksPath=/dev/null", "-C", str(cwd), *args]
+    cmd = ["git", *_GIT_SAFE, "-C", str(cwd), *args]
     try:
         proc = subprocess.run(cmd, env=_git_env(), capture_output=True, timeout=300, input=stdin)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -515,6 +532,33 @@ def _git(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = 
         msg = proc.stderr.decode("utf-8", "replace").strip()
         raise WorkspaceError(f"git {' '.join(args)} failed: {msg}")
     return proc
+
+
+def _own_git_dir(tree: Path) -> list[str]:
+    """The arguments that make git use the workspace's own repository and nothing a run made
+    of it: ``.git`` must still be a directory (not a gitfile or a link to the run's own repo),
+    its config is put back to portside's and a ``commondir`` (another repo's config) removed.
+    Explicit ``--git-dir``, so a ``.git`` the run made in a subfolder is never discovered."""
+    git_dir = tree / ".git"
+    try:
+        st = os.lstat(git_dir)
+    except OSError as exc:
+        raise WorkspaceError(f"the workspace's {git_dir} is gone ({exc.strerror}): its "
+                             "changes cannot be listed through git") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise WorkspaceError(f"the workspace's {git_dir} was replaced by a {_kind(st.st_mode)}"
+                             " (a run made it): portside does not follow it")
+    root = str(tree)
+    try:
+        config = _read_at(root, [".git", "config"], ".git/config", None)
+    except WorkspaceError:
+        config = None  # a link or a special file: replaced below
+    if config != _WORKSPACE_GIT_CONFIG:
+        _write_at(root, [".git", "config"], ".git/config", _WORKSPACE_GIT_CONFIG, 0o644)
+    for extra in ("commondir", "config.worktree"):
+        with contextlib.suppress(WorkspaceError):
+            _unlink_at(root, [".git", extra], f".git/{extra}")
+    return [f"--git-dir={git_dir}", f"--work-tree={tree}"]
 
 
 def _git_repo(project: Path) -> tuple[Path, str, str] | None:
@@ -562,12 +606,15 @@ def _copyable(project: Path, use_git: bool, exclude: frozenset[str], secrets: bo
     return [f for f in files if not is_secret(f)], withheld
 
 
-def _visible_files(tree: Path, use_git: bool, exclude: frozenset[str]) -> list[str]:
+def _visible_files(tree: Path, use_git: bool, exclude: frozenset[str],
+                   repo: Path | None = None) -> list[str]:
     """Relative POSIX paths of the regular files and symlinks a user would call "the
-    project": for git, tracked plus untracked-but-not-ignored; otherwise everything."""
+    project": for git, tracked plus untracked-but-not-ignored; otherwise everything.
+    ``repo``: the workspace's tree, whose .git a run could have written (:func:`_own_git_dir`)."""
     found: list[str] = []
     if use_git:
-        proc = _git(tree, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+        own = _own_git_dir(repo) if repo is not None else []
+        proc = _git(tree, *own, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
         names = sorted({n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n})
         for name in names:
             if _skipped(name.split("/"), exclude):
@@ -637,6 +684,7 @@ def _private_repo(tree: Path, toplevel: Path, prefix: str, files: list[str]) -> 
     the workspace (ignored run outputs, ``git diff``) matches the user's, and nothing in it
     points at the user's .git (no shared config, objects, hooks or worktree registration)."""
     _git(tree, "init", "-q")
+    (tree / ".git" / "config").write_bytes(_WORKSPACE_GIT_CONFIG)  # no template's settings
     # The ignore rules above the project and the repo's own exclude file still apply.
     parts = prefix.split("/") if prefix else []
     for i in range(len(parts)):
@@ -1129,7 +1177,7 @@ class Workspace:
         return self.home / "baseline"
 
     def _visible(self) -> list[str]:
-        return _visible_files(self.root, self.mode == "git", self.exclude)
+        return _visible_files(self.root, self.mode == "git", self.exclude, self.tree)
 
     def _write_baseline(self) -> None:
         blobs = self._baseline_dir / "blobs"
