@@ -18,6 +18,7 @@ from typing import Literal
 
 from . import events as ev
 from .bus import EventBus
+from .checks.alarms import UNOVERRIDABLE
 from .ledger import AlarmEntry, Ledger
 
 Policy = Literal["ask", "runs-only", "auto"]
@@ -299,6 +300,9 @@ class ReviewGate:
         if not reason.strip():
             raise GateError("overriding an alarm needs a reason")
         alarm = self._alarm(alarm_id, for_ack=False)
+        if alarm.check in UNOVERRIDABLE:
+            raise GateError(f"{alarm.check} cannot be overridden: the run's evidence is not its "
+                            "own, so nothing it shows can be weighed (a rerun can pass)")
         rec = self._record("override-alarm", alarm.shown_at or alarm.raised_at,
                            answers=alarm.seq, target_id=alarm.alarm_id, note=reason)
         self.bus.publish(ev.AlarmCleared(session_id=self.session_id, alarm_id=alarm.alarm_id,

@@ -26,6 +26,7 @@ from .alarms import (
 )
 from .batch import check_lr_batch, drift_criteria, global_batch
 from .clipping import check_clipping, clip_share
+from .evidence import check_evidence
 from .numeric import (
     check_drift,
     check_goal,
@@ -50,7 +51,7 @@ from .runtime import (
 __all__ = [
     "KINDS", "SEVERITIES", "TARGETS", "Alarm", "Finding", "RunEnd", "RunRecords",
     "agent_claim_contradicted", "budget_exhausted", "check_budget", "check_clipping",
-    "check_drift", "check_end", "check_fallback", "check_goal", "check_hardware", "check_lr",
+    "check_drift", "check_end", "check_evidence", "check_fallback", "check_goal", "check_hardware", "check_lr",
     "check_lr_batch", "check_nonfinite", "check_rank_average", "check_ranks",
     "check_recompilation", "check_slow", "check_step_count", "device_facts", "global_batch",
     "jsonable", "run_checks", "sort_alarms", "steady_step_s", "to_float", "validate_target",
@@ -63,6 +64,7 @@ def run_checks(references: list[RunRecords], candidate: RunRecords, criteria: Cr
     validate_target(target)
     refs = [r for r in references if r.n > 0]  # a reference without steps gives no envelope
     alarms: list[Alarm] = []
+    alarms += check_evidence(refs, candidate)
     alarms += check_end(references, candidate, criteria, final)
     alarms += check_nonfinite(refs, candidate)
     alarms += check_hardware(candidate, criteria, target, final)

@@ -1,7 +1,10 @@
 """Alarms: what a check found, with evidence a reviewer can judge, and a stable key.
 
 Severities (why each is what it is):
-- critical — `non-finite` loss: the run is numerically broken from that step on.
+- critical — `non-finite` loss: the run is numerically broken from that step on;
+  `evidence-tampered`: the run's records are not what its probe wrote, or its facts are not
+  what its processes did (checks/evidence.py). It cannot be overridden: no record of such a run
+  is a basis for a pass.
 - error — anything that makes the port wrong even when the run exits 0: `numeric-drift`,
   `goal-regression`, `clipping-changed`, `lr-schedule-changed`, `wrong-hardware`,
   `recompilation`, `crashed`, `stalled`, `timed-out`, `no-metrics`, `agent-claim-contradicted`,
@@ -39,8 +42,10 @@ KINDS = (
     "wrong-hardware", "unverified-hardware", "recompilation", "cpu-fallback", "stalled",
     "timed-out", "crashed", "no-metrics", "slow", "agent-claim-contradicted", "budget-exhausted",
     "reference-failed", "ranks-diverged", "step-count-differs", "edit-mismatch",
-    "outside-workspace", "global-batch-changed", "rank-averaging-changed",
+    "outside-workspace", "global-batch-changed", "rank-averaging-changed", "evidence-tampered",
 )
+#: Alarms a reviewer cannot override: the evidence they would be weighed against is forged.
+UNOVERRIDABLE = frozenset({"evidence-tampered"})
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import events as ev
 from . import carry
+from .evidence import Evidence
 from .steps import increasing
 
 # One number parser for every reader of records (checks, metrics table, chart).
@@ -69,6 +70,7 @@ class RunRecords:
     extra: dict[str, np.ndarray] = field(default_factory=dict)  # EXTRA columns present
     ranks: dict[int, RunRecords] = field(default_factory=dict)  # per rank, when > 1 stepped
     rank_facts: dict[int, dict[str, Any]] = field(default_factory=dict)
+    evidence: Evidence = field(default_factory=Evidence)  # portside's own records (evidence.py)
     # Memo of derived series for the checks (see numeric._cached); not part of the data.
     _cache: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -120,8 +122,10 @@ class RunRecords:
         rank_facts: dict[int, dict[str, Any]] = {}
         exits: dict[Any, dict[str, Any]] = {}
         metrics: dict[str, list[float]] = {}
+        evidence = Evidence()
         for rec in records:
             typ = rec.get("type")
+            evidence.add(rec)
             if typ == "step":
                 by_rank.setdefault(rec.get("rank", 0), []).append(rec)
             elif typ == "metric":
@@ -149,6 +153,7 @@ class RunRecords:
                                             exit=exits.get(k), name=f"{name}/rank{k}")
                          for k in ranked}
         out.rank_facts = rank_facts
+        out.evidence = evidence
         return out
 
     @classmethod

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from . import steps as steps_mod
+from .evidence import Evidence
 from .records import EXTRA, RunEnd, RunRecords, _extra_number, to_float
 from .steps import arange
 
@@ -368,6 +369,7 @@ class LiveRecords:
         self.rank_facts: dict[int, dict[str, Any]] = {}
         self.exits: dict[Any, dict[str, Any]] = {}
         self.metrics: dict[str, list[float]] = {}
+        self.evidence = Evidence()
         self.count = 0  # records folded in
         self.common: dict[Any, _Col] = {}  # columns the ranks share while their rows agree
 
@@ -376,6 +378,7 @@ class LiveRecords:
         for rec in records:
             self.count += 1
             typ = rec.get("type")
+            self.evidence.add(rec)
             if typ == "step":
                 steps.setdefault(rec.get("rank", 0), []).append(rec)
             elif typ == "metric":
@@ -420,6 +423,7 @@ class LiveRecords:
             out.ranks = {k: by_rank[k].view(facts=self.rank_facts.get(k), exit=exits.get(k),
                                             name=f"{name}/rank{k}") for k in ranked}
         out.rank_facts = dict(self.rank_facts)
+        out.evidence = self.evidence.copy()
         return out
 
     @property

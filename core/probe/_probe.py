@@ -213,6 +213,10 @@ class Probe:
             os.environ["PORTSIDE_PROBE_ROOT_PID"] = str(self.pid)
             root = str(self.pid)
         self.is_root = root == str(self.pid)
+        # The run's seal key (core/seal.py): every line this probe writes is numbered and
+        # tagged with it, so records copied from another run or edited afterwards show.
+        seal = os.environ.get("PORTSIDE_PROBE_SEAL")
+        self.seal = seal.encode() if seal else None
         # As the user set it: torch_xla writes its silent CPU default back into os.environ.
         self.pjrt_device = os.environ.get("PJRT_DEVICE")
         # Stride of the probe's own grad norm: a number fixes it (0: never); unset means every
@@ -233,6 +237,7 @@ class Probe:
         """Per-process state; also called in a forked child, which starts its own record."""
         self.fd: int | None = None
         self.path: str | None = None
+        self.seq = 0  # the next record's number in this process's file
         self.rank: int | None = None
         self.rank_known = False
         self.queue: list[dict[str, Any]] = []  # records in order, some waiting for values
@@ -1379,7 +1384,19 @@ class Probe:
                 os.makedirs(d, exist_ok=True)
             self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             self.path = path
-        data = "".join(json.dumps(r, default=str, allow_nan=False) + "\n" for r in recs).encode()
+        lines = []
+        for r in recs:
+            body = json.dumps(r, default=str, allow_nan=False)
+            body = f'{body[:-1]}, "seq": {self.seq}}}'
+            self.seq += 1
+            if self.seal is not None:  # the format of core/seal.py: seal_line
+                import hashlib
+                import hmac
+
+                tag = hmac.new(self.seal, body.encode(), hashlib.sha256).hexdigest()[:32]
+                body = f'{body[:-1]}, "mac": "{tag}"}}'
+            lines.append(body + "\n")
+        data = "".join(lines).encode()
         while data:
             n = os.write(self.fd, data)
             data = data[n:]

@@ -1,0 +1,149 @@
+"""Is the evidence the run's own? ``evidence-tampered`` (critical) when it is not.
+
+Three tests, each of something the candidate's code could fake alone but not all together:
+- the seal (core/seal.py): every probe record checked by the runner as it was read; a record
+  that failed is a ``tamper`` record of portside's, and one is enough;
+- the hardware seen from outside (core/observe.py): facts that claim a TPU or a GPU while the
+  run's processes, read by portside after those facts were written (a Python process among
+  them), had no TPU or CUDA library mapped and no such device open;
+- printed metrics against the probe's: an ``[output]`` pattern named like a probe series
+  (loss, grad_norm, lr) with a ``step`` group must agree with the probe at the same steps
+  whenever it agrees in the references (which print the same way): a reference that prints a
+  running average never agrees, and then the candidate is not held to it either.
+
+:class:`Evidence` is the one fold of these records, used by the rebuild and the live fold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .alarms import Alarm
+
+if TYPE_CHECKING:
+    from .records import RunRecords
+
+__all__ = ["Evidence", "check_evidence"]
+
+PRINTED = ("loss", "grad_norm", "lr")  # probe series a printed metric can be held against
+KEEP_FAILURES = 20
+KEEP_PRINTED = 2000  # (step, value) pairs per printed series
+AGREE = 0.8  # share of steps at which a printed value must match the probe's
+_CLAIMS = {"TPU": "tpu", "CUDA": "cuda"}
+_WHAT = {"tpu": "libtpu mapped, /dev/accel* or /dev/vfio/* open",
+         "cuda": "libcuda mapped, /dev/nvidia* open"}
+
+
+@dataclass
+class Evidence:
+    """portside's own records about a run's evidence, folded."""
+
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    failed: int = 0
+    observed: dict[str, Any] | None = None  # the newest (cumulative) observed record
+    printed: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+
+    def add(self, rec: Mapping[str, Any]) -> None:
+        """Fold one record (only tamper, observed and stepped metric records matter)."""
+        typ = rec.get("type")
+        if typ == "tamper":
+            self.failed += int(rec.get("count") or 1)
+            if len(self.failures) < KEEP_FAILURES:
+                self.failures.append({k: rec.get(k) for k in ("why", "file", "line")})
+        elif typ == "observed":
+            self.observed = dict(rec)
+        elif typ == "metric" and rec.get("name") in PRINTED and isinstance(rec.get("step"), int):
+            pairs = self.printed.setdefault(str(rec["name"]), [])
+            v = rec.get("value")
+            if len(pairs) < KEEP_PRINTED and isinstance(v, int | float):
+                pairs.append((int(rec["step"]), float(v)))
+
+    def copy(self) -> Evidence:
+        return Evidence(list(self.failures), self.failed,
+                        dict(self.observed) if self.observed else None,
+                        {k: list(v) for k, v in self.printed.items()})
+
+
+def check_evidence(references: list[RunRecords], candidate: RunRecords) -> list[Alarm]:
+    out: list[Alarm] = []
+    e = candidate.evidence
+    if e.failed:
+        first = e.failures[0] if e.failures else {}
+        out.append(_alarm(f"{e.failed} probe record(s) failed their check: {first.get('why')}",
+                          {"reason": "seal", "failed": e.failed, "first": e.failures[:5]},
+                          "seal"))
+    hw = _hardware(candidate)
+    if hw is not None:
+        out.append(hw)
+    out += _printed(references, candidate)
+    return out
+
+
+def _alarm(title: str, evidence: dict[str, Any], aspect: str) -> Alarm:
+    return Alarm("evidence-tampered", "critical", f"evidence tampered: {title}", evidence,
+                 key=f"evidence-tampered:{aspect}")
+
+
+def _hardware(candidate: RunRecords) -> Alarm | None:
+    facts = candidate.facts or {}
+    need = _CLAIMS.get(str(facts.get("device_kind") or "").upper())
+    seen = candidate.evidence.observed
+    if need is None or seen is None:
+        return None
+    at, claimed_at = seen.get("python_at"), facts.get("t")
+    if not isinstance(at, int | float) or not isinstance(claimed_at, int | float) or at < claimed_at:
+        return None  # no Python process was read after the claim: nothing to hold it to
+    kinds = seen.get("seen") or {}
+    if need in kinds:
+        return None
+    return _alarm(f"facts claim {facts.get('device_kind')} ({facts.get('device_name')}) but no "
+                  f"process of the run had {_WHAT[need]}",
+                  {"reason": "hardware", "claimed": {k: facts.get(k) for k in
+                                                     ("backend", "device_kind", "device_name",
+                                                      "device_count", "real_devices")},
+                   "observed": kinds, "samples": seen.get("samples"),
+                   "processes": seen.get("processes")}, "hardware")
+
+
+def _agreement(pairs: list[tuple[int, float]], rr: RunRecords, name: str) -> float | None:
+    """The best share of printed values equal to the probe's at their step (or one step off:
+    0- vs 1-based counters); None with fewer than 5 comparable steps."""
+    if len(pairs) < 5 or rr.n == 0 or not rr.steps_increasing():
+        return None
+    steps, vals = rr.steps, rr.series(name)
+    at = np.array([s for s, _ in pairs], dtype=np.int64)
+    printed = np.array([v for _, v in pairs], dtype=np.float64)
+    best: float | None = None
+    for off in (0, -1, 1):
+        idx = np.searchsorted(steps, at + off)
+        ok = idx < steps.size
+        idx = np.where(ok, idx, 0)
+        ok &= steps[idx] == at + off
+        probe = vals[idx]
+        ok &= np.isfinite(probe) & np.isfinite(printed)
+        if ok.sum() < 5:
+            continue
+        close = np.abs(printed - probe) <= 0.01 * np.maximum(np.abs(printed), np.abs(probe)) + 5e-3
+        share = float((close & ok).sum() / ok.sum())
+        best = share if best is None else max(best, share)
+    return best
+
+
+def _printed(references: list[RunRecords], candidate: RunRecords) -> list[Alarm]:
+    out = []
+    for name, pairs in candidate.evidence.printed.items():
+        refs = [_agreement(r.evidence.printed.get(name, []), r, name) for r in references]
+        if not refs or any(a is None or a < AGREE for a in refs):
+            continue  # the references do not print the probe's value: no yardstick
+        got = _agreement(pairs, candidate, name)
+        if got is not None and got < AGREE:
+            out.append(_alarm(f"printed {name} disagrees with the probe's at "
+                              f"{1 - got:.0%} of the steps (the references agree)",
+                              {"reason": "printed", "series": name, "agreement": got,
+                               "reference_agreement": refs, "printed": pairs[:10]},
+                              f"printed:{name}"))
+    return out
