@@ -33,7 +33,7 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
 
     from .headless import ConsoleLog, emit_result, install_signal_handlers
 
-    signals = install_signal_handlers(lambda name: engine.stop(f"portside received {name}"))
+    signals = install_signal_handlers(engine.interrupt)
     if headless:
         err = Console(stderr=True, highlight=False)
         log = ConsoleLog(err, show_output=show_output)
@@ -43,9 +43,8 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
         try:
             result = asyncio.run(engine.run())
             store.recorder.flush()  # the verdict stands only once its record is on disk
-        except KeyboardInterrupt:
-            err.print(interrupted or "interrupted: runs killed; the session is recorded as failed")
-            return 128 + (signals[0] if signals else 2)  # 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP
+        except KeyboardInterrupt:  # 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP
+            return _interrupted(err, engine, interrupted, signals[0] if signals else 2)
         except (StoreError, RecordingFailed) as exc:
             return recording_failed(store, engine.session_id, exc)
         except Exception as exc:  # the engine recorded its end (reason) when it got that far
@@ -55,8 +54,7 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
             result = engine.result
         warm(store, engine.session_id)
         if signals:  # stopped by SIGTERM/SIGHUP, and the session ended in good order
-            err.print(interrupted or "interrupted: runs killed; the session is recorded as failed")
-            return 128 + signals[0]
+            return _interrupted(err, engine, interrupted, signals[0])
         return emit_result(result.to_json(), as_json)
     from portside.tui.app import make_app
 
@@ -72,6 +70,16 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
     if engine.result is None:
         return 1
     return 0 if engine.result.verdict == "pass" else 1
+
+
+def _interrupted(err: Any, engine: Any, said: str, signum: int) -> int:
+    """Say that a signal ended the session, and how to continue it; the exit status 128+N."""
+    from portside.core.engine import INTERRUPTED
+
+    err.print(said or "interrupted: runs killed; the session is recorded as failed")
+    if engine.result is not None and engine.result.outcome == INTERRUPTED:
+        err.print(f"`portside run --resume {engine.session_id}` continues it", markup=False)
+    return 128 + signum
 
 
 REVIEWER_QUIT = "the reviewer closed portside"

@@ -20,7 +20,7 @@ def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: b
     from rich.text import Text
 
     from portside.core import events as ev
-    from portside.core.resume import ResumeError, engine_from_log
+    from portside.core.resume import ResumeError, engine_from_log, final_end
     from portside.store import StoreError
     from portside.store.jsonl import refuse_untrusted_resume
 
@@ -36,7 +36,7 @@ def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: b
         except StoreError as exc:
             raise click.ClickException(f"cannot resume: {exc}") from None
         log = list(store.events(sid))
-        ended = next((e for e in log if isinstance(e, ev.SessionEnded)), None)
+        ended = final_end(log)
         if ended is not None:
             raise click.ClickException(
                 f"cannot resume {sid}: it already ended (verdict {ended.verdict}: "

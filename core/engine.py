@@ -104,6 +104,11 @@ class SessionResult:
         }
 
 
+# session.ended's outcome when a signal ended portside (a reboot's SIGTERM, a closed terminal's
+# SIGHUP) before anyone decided: the session is failed for now, and `run --resume` continues it.
+INTERRUPTED = "interrupted"
+
+
 class SessionEngine:
     def __init__(self, config: SessionConfig, sink: Sink | None, session_id: str | None = None,
                  *, resumed: Resumed | None = None):
@@ -149,6 +154,7 @@ class SessionEngine:
         self._rerun: asyncio.Queue[str] | None = None  # created on the engine's loop in run()
         self._decided: asyncio.Event | None = None
         self._stop_reason = ""
+        self._interrupted = ""  # the stop reason a signal gave, while nobody decided otherwise
         self._lock_fd: int | None = None
         self.gate.hooks.abort = self.verifier.abort
         self.gate.hooks.rerun = self.request_rerun
@@ -212,6 +218,15 @@ class SessionEngine:
         self.verifier.abort()
         if self._decided is not None:
             self._decided.set()
+
+    def interrupt(self, signal_name: str) -> None:
+        """A signal ends portside: the live runs are cut off as a kill would cut them (run
+        again on resume), and the session ends as ``interrupted``, which resume continues."""
+        why = f"portside received {signal_name}"
+        if not self._stop_reason:
+            self._interrupted = why
+            self.verifier.cut_off = f"{why} while this run was live"
+        self.stop(why)
 
     def raise_alarm(self, alarm: Alarm, run_id: str = "", **evidence: Any) -> ev.AlarmRaised:
         event = alarm.raised(self.session_id, run_id)
@@ -381,7 +396,7 @@ class SessionEngine:
 
     def _confine_runs(self) -> None:
         """Agent sessions: every run in the sandbox (or, where none, say so on screen)."""
-        from .sandbox import register_workspace, session_sandbox
+        from .sandbox import limits_of, register_workspace, session_sandbox
 
         assert self.workspace is not None
         c = session_sandbox(self.config.project, self.config.work_root or self.workdir,
@@ -389,7 +404,8 @@ class SessionEngine:
                             policy=self.config.policy,
                             # The demo's recording and code ship with portside: not refused.
                             has_agent=self.config.agent is not None and self.config.mode != "demo",
-                            writable=[self.workspace.tree], withheld=self.workspace.withheld)
+                            writable=[self.workspace.tree], withheld=self.workspace.withheld,
+                            limits=limits_of(self.criteria.sandbox))
         self.sandbox = c.sandbox
         register_workspace(self.workspace.tree, c.sandbox)  # the agent's commands: wrap_shell
         self.verifier.runner.use_sandbox(c.sandbox)
@@ -441,6 +457,9 @@ class SessionEngine:
         else:
             verdict, reason = "pass", "no error alarm"
         outcome = last.outcome if last else "failed-error"
+        if self._interrupted and self._stop_reason == self._interrupted \
+                and self.ledger.verdict is None:
+            outcome = INTERRUPTED
         cost = self.cost()
         self.bus.publish(ev.SessionEnded(session_id=self.session_id, verdict=verdict,  # type: ignore[arg-type]
                                          outcome=outcome, reason=reason))

@@ -50,6 +50,15 @@ class Resumed:
     interrupted_runs: list[str] = field(default_factory=list)
 
 
+def final_end(events: list[ev.Event]) -> ev.SessionEnded | None:
+    """The session.ended that closes the session for good; None while it is open, or when
+    its last end was a signal's (``interrupted``: a reboot, a closed terminal), which resumes."""
+    from .engine import INTERRUPTED
+
+    last = next((e for e in reversed(events) if isinstance(e, ev.SessionEnded)), None)
+    return None if last is None or last.outcome == INTERRUPTED else last
+
+
 def resume_meta(config: SessionConfig, workdir: Path) -> dict[str, Any]:
     """What `portside run --resume` needs and cannot derive from the other events. No
     secrets: environments are scrubbed like a run's, the API key is read again at resume."""
@@ -89,7 +98,7 @@ def engine_from_log(events: list[ev.Event], sink: Any, *, policy: Policy | None 
         raise ResumeError("the log does not start with session.started")
     started = events[0]
     sid = started.session_id
-    if any(isinstance(e, ev.SessionEnded) for e in events):
+    if final_end(events) is not None:
         raise ResumeError(f"session {sid} has already ended; there is nothing to resume")
     r = started.meta.get("resume")
     if not isinstance(r, dict) or r.get("version") != RESUME_VERSION:
@@ -145,9 +154,14 @@ def restore(engine: SessionEngine, resumed: Resumed) -> None:
 
     log = resumed.log
     # Everyone who learns from the bus (the ledger, the gate, the screen) sees the past once,
-    # without appending it again.
+    # without appending it again; a signal's end is not the end any more (the log keeps it).
     for event in log:
-        engine.bus.deliver_only(event)
+        if not isinstance(event, ev.SessionEnded):
+            engine.bus.deliver_only(event)
+    last_end = next((e for e in reversed(log) if isinstance(e, ev.SessionEnded)), None)
+    signalled = last_end.reason if last_end is not None and not any(
+        isinstance(e, ev.SessionState) and e.state == "resumed" and e.seq > last_end.seq
+        for e in log) else ""
     started: dict[str, ev.RunStarted] = {}
     finished: dict[str, ev.RunFinished] = {}
     records: dict[str, list[dict[str, Any]]] = {}
@@ -196,7 +210,8 @@ def restore(engine: SessionEngine, resumed: Resumed) -> None:
     n_int = len(resumed.interrupted_runs)
     engine.bus.publish(ev.SessionState(
         session_id=engine.session_id, state="resumed",
-        detail=f"resumed from the log after the engine stopped at seq {log[-1].seq}: "
+        detail=f"resumed from the log after the engine stopped at seq {log[-1].seq}"
+        + (f" ({signalled})" if signalled else "") + ": "
         f"{refs} reference and {len(engine.verifier.candidates)} candidate runs restored"
         + (f", {n_int} interrupted run(s) marked aborted" if n_int else "")
         + (f", {refs_left} reference run(s) still to do" if refs_left else ""),

@@ -21,6 +21,7 @@ from .checks import Alarm, RunEnd, RunRecords, run_checks, sort_alarms
 from .checks.records_live import LiveRecords
 from .costs import PriceTable, load_prices, run_cost_from_facts
 from .criteria import Criteria
+from .ledger import ENGINE_KILLED
 from .outcome import classify_outcome, summarize_run
 from .runner import TAIL_LINES, Executor, OutputPattern, Runner, RunResult, RunSpec
 
@@ -131,6 +132,8 @@ class Verifier:
         self.candidates: list[RunReport] = []
         self.current_run: str | None = None
         self.live_stats = LiveCheckStats()
+        # Set when portside itself is ending (a signal): an aborted run was cut off, not judged.
+        self.cut_off = ""
 
     def abort(self, run_id: str | None = None) -> bool:
         run_id = run_id or self.current_run
@@ -171,6 +174,8 @@ class Verifier:
         )
         if result.reason == "aborted":
             outcome = "aborted"
+            if self.cut_off:  # run again on resume, and never an attempt (as a kill -9's run)
+                result.reason, result.error_message = ENGINE_KILLED, self.cut_off
         report = RunReport(spec.run_id, spec.role, spec.attempt, outcome, result, records,
                            summary, alarms, self._cost(result, records),
                            host=getattr(spec.executor, "label", ""))

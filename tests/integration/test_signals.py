@@ -5,6 +5,7 @@ signal as its reason, the exit status is 128+N."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -83,3 +84,64 @@ def test_signal_ends_the_session_and_kills_the_runs(tmp_path: Path, sig: int) ->
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+TINY = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "trainers" / "train_tiny.py"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_session_ended_by_a_signal_resumes(tmp_path: Path, sig: int) -> None:
+    """Issue 24 item 11: a reboot's SIGTERM (or a closed terminal's SIGHUP) ends the session as
+    `interrupted`, and `portside run --resume` continues it in the same log, with no gap; it
+    was refused before ("already ended"), only a kill -9'd session resumed."""
+    db, marker, pidfile = tmp_path / "s.db", tmp_path / "slept", tmp_path / "sleeper.pid"
+    train = f"{PY} {TINY} --steps 20"
+    # The first candidate run sleeps (the signal comes meanwhile); the resumed one trains.
+    candidate = (f"if [ ! -e {marker} ]; then touch {marker}; echo $$ > {pidfile}; sleep 300; "
+                 f"fi; {train}")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [PY, "-m", "portside.cli", "verify", "--reference", train, "--candidate", candidate,
+         "--target", "cpu", "--reference-runs", "1", "--cwd", str(tmp_path), "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pidfile.exists() and pidfile.read_text().strip()):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the candidate never started"
+            time.sleep(0.05)
+        sleeper = int(pidfile.read_text())
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + sig, err[-2000:]
+    assert not psutil.pid_exists(sleeper) or psutil.Process(sleeper).status() == "zombie"
+    with Store(db) as store:
+        (info,) = store.sessions()
+        sid = info["session_id"]
+        first = list(store.events(sid))
+    (ended,) = [e for e in first if isinstance(e, ev.SessionEnded)]
+    assert (ended.verdict, ended.outcome) == ("fail", "interrupted")
+    assert signal.Signals(sig).name in ended.reason
+
+    res = subprocess.run([PY, "-m", "portside.cli", "run", "--resume", sid, "--headless",
+                          "--json", "--db", str(db)],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout)["verdict"] == "pass"
+    with Store(db) as store:
+        events = list(store.events(sid))
+        runs = store.runs(sid)
+        assert store.session(sid)["verdict"] == "pass"
+    assert events[:len(first)] == first  # the same log, continued
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))  # gap-free
+    ends = [(e.verdict, e.outcome) for e in events if isinstance(e, ev.SessionEnded)]
+    assert ends == [("fail", "interrupted"), ("pass", "passed")]
+    refs = [r["outcome"] for r in runs if r["role"] == "reference"]
+    cands = [r["outcome"] for r in runs if r["role"] == "candidate"]
+    assert refs == ["passed"] and cands == ["aborted", "passed"]  # the reference not run again
+    resumed = [e for e in events if isinstance(e, ev.SessionState) and e.state == "resumed"]
+    assert len(resumed) == 1 and signal.Signals(sig).name in resumed[0].detail
+    assert f"portside run --resume {sid}" in err  # the interrupted command said how
