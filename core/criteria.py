@@ -101,6 +101,9 @@ class BudgetCriteria:
 class SandboxCriteria:
     network: bool = False  # sandboxed runs (agent sessions) reach the network
     secrets: bool = False  # copy secret-looking project files (.env, *.pem, ...) for agent and runs
+    max_processes: int = 16384  # tasks (processes and threads) of one run; 0: no limit
+    max_memory_fraction: float = 0.9  # of this machine's RAM, per run; 0: no limit
+    tmp_size_fraction: float = 0.25  # of RAM, each private tmpfs of a run; 0: the kernel's half
 
 
 @dataclass(frozen=True)
@@ -210,6 +213,12 @@ def _int(minimum: int = 0) -> Check:
     return check
 
 
+def _fraction(v: Any) -> str | None:
+    if not _is_num(v) or not 0 <= v <= 1:
+        return f"must be a number from 0 to 1 (a fraction of this machine's RAM), got {v!r}"
+    return None
+
+
 def _bool(v: Any) -> str | None:
     return None if isinstance(v, bool) else f"must be true or false, got {v!r}"
 
@@ -274,7 +283,8 @@ SCHEMA: dict[str, dict[str, Check]] = {
     "performance": {"max_step_time_ratio": _num()},
     "hardware": {"devices": _int(0)},
     "budget": {"max_attempts": _int(0), "max_cost_usd": _num(), "max_human_minutes": _num()},
-    "sandbox": {"network": _bool, "secrets": _bool},
+    "sandbox": {"network": _bool, "secrets": _bool, "max_processes": _int(0),
+                "max_memory_fraction": _fraction, "tmp_size_fraction": _fraction},
     "hosts": {"reference": _hosts, "candidate": _hosts},
 }
 SECTIONS = (*SCHEMA, "prices", "output")
@@ -399,7 +409,19 @@ def load_criteria(path: str | Path | None) -> Criteria:
         return DEFAULT_CRITERIA
     p = Path(path)
     try:
-        text = p.read_text()
+        data = p.read_bytes()
     except OSError as exc:
         raise CriteriaError(f"{p}: cannot read: {exc.strerror or exc}") from exc
-    return parse_criteria(text, str(p))
+    return parse_criteria(_decode(data, p), str(p))
+
+
+def _decode(data: bytes, path: Path) -> str:
+    """The file's text (TOML is UTF-8); where it is not, the file, line and column say so."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        bad = data[exc.start:exc.end].hex(" ")
+        raise CriteriaError(f"{path}:{line}:{col}: not UTF-8 (byte(s) {bad}); TOML files "
+                            "are UTF-8") from exc

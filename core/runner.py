@@ -201,20 +201,33 @@ class LocalExecutor:
         self, command: str, cwd: Path, env: dict[str, str]
     ) -> tuple[Handle, asyncio.StreamReader]:
         argv = ["/bin/sh", "-c", command]
+        fds: tuple[int, ...] = ()
         if self.sandbox is not None:
-            argv = self.sandbox.wrap(argv, cwd, env)  # its PID namespace ends every descendant
+            from . import limits, seccomp
+
+            # The filter reaches bwrap as a descriptor of its own (read to the end per start).
+            fds = (os.open(seccomp.filter_path(), os.O_RDONLY | os.O_CLOEXEC),)
+            # Limits: the run joins its cgroup (keyed by its probe file, for _classify) first.
+            prefix = limits.start(env.get("PORTSIDE_PROBE_OUT", ""), self.sandbox.limits)
+            # Its PID namespace ends every descendant.
+            argv = [*prefix, *self.sandbox.wrap(argv, cwd, env, seccomp_fd=fds[0])]
         elif sys.platform.startswith("linux"):
             argv = [sys.executable, "-I", "-S", str(REAPER), *argv]
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=str(cwd),
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            limit=1 << 20,
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=str(cwd),
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                limit=1 << 20,
+                pass_fds=fds,
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
         assert proc.stdout is not None
         return _LocalHandle(proc, self.sandbox is not None), proc.stdout
 
@@ -530,7 +543,13 @@ class _Watch:
     def _classify(self, code: int | None, sig: int | None, reason: str, wall: float) -> RunResult:
         err_type, err_msg = parse_traceback(list(self.tail))
         text = "\n".join(self.tail)
-        if reason == "exit":
+        from . import limits  # a sandboxed run's cgroup counters; its cgroup goes here
+
+        hit = limits.finish(os.path.abspath(self.out), text)
+        if reason == "exit" and (code or sig) and hit:
+            reason, err_type = "resource-limit", err_type or "ResourceLimit"
+            err_msg = f"{hit}; {err_msg}" if err_msg else hit
+        elif reason == "exit":
             if sig == signal.SIGKILL and _OOM.search(text) or (code and _OOM.search(text)):
                 reason = "oom"
                 err_type = err_type or "OutOfMemory"

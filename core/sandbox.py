@@ -7,8 +7,22 @@ read-write; the Python the command uses re-exposed read-only where it lives unde
 directory (a venv in the home or the project). Its own PID namespace: when the command ends,
 or portside dies (``--die-with-parent``), every process it started dies with it, including
 those that ``setsid()`` or double-fork. No network unless asked for (criteria
-``[sandbox] network``); loopback always works. No capabilities, no new privileges (bubblewrap's
-defaults).
+``[sandbox] network``); loopback always works.
+
+Hardened for portside running as root too: a user namespace (root maps to ``nobody`` inside;
+on the host the run's files stay root's, see below), every capability dropped (bubblewrap
+keeps them for a privileged caller unless told), no new privileges, no further user namespaces
+(``--disable-userns``) and a seccomp filter (core/seccomp.py) that refuses mounts, new
+namespaces, ptrace and the like. Mounts made before the user namespace are locked in it: even
+a capability regained could not remount them read-write. The run is not mapped to an
+unprivileged *host* uid: bubblewrap maps only its own uid, and a uid other than root's would
+lose what root's runs need (the workspace and probe files it writes, ``/dev/vfio`` and
+``/dev/accel*`` of a TPU, a venv under ``/root``). Limits on processes and memory
+(core/limits.py) and sized private tmpfs mounts come from criteria ``[sandbox]``.
+
+Nothing the agent can write is run or read as a program outside the sandbox: finding which
+Python a command uses (to re-expose it) never looks at a path under the run's writable
+directories or portside's work root.
 
 :func:`unavailable` says why a sandbox cannot be made here (not Linux, no ``bwrap``, no user
 namespaces); :meth:`Sandbox.wrap` turns any argv into its sandboxed argv, for runs and for
@@ -29,11 +43,14 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-__all__ = ["Confinement", "Sandbox", "auto_refusal", "bwrap_path", "register_workspace",
-           "session_sandbox", "unavailable", "wrap_shell"]
+from . import seccomp
+from .limits import Limits
+
+__all__ = ["SECCOMP_FD", "Confinement", "Sandbox", "auto_refusal", "bwrap_path",
+           "hardening", "limits_of", "register_workspace", "session_sandbox", "unavailable", "wrap_shell"]
 
 #: Device nodes accelerators need, bound through when present (the rest of /dev is minimal).
 DEVICE_GLOBS = (
@@ -47,6 +64,9 @@ _QUERY = (
     "import json, sys; print(json.dumps([sys.executable, sys.prefix, sys.exec_prefix,"
     " sys.base_prefix, sys.base_exec_prefix, *sys.path]))"
 )
+#: The descriptor bubblewrap reads the seccomp filter from in shell command lines.
+SECCOMP_FD = 3
+NOBODY = 65534
 
 
 def bwrap_path() -> str | None:
@@ -55,21 +75,70 @@ def bwrap_path() -> str | None:
     return shutil.which(name)
 
 
-@functools.lru_cache(maxsize=4)
-def _probe(bwrap: str) -> str | None:
+def _try(bwrap: str, extra: Sequence[str]) -> tuple[int, str]:
+    """Run /bin/true in a minimal sandbox with ``extra`` flags (and the seccomp filter, if
+    asked for, through SECCOMP_FD): its exit status and last stderr line."""
+    argv = [bwrap, *extra, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--unshare-pid", "--unshare-net", "--die-with-parent", "--", "/bin/true"]
+    fds: tuple[int, ...] = ()
+    if "--seccomp" in extra:
+        fd = os.open(seccomp.filter_path(), os.O_RDONLY)
+        argv[argv.index("--seccomp") + 1] = str(fd)
+        fds = (fd,)
     try:
-        proc = subprocess.run(
-            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-             "--unshare-net", "--die-with-parent", "--", "/bin/true"],
-            capture_output=True, timeout=20,
-        )
+        proc = subprocess.run(argv, capture_output=True, timeout=20, pass_fds=fds)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bubblewrap ({bwrap}) could not be started: {exc}"
-    if proc.returncode != 0:
-        msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        return (f"bubblewrap ({bwrap}) cannot create namespaces here (user namespaces disabled?):"
-                f" {msg[-1] if msg else f'exit {proc.returncode}'}")
-    return None
+        return -1, str(exc)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    return proc.returncode, msg[-1] if msg else f"exit {proc.returncode}"
+
+
+@dataclass(frozen=True)
+class _Profile:
+    flags: tuple[str, ...] = ()  # "--seccomp" is followed by a placeholder fd
+    sized: bool = False  # --size before --tmpfs works
+    error: str | None = None
+
+
+@functools.lru_cache(maxsize=4)
+def _hardening(bwrap: str) -> _Profile:
+    """The hardening flags this bubblewrap takes here (``--seccomp`` with a placeholder fd),
+    or why it cannot make a sandbox at all. A user namespace is used where it can be made
+    (setuid bubblewraps on kernels without unprivileged ones cannot); the capability drop
+    and the seccomp filter are required."""
+    try:
+        helptext = subprocess.run([bwrap, "--help"], capture_output=True, text=True,
+                                  timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return _Profile(error=f"bubblewrap ({bwrap}) could not be started: {exc}")
+    base = ["--cap-drop", "ALL"]
+    if seccomp.supported():
+        if "--seccomp" not in helptext:
+            return _Profile(error=f"bubblewrap ({bwrap}) is too old: it has no --seccomp")
+        base += ["--seccomp", "-1"]
+    userns = ["--unshare-user"]
+    if "--disable-userns" in helptext:
+        userns.append("--disable-userns")
+    if os.getuid() == 0:
+        userns += ["--uid", str(NOBODY), "--gid", str(NOBODY)]
+    for flags in ([*userns, *base], base):
+        code, msg = _try(bwrap, flags)
+        if code == 0:
+            return _Profile(tuple(flags), "--size" in helptext)
+    return _Profile(error=f"bubblewrap ({bwrap}) cannot create namespaces here (user "
+                          f"namespaces disabled?): {msg}")
+
+
+def _probe(bwrap: str) -> str | None:
+    return _hardening(bwrap).error
+
+
+def hardening(bwrap: str | None = None) -> tuple[str, ...]:
+    """The flags :meth:`Sandbox.wrap` adds here (for the screen's detail line and tests)."""
+    return _hardening(bwrap or bwrap_path() or "bwrap").flags
 
 
 def unavailable() -> str | None:
@@ -124,16 +193,22 @@ class Sandbox:
     protected: tuple[str, ...] = ()  # hidden, and never re-exposed for PYTHONPATH (the project)
     network: bool = False
     bwrap: str = "bwrap"
+    limits: Limits = field(default_factory=Limits)
+    #: False: the profile before issue 24 (no user namespace, capabilities kept as root, no
+    #: seccomp, unsized tmpfs): for the start-overhead benchmark's side-by-side only.
+    hardened: bool = True
 
     @classmethod
     def for_project(cls, project: str | os.PathLike[str], *more: str | os.PathLike[str] | None,
-                    network: bool = False, bwrap: str | None = None) -> Sandbox:
+                    network: bool = False, bwrap: str | None = None,
+                    limits: Limits | None = None) -> Sandbox:
         """Hides the project, the git repo around it, the user's home and ``more`` (portside's
         work root)."""
         roots = _project_roots(project)
         hidden = (*roots, *(_real(m) for m in more if m))
         return cls(hidden=tuple(dict.fromkeys(hidden)), scratch=tuple(_homes()),
-                   protected=tuple(roots), network=network, bwrap=bwrap or bwrap_path() or "bwrap")
+                   protected=tuple(roots), network=network, bwrap=bwrap or bwrap_path() or "bwrap",
+                   limits=limits or Limits())
 
     def with_writable(self, *paths: str | os.PathLike[str]) -> Sandbox:
         return replace(self, writable=(*self.writable, *(_real(p) for p in paths)))
@@ -153,12 +228,21 @@ class Sandbox:
             return False
         return not any(_within(h, path) for h in (*self.hidden, *self.scratch))
 
+    def agent_writable(self, cwd: str) -> list[str]:
+        """Where the agent's code can write, now or in an earlier run: the run's cwd, the
+        writable binds, and portside's work root (hidden dirs other than the project's),
+        which holds every workspace and probe directory."""
+        owned = [h for h in self.hidden if h not in self.protected]
+        return list(dict.fromkeys((_real(cwd), *self.writable, *owned)))
+
     def readable_for(self, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list[str]:
         """Paths of the Python(s) the command uses (prefixes, site-packages, PYTHONPATH's
-        entries that are environments) that the hiding would otherwise take away."""
+        entries that are environments) that the hiding would otherwise take away. Nothing
+        under :meth:`agent_writable` is run or read to find them (it could be anything)."""
+        untrusted = tuple(self.agent_writable(cwd))
         paths: list[str] = []
-        for interp in _interpreters(argv, cwd, env):
-            for p in _python_paths(interp, _key_env(env)):
+        for interp in _interpreters(argv, cwd, env, untrusted):
+            for p in _python_paths(interp, _key_env(env, untrusted)):
                 paths.append(_real(p))
         for p in env.get("PYTHONPATH", "").split(os.pathsep):
             # The user's own code on PYTHONPATH stays hidden: runs import their copy of it.
@@ -171,12 +255,27 @@ class Sandbox:
                 out.append(p)
         return out
 
+    def _profile(self) -> _Profile:
+        return _hardening(self.bwrap) if self.hardened else _Profile()
+
+    def _tmpfs(self, path: str, profile: _Profile) -> list[str]:
+        if profile.sized and self.limits.tmp_size:
+            return ["--size", str(self.limits.tmp_size), "--tmpfs", path]
+        return ["--tmpfs", path]
+
     def wrap(self, argv: Sequence[str], cwd: str | os.PathLike[str],
-             env: Mapping[str, str] | None = None) -> list[str]:
-        """The bwrap argv that runs ``argv`` in ``cwd`` (read-write) inside the sandbox."""
+             env: Mapping[str, str] | None = None, seccomp_fd: int | None = None) -> list[str]:
+        """The bwrap argv that runs ``argv`` in ``cwd`` (read-write) inside the sandbox.
+        ``seccomp_fd``: an open descriptor of the filter file that the caller passes to the
+        child (``pass_fds``); without one the argv opens it itself (a ``sh`` in front)."""
         env = os.environ if env is None else env
         cwd_r = _real(cwd)
-        out = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid",
+        profile = self._profile()
+        flags = list(profile.flags)
+        if "--seccomp" in flags:
+            flags[flags.index("--seccomp") + 1] = str(SECCOMP_FD if seccomp_fd is None
+                                                      else seccomp_fd)
+        out = [self.bwrap, *flags, "--die-with-parent", "--new-session", "--unshare-pid",
                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.network:
             out.append("--unshare-net")
@@ -190,7 +289,7 @@ class Sandbox:
             if any(_within(h, d) for d in done):
                 continue  # already inside a hidden directory
             if os.path.isdir(h) and not os.path.islink(h):
-                out += ["--tmpfs", h]
+                out += self._tmpfs(h, profile)
                 done.append(h)
             elif os.path.lexists(h) and not os.path.islink(h):
                 out += ["--ro-bind", "/dev/null", h]
@@ -208,21 +307,46 @@ class Sandbox:
             if h in self.hidden and not any(_within(h, s) for s in self.scratch):
                 out += ["--remount-ro", h]
         out += ["--setenv", "TMPDIR", "/tmp", "--chdir", cwd_r, "--", *argv]
+        if seccomp_fd is None and "--seccomp" in flags:
+            # The filter on SECCOMP_FD, opened by a shell that then becomes bwrap.
+            return ["/bin/sh", "-c", f'exec "$@" {SECCOMP_FD}<"$0"', seccomp.filter_path(), *out]
         return out
 
     def wrap_command(self, command: str, cwd: str | os.PathLike[str],
                      env: Mapping[str, str] | None = None) -> str:
         """A shell command line that runs ``command`` (a shell string) in the sandbox: for
-        commands an agent runs through a tool that takes a string (e.g. Claude Code's Bash)."""
-        return shlex.join(self.wrap(["/bin/sh", "-c", command], cwd, env))
+        commands an agent runs through a tool that takes a string (e.g. Claude Code's Bash).
+        The seccomp filter reaches bwrap by a redirection of the line itself."""
+        argv = self.wrap(["/bin/sh", "-c", command], cwd, env, seccomp_fd=SECCOMP_FD)
+        if "--seccomp" not in argv:
+            return shlex.join(argv)
+        return f"{shlex.join(argv)} {SECCOMP_FD}< {shlex.quote(seccomp.filter_path())}"
 
 
 # --- which Python a command uses ------------------------------------------------------------
 
 
-def _key_env(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+def _key_env(env: Mapping[str, str], untrusted: Sequence[str] = ()
+             ) -> tuple[tuple[str, str], ...]:
+    """What the interpreter query sees of the run's environment: its PYTHONPATH without
+    relative entries or entries the agent can write (a sitecustomize.py there would run)."""
     keep = ("PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "HOME", "VIRTUAL_ENV")
-    return tuple((k, env[k]) for k in keep if k in env)
+    out = []
+    for k in keep:
+        if k not in env:
+            continue
+        v = env[k]
+        if k == "PYTHONPATH":
+            v = os.pathsep.join(p for p in v.split(os.pathsep)
+                                if os.path.isabs(p) and not _untrusted(p, untrusted))
+        out.append((k, v))
+    return tuple(out)
+
+
+def _untrusted(path: str, untrusted: Sequence[str]) -> bool:
+    """Under a directory the agent can write (after links: a link out of it is the agent's
+    choice of target, so the link's own place counts too)."""
+    return any(_within(p, u) for p in (os.path.abspath(path), _real(path)) for u in untrusted)
 
 
 def _shebang(path: str) -> str | None:
@@ -241,9 +365,12 @@ def _shebang(path: str) -> str | None:
     return words[0]
 
 
-def _interpreters(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list[str]:
+def _interpreters(argv: Sequence[str], cwd: str, env: Mapping[str, str],
+                  untrusted: Sequence[str] = ()) -> list[str]:
     """Python interpreters named in the command (``python``, a path to one, a script with a
-    python shebang such as torchrun), plus python3/python on the run's PATH."""
+    python shebang such as torchrun), plus python3/python on the run's PATH. A file under
+    ``untrusted`` is never read nor kept, and neither is an interpreter its shebang names
+    there: the agent wrote them."""
     words: list[str] = []
     for a in argv:
         try:
@@ -259,14 +386,16 @@ def _interpreters(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list
             continue
         exe = (os.path.join(cwd, w) if not os.path.isabs(w) else w) if "/" in w else \
             shutil.which(w, path=path)
-        if not exe or not os.path.isfile(exe) or not os.access(exe, os.X_OK):
+        if not exe or _untrusted(exe, untrusted):
+            continue
+        if not os.path.isfile(exe) or not os.access(exe, os.X_OK):
             continue
         if not _PYTHON.match(os.path.basename(exe)):
             interp = _shebang(exe)
             if interp is None:
                 continue
             exe = interp if "/" in interp else (shutil.which(interp, path=path) or "")
-            if not exe or not _PYTHON.match(os.path.basename(exe)):
+            if not exe or _untrusted(exe, untrusted) or not _PYTHON.match(os.path.basename(exe)):
                 continue
         found.append(os.path.abspath(exe))
     return list(dict.fromkeys(found))
@@ -276,8 +405,9 @@ def _interpreters(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list
 def _python_paths(interp: str, env: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     """sys.prefix & co. and the site-packages of an interpreter, asked of it once."""
     try:
+        # cwd "/": `-c` puts the cwd on sys.path, and portside's may be a workspace.
         proc = subprocess.run([interp, "-c", _QUERY], env=dict(env), capture_output=True,
-                              timeout=30, stdin=subprocess.DEVNULL)
+                              timeout=30, stdin=subprocess.DEVNULL, cwd="/")
         data = json.loads(proc.stdout)
     except (OSError, subprocess.TimeoutExpired, ValueError):
         data = []
@@ -328,6 +458,31 @@ def auto_refusal(policy: str, has_agent: bool, no_sandbox: bool) -> str:
             "--policy ask")
 
 
+def limits_of(criteria: object) -> Limits:
+    """A run's limits from criteria ``[sandbox]`` (a SandboxCriteria: its fractions of RAM)."""
+    return Limits.from_fractions(getattr(criteria, "max_processes", 0),
+                                 getattr(criteria, "max_memory_fraction", 0.0),
+                                 getattr(criteria, "tmp_size_fraction", 0.0))
+
+
+def _confined(sb: Sandbox) -> str:
+    """What holds the run beyond the mounts, for the session's state line."""
+    from .limits import mechanism
+
+    flags = hardening(sb.bwrap)
+    parts = ["no capabilities"]
+    if "--unshare-user" in flags:
+        parts.append("own user namespace")
+    if "--seccomp" in flags:
+        parts.append("seccomp filter")
+    lim = sb.limits
+    if lim.max_processes or lim.max_memory:
+        parts.append(f"limits ({mechanism()}): {lim.describe()}")
+    elif lim.tmp_size:
+        parts.append(f"limits: {lim.describe()}")
+    return ", ".join(parts)
+
+
 @dataclass(frozen=True)
 class Confinement:
     """What an agent session's runs get: the sandbox (None: unconfined), a session.state for
@@ -342,9 +497,10 @@ class Confinement:
 def session_sandbox(project: str | os.PathLike[str], work_root: str | os.PathLike[str] | None,
                     *, network: bool, wanted: bool, policy: str, has_agent: bool,
                     writable: Sequence[str | os.PathLike[str]] = (),
-                    withheld: Sequence[str] = ()) -> Confinement:
+                    withheld: Sequence[str] = (), limits: Limits | None = None) -> Confinement:
     """The sandbox of an agent session's runs (references and candidates alike, so both run
-    in the same world). ``wanted`` False: the user said --no-sandbox."""
+    in the same world). ``wanted`` False: the user said --no-sandbox. ``limits``: each run's
+    (criteria ``[sandbox]``, see :func:`limits_of`)."""
     kept = ""
     if withheld:
         names = ", ".join(withheld[:5]) + (f" and {len(withheld) - 5} more" if len(withheld) > 5
@@ -352,10 +508,12 @@ def session_sandbox(project: str | os.PathLike[str], work_root: str | os.PathLik
         kept = f"; secret-looking files not copied: {names} ([sandbox] secrets = true to copy)"
     reason = unavailable() if wanted else "turned off with --no-sandbox"
     if reason is None:
-        sb = Sandbox.for_project(project, work_root, network=network).with_writable(*writable)
+        sb = Sandbox.for_project(project, work_root, network=network,
+                                 limits=limits).with_writable(*writable)
         net = "network on" if network else "no network"
         return Confinement(sb, "sandboxed", f"runs in bubblewrap: project and home hidden, "
-                                            f"only the workspace writable, {net}{kept}")
+                                            f"only the workspace writable, {net}, "
+                                            f"{_confined(sb)}{kept}")
     refused = auto_refusal(policy, has_agent, not wanted)
     return Confinement(None, "unsandboxed", f"runs are NOT sandboxed: {reason}; the agent's "
                                             f"code runs as you{kept}", refused)

@@ -141,3 +141,30 @@ def test_hosts_section_names_where_each_role_runs() -> None:
     with pytest.raises(CriteriaError) as err:
         parse_criteria('[hosts]\nreference = "ssh://h:99999"\n', "c.toml")
     assert "c.toml" in str(err.value) and "reference" in str(err.value) and "99999" in str(err.value)
+
+
+def test_sandbox_limits_have_defaults_and_are_checked_with_their_line() -> None:
+    c = parse_criteria("")
+    assert (c.sandbox.max_processes, c.sandbox.max_memory_fraction,
+            c.sandbox.tmp_size_fraction) == (16384, 0.9, 0.25)
+    c = parse_criteria("[sandbox]\nmax_processes = 64\nmax_memory_fraction = 0.5\n"
+                       "tmp_size_fraction = 0\n")
+    assert (c.sandbox.max_processes, c.sandbox.max_memory_fraction,
+            c.sandbox.tmp_size_fraction) == (64, 0.5, 0.0)
+    for body, what in (("max_processes = -1", "must be >= 0"),
+                       ("max_processes = 1.5", "must be an integer"),
+                       ("max_memory_fraction = 1.5", "must be a number from 0 to 1"),
+                       ("tmp_size_fraction = nan", "must be a number from 0 to 1"),
+                       ("tmp_size_fraction = true", "must be a number from 0 to 1")):
+        with pytest.raises(CriteriaError) as e:
+            parse_criteria(f"[goal]\nmetric = 'x'\n[sandbox]\nnetwork = false\n{body}\n", "c.toml")
+        key = body.split()[0]
+        assert str(e.value).startswith(f"c.toml:5: sandbox.{key}: {what}"), str(e.value)
+
+
+def test_a_file_that_is_not_utf8_is_named_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "criteria.toml"
+    path.write_bytes(b"[goal]\nmetric = 'acc'\n# caf\xe9 in latin-1\n")
+    with pytest.raises(CriteriaError) as e:
+        load_criteria(path)
+    assert str(e.value).startswith(f"{path}:3:6: not UTF-8 (byte(s) e9)"), str(e.value)

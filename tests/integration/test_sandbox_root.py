@@ -1,0 +1,275 @@
+"""The sandbox holds when portside runs as root (issue 24, items 1, 2 and 6), through real
+bubblewrap and the real runner: nothing the agent writes runs on the host, a run has no
+capability and cannot mount, unshare or ptrace, and a run that forks, fills /tmp or eats
+memory past its limits ends as a classified outcome while the host stays fine."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from portside.core.limits import Limits, mechanism
+from portside.core.runner import Runner, RunResult, RunSpec
+from portside.core.sandbox import Sandbox, unavailable
+
+PY = sys.executable
+needs_bwrap = pytest.mark.skipif(unavailable() is not None,
+                                 reason=f"no sandbox here: {unavailable()}")
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the attacks need root (CI runs as root)")
+needs_cgroup = pytest.mark.skipif(mechanism() == "rlimit",
+                                  reason="no cgroup can be made here")
+
+
+@pytest.fixture
+def host_dir() -> Iterator[Path]:
+    """A directory of the host outside /tmp (which is private in the sandbox anyway) and
+    outside any home or project: only the read-only root stands between a run and it."""
+    where = Path("/var/cache/portside-tests") / uuid.uuid4().hex[:10]
+    where.mkdir(parents=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["rm", "-rf", str(where)], check=False)
+
+
+def _run(sb: Sandbox, command: str, cwd: Path, timeout: float = 120) -> RunResult:
+    runner = Runner("s", lambda e: None, cwd / "probe")
+    runner.use_sandbox(sb)
+    return asyncio.run(runner.run(RunSpec("r1", "candidate", 1, command, cwd, "cpu",
+                                          timeout_s=timeout)))
+
+
+# --- item 1: the agent's files never run on the host ---------------------------------------
+
+EVIL = "#!/bin/sh\necho ran-on-host > {marker}\nexec /bin/true\n"
+
+
+@needs_bwrap
+def test_workspace_interpreter_never_runs_on_the_host(tmp_path: Path, host_dir: Path) -> None:
+    """An executable src/python3 the agent wrote, named by a script's #! line, directly, on
+    PATH or as a sitecustomize on PYTHONPATH: wrapping commands must run none of them."""
+    project, ws = tmp_path / "proj", tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    project.mkdir()
+    marker = host_dir / "marker"
+    evil = ws / "src" / "python3"
+    evil.write_text(EVIL.format(marker=marker))
+    evil.chmod(0o755)
+    train = ws / "src" / "train.py"
+    train.write_text(f"#!{evil}\nprint('hi')\n")
+    train.chmod(0o755)
+    (ws / "lib").mkdir()
+    (ws / "lib" / "sitecustomize.py").write_text(
+        f"open({str(marker)!r}, 'w').write('sitecustomize ran on the host')\n")
+    sb = Sandbox.for_project(project).with_writable(ws)
+    env = {"PATH": f"{ws / 'src'}:/usr/bin:/bin", "PYTHONPATH": str(ws / "lib")}
+    sb.wrap(["/bin/sh", "-c", "src/train.py --config conf/x.yaml"], ws, env)
+    sb.wrap([str(evil), "train.py"], ws, env)
+    sb.wrap(["python3", "train.py"], ws, env)  # found on PATH, in the workspace
+    sb.wrap([PY, "-c", "pass"], ws, env)  # a host Python, with the agent's PYTHONPATH
+    sb.wrap_command("./src/train.py", ws, env)
+    assert not marker.exists(), marker.read_text()
+
+
+@needs_bwrap
+def test_a_host_python_is_still_exposed(tmp_path: Path) -> None:
+    """The fix must not lose what the discovery is for: the Python a command names, outside
+    the writable directories, is found and its prefix re-exposed."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    sb = Sandbox.for_project(tmp_path / "proj").with_writable(ws)
+    res = subprocess.run(sb.wrap([PY, "-c", "import torch, sys; print(sys.prefix)"], ws),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == sys.prefix
+
+
+# --- item 2: no capability, no mount, no new namespace, no ptrace -------------------------
+
+ATTACKS = """
+import ctypes, os, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+def attempt(name, fn):
+    try:
+        print("ATTACK", name, "->", fn(), flush=True)
+    except Exception as e:
+        print("ATTACK", name, "-> ERROR", type(e).__name__, e, flush=True)
+def sh(cmd):
+    p = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    return f"exit {{p.returncode}} {{p.stderr.strip()[:80]}}"
+def call(*args):
+    r = libc.syscall(*args)
+    return f"ret {{r}} errno {{ctypes.get_errno()}}"
+print("CAPEFF", [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0])
+print("UID", os.getuid())
+attempt("umount-hidden", lambda: sh("umount -l {hidden}"))
+attempt("umount-tmp", lambda: sh("umount -l /tmp"))
+attempt("remount-root-rw", lambda: sh("mount -o remount,bind,rw /"))
+attempt("write-host", lambda: open({host_file!r}, "w").write("pwned"))
+attempt("read-secret", lambda: open({secret!r}).read())
+attempt("unshare-user", lambda: sh("unshare -U true"))
+attempt("unshare-mount", lambda: sh("unshare -m true"))
+attempt("clone-newuser", lambda: call(56, 0x10000000 | 17, 0, 0, 0, 0))
+attempt("ptrace-attach-1", lambda: call(101, 16, 1, 0, 0))
+attempt("keyctl", lambda: call(250, 0, 0, 0, 0, 0))
+attempt("bpf", lambda: call(321, 0, 0, 0))
+attempt("subprocess-still-works", lambda: subprocess.run(["true"]).returncode)
+"""
+
+
+def _attacks(out: list[str]) -> dict[str, str]:
+    return {line.split()[1]: line for line in out if line.startswith("ATTACK")}
+
+
+@needs_bwrap
+@as_root
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers of x86_64")
+def test_root_run_has_no_capabilities_and_cannot_escape(tmp_path: Path, host_dir: Path
+                                                        ) -> None:
+    project, ws = tmp_path / "proj", tmp_path / "ws"
+    project.mkdir()
+    ws.mkdir()
+    secret = project / "secret.txt"
+    secret.write_text("the host's secret")
+    host_file = host_dir / "hostfile"
+    host_file.write_text("original")
+    (ws / "attack.py").write_text(ATTACKS.format(hidden=project, host_file=str(host_file),
+                                                 secret=str(secret)))
+    res = _run(Sandbox.for_project(project).with_writable(ws), f"{PY} attack.py", ws)
+    assert res.reason == "exit" and res.exit_code == 0, res.tail
+    assert "CAPEFF 0000000000000000" in res.tail
+    a = _attacks(res.tail)
+    assert len(a) == 12, res.tail
+    for name in ("umount-hidden", "umount-tmp", "remount-root-rw", "unshare-user",
+                 "unshare-mount"):
+        assert "exit 0" not in a[name], a[name]
+    assert "ERROR" in a["write-host"] and "ERROR" in a["read-secret"]
+    for name in ("clone-newuser", "ptrace-attach-1", "keyctl", "bpf"):
+        assert "ret -1 errno 1" in a[name], a[name]  # EPERM from the seccomp filter
+    assert a["subprocess-still-works"].endswith("-> 0")  # clone3 -> ENOSYS -> clone
+    assert host_file.read_text() == "original"
+    assert "the host's secret" not in "\n".join(res.tail)
+
+
+@needs_bwrap
+@as_root
+def test_shell_strings_get_the_filter_too(tmp_path: Path) -> None:
+    """wrap_command (Claude Code's Bash): the filter reaches bwrap by the line's redirection."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    line = Sandbox.for_project(tmp_path / "proj").wrap_command(
+        "grep -E '^(CapEff|Seccomp):' /proc/self/status; mount -o remount,bind,rw /; "
+        "unshare -U true || echo unshare-refused", ws)
+    res = subprocess.run(line, shell=True, capture_output=True, text=True, timeout=60)
+    assert "CapEff:\t0000000000000000" in res.stdout
+    assert "Seccomp:\t2" in res.stdout and "unshare-refused" in res.stdout, res
+
+
+# --- item 6: limits end as classified outcomes ------------------------------------------------
+
+FORKS = """
+import subprocess, sys
+kids = []
+try:
+    for i in range(300):
+        kids.append(subprocess.Popen(["sleep", "30"]))
+except OSError as e:
+    print("fork refused after", len(kids), e, flush=True)
+    for k in kids:
+        k.kill()
+    sys.exit(1)
+print("started", len(kids))
+"""
+
+
+@needs_bwrap
+@needs_cgroup
+def test_a_fork_storm_ends_as_resource_limit(tmp_path: Path) -> None:
+    import psutil
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "forks.py").write_text(FORKS)
+    sb = Sandbox.for_project(tmp_path / "proj", limits=Limits(max_processes=40))
+    res = _run(sb.with_writable(ws), f"{PY} forks.py", ws)
+    assert res.reason == "resource-limit", (res.reason, res.error_message, res.tail)
+    assert "max_processes = 40" in res.error_message
+    assert any("fork refused after" in line for line in res.tail)
+    left = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "30"]]
+    assert left == []  # nothing of it stays behind
+    assert not list(Path("/sys/fs/cgroup").glob(f"*/**/portside-{os.getpid()}/run-*"))
+
+
+@needs_bwrap
+def test_filling_tmp_ends_as_resource_limit(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "fill.py").write_text(textwrap.dedent("""
+        with open("/tmp/fill", "wb") as fh:
+            for _ in range(64):
+                fh.write(b"x" * (1 << 20))
+        print("wrote 64 MiB")
+    """))
+    sb = Sandbox.for_project(tmp_path / "proj", limits=Limits(tmp_size=16 << 20))
+    res = _run(sb.with_writable(ws), f"{PY} fill.py", ws)
+    assert res.reason == "resource-limit", (res.reason, res.error_message, res.tail)
+    assert "tmp_size_fraction = 0.02 GiB" in res.error_message
+    assert not any("wrote 64 MiB" in line for line in res.tail)
+
+
+@needs_bwrap
+@needs_cgroup
+def test_memory_past_the_limit_ends_as_resource_limit(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "eat.py").write_text("b = bytearray(1 << 30)\nb[::4096] = b'x' * len(b[::4096])\n"
+                               "print('ate 1 GiB')\n")
+    sb = Sandbox.for_project(tmp_path / "proj", limits=Limits(max_memory=256 << 20))
+    res = _run(sb.with_writable(ws), f"{PY} eat.py", ws)
+    assert res.reason == "resource-limit", (res.reason, res.error_message, res.tail)
+    assert "max_memory_fraction: 0.25 GiB" in res.error_message
+    assert not any("ate 1 GiB" in line for line in res.tail)
+
+
+# --- and training still works in it --------------------------------------------------------
+
+DDP = """
+import os, torch, torch.distributed as dist
+from torch.utils.data import DataLoader, TensorDataset
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+data = TensorDataset(torch.randn(256, 8), torch.randn(256, 1))
+loader = DataLoader(data, batch_size=32, num_workers=2)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+print("rank", dist.get_rank(), "trained", float(loss), flush=True)
+dist.destroy_process_group()
+"""
+
+
+@needs_bwrap
+def test_torchrun_gloo_with_dataloader_workers_trains_in_the_sandbox(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "ddp.py").write_text(DDP)
+    sb = Sandbox.for_project(tmp_path / "proj", limits=Limits.from_fractions(16384, 0.9, 0.25))
+    cmd = f"{PY} -m torch.distributed.run --nproc-per-node 2 --master-port 29517 ddp.py"
+    res = _run(sb.with_writable(ws), cmd, ws, timeout=300)
+    assert res.reason == "exit" and res.exit_code == 0, res.tail
+    assert sorted(line.split()[1] for line in res.tail if line.startswith("rank ")) == \
+        ["0", "1"], res.tail
+    assert res.steps > 0  # the probe recorded the steps of rank 0
