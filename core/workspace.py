@@ -47,6 +47,8 @@ __all__ = [
     "Listing",
     "Workspace",
     "WorkspaceError",
+    "display_path",
+    "real_path",
 ]
 
 #: Directory names never copied into a workspace nor listed, diffed or patched: VCS data,
@@ -103,7 +105,50 @@ _O_DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
 
 class WorkspaceError(Exception):
     """A refused path or edit, or a workspace that cannot be created/opened; the message is
-    meant to be shown to the agent or the reviewer as is."""
+    meant to be shown to the agent or the reviewer as is (a name's non-UTF-8 bytes escaped,
+    so it can be stored)."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(_SURROGATE.sub(_escape_byte, message))
+
+
+# --------------------------------------------------------------------------- names
+# A file name is any bytes but "/" and NUL; Python holds a non-UTF-8 byte as a lone surrogate
+# (os.fsdecode), which no UTF-8 text (an event, JSON, the terminal) can carry. Every path the
+# workspace hands out is shown with such a byte as \xHH and a backslash as \\; every path it is
+# given is read back the same way, so a shown name round-trips to the same file.
+
+_SURROGATE = re.compile("[\udc80-\udcff]")
+_ESCAPED = re.compile(r"\\(\\|x[89a-fA-F][0-9a-fA-F])?")
+
+
+def _escape_byte(m: re.Match[str]) -> str:
+    return f"\\x{ord(m.group()) - 0xDC00:02x}"
+
+
+def display_path(name: str) -> str:
+    """``name`` as UTF-8 text that says its bytes (see :func:`real_path`)."""
+    if "\\" not in name and not _SURROGATE.search(name):
+        return name
+    return _SURROGATE.sub(_escape_byte, name.replace("\\", "\\\\"))
+
+
+def real_path(shown: str) -> str:
+    """The name :func:`display_path` showed as ``shown``. Any other backslash is refused: it is
+    usually a Windows separator."""
+    if "\\" not in shown:
+        return shown
+
+    def back(m: re.Match[str]) -> str:
+        code = m.group(1)
+        if code is None:
+            head = shown if len(shown) <= 80 else shown[:77] + "..."
+            raise WorkspaceError(f"refused path {head!r}: backslashes are not allowed; use '/'"
+                                 " (a name's own backslash is \\\\, a byte that is not UTF-8 "
+                                 "\\xHH)")
+        return "\\" if code == "\\" else chr(0xDC00 + int(code[1:], 16))
+
+    return _ESCAPED.sub(back, shown)
 
 
 # --------------------------------------------------------------------------- edits
@@ -121,9 +166,10 @@ class Edit:
     new_file: bool = False
 
     def unified_diff(self, context: int = 3) -> str:
-        old = "/dev/null" if self.new_file else _quote_path("a/" + self.path)
+        real = real_path(self.path)
+        old = "/dev/null" if self.new_file else _quote_path("a/" + real)
         return "".join(
-            _diff_lines(self.before, self.after, old, _quote_path("b/" + self.path), context)
+            _diff_lines(self.before, self.after, old, _quote_path("b/" + real), context)
         )
 
     def stats(self) -> tuple[int, int]:
@@ -285,8 +331,11 @@ def _check_rel(rel: object) -> list[str]:
         raise WorkspaceError(
             f"refused path {shown!r}: {len(rel)} characters is longer than the {MAX_PATH_CHARS} allowed"
         )
-    if "\\" in rel:
-        raise WorkspaceError(f"refused path {shown!r}: backslashes are not allowed; use '/'")
+    try:
+        rel.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise WorkspaceError(f"refused path {shown!r}: it holds a lone surrogate that no file "
+                             "name has") from None
     if rel.startswith("/") or re.match(r"[A-Za-z]:", rel):
         raise WorkspaceError(
             f"refused path {shown!r}: absolute paths are not allowed; give a path relative to the project root"
@@ -954,11 +1003,11 @@ class Workspace:
 
     def resolve(self, rel: str) -> Path:
         """The real path of ``rel`` inside the workspace; WorkspaceError if it would leave it."""
-        return Path(_confine(self._root, rel)[0])
+        return Path(_confine(self._root, real_path(rel))[0])
 
     def relpath(self, rel: str) -> str:
-        """``rel`` normalised (real path relative to the root, POSIX separators)."""
-        return "/".join(_confine(self._root, rel)[1])
+        """``rel`` normalised (real path relative to the root, POSIX separators), as shown."""
+        return display_path("/".join(_confine(self._root, real_path(rel))[1]))
 
     def exists(self, rel: str) -> bool:
         return self.resolve(rel).exists()
@@ -1002,13 +1051,13 @@ class Workspace:
         if pat.startswith("./"):
             pat = pat[2:]
         if pat and not any(c in pat for c in "*?["):
-            real, parts = _confine(self._root, pat)  # refuses hostile names here too
+            real, parts = _confine(self._root, real_path(pat))  # refuses hostile names here too
             if os.path.isdir(real):
-                pat = "/".join(parts) + "/**" if parts else ""
+                pat = display_path("/".join(parts)) + "/**" if parts else ""
         rx = _glob_regex(pat) if pat else None
         on_name = bool(pat) and "/" not in pat
         out = Listing()
-        for rel in self._walk():
+        for rel in map(display_path, self._walk()):  # matched and listed as shown
             if rx is None or rx.match(rel.rsplit("/", 1)[-1] if on_name else rel):
                 if len(out) >= limit:
                     out.truncated = True
@@ -1017,17 +1066,18 @@ class Workspace:
         return out
 
     def _read_text(self, rel: str, limit: int | None) -> tuple[str, str | None]:
-        """(normalised path, text or None when missing). Refuses binary files."""
-        _, parts = _confine(self._root, rel)
+        """(normalised path as shown, text or None when missing). Refuses binary files."""
+        _, parts = _confine(self._root, real_path(rel))
         data = _read_at(self._root, parts, rel, limit)
+        shown = display_path("/".join(parts))
         if data is None:
-            return "/".join(parts), None
+            return shown, None
         text = _decode(data)
         if text is None:
             raise WorkspaceError(
                 f"{rel} is a binary file (not UTF-8 text); it cannot be read or edited as text"
             )
-        return "/".join(parts), text
+        return shown, text
 
     def read_file(
         self, rel: str, start_line: int | None = None, end_line: int | None = None
@@ -1059,7 +1109,7 @@ class Workspace:
             raise WorkspaceError(f"bad regular expression {regex!r}: {exc}") from None
         hits = GrepHits()
         for rel in self.list_files(glob, limit=100_000):
-            if os.path.islink(os.path.join(self._root, rel)):
+            if os.path.islink(os.path.join(self._root, real_path(rel))):
                 continue  # its target is searched under its own name
             try:
                 _, text = self._read_text(rel, self.max_read_bytes)
@@ -1120,7 +1170,7 @@ class Workspace:
         )
 
     def _current(self, edit: Edit) -> tuple[list[str], str | None]:
-        _, parts = _confine(self._root, edit.path)
+        _, parts = _confine(self._root, real_path(edit.path))
         data = _read_at(self._root, parts, edit.path, None)
         if data is None:
             return parts, None
@@ -1214,7 +1264,7 @@ class Workspace:
 
     def _norm(self, rel: str) -> str:
         # Lexical only: a deleted file has nothing on disk left to resolve.
-        return "/".join(_check_rel(rel))
+        return "/".join(_check_rel(real_path(rel)))
 
     def _diffable(
         self, paths: Iterable[str] | None = None
@@ -1257,8 +1307,10 @@ class Workspace:
             yield Change(rel, status, not reason, reason), old, new, b, c
 
     def changes(self, paths: Iterable[str] | None = None) -> list[Change]:
-        """Every path that differs from the baseline; ``patchable`` ones are in the patch."""
-        return [change for change, *_ in self._diffable(paths)]
+        """Every path that differs from the baseline; ``patchable`` ones are in the patch
+        (paths as shown: :func:`display_path`)."""
+        return [replace(change, path=display_path(change.path))
+                for change, *_ in self._diffable(paths)]
 
     def diff_patch(self, paths: Iterable[str] | None = None) -> str:
         """The workspace against its baseline as a ``git diff``-style patch, appliable with
@@ -1327,7 +1379,7 @@ class Workspace:
                 mode = 0o755 if c["mode"] == "100755" else 0o644
                 data = _read_at(self._root, ch.path.split("/"), ch.path, None) or b""
                 _write_at(troot, parts, ch.path, data, mode)
-            done.append(ch.path)
+            done.append(display_path(ch.path))
         return done
 
     def __repr__(self) -> str:
