@@ -14,7 +14,6 @@ checked here would mean other calls there.
 
 from __future__ import annotations
 
-import functools
 import os
 import platform
 import struct
@@ -133,10 +132,16 @@ def filter_bytes(arch: str | None = None) -> bytes:
     return b"".join(prog)
 
 
-@functools.lru_cache(maxsize=1)
+_MADE: dict[int, str] = {}  # pid -> the filter file it made
+
+
 def filter_path() -> str:
     """A file holding the filter, made once per process in a new 0700 directory of ours (a
-    path a run cannot write: /tmp is private inside the sandbox, and no other user can)."""
+    path a run cannot write: /tmp is private inside the sandbox, and no other user can);
+    made again if a /tmp cleaner took it during a long session."""
+    path = _MADE.get(os.getpid())
+    if path is not None and os.path.exists(path):
+        return path
     import atexit
     import shutil
     import tempfile
@@ -146,5 +151,11 @@ def filter_path() -> str:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
     with os.fdopen(fd, "wb") as fh:
         fh.write(filter_bytes())
-    atexit.register(shutil.rmtree, where, True)
+    pid = os.getpid()
+    _MADE[pid] = path
+
+    def _remove() -> None:
+        if os.getpid() == pid:  # not in a forked child: the parent still uses it
+            shutil.rmtree(where, ignore_errors=True)
+    atexit.register(_remove)
     return path
