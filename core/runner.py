@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import copy
 import json
 import os
 import re
+import shutil
 import signal
 import sys
 import time
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import events as ev
+from . import observe, seal
 from .batching import Batcher
 from .bus import RecordingFailed
 from .probe import inject_env, probe_dir
@@ -43,7 +46,16 @@ OUTPUT_HOLD_S = 1.0
 OUTPUT_BIG_BYTES = 16384
 RECORD_HOLD_S = 0.5
 RECORD_BIG_BYTES = 8192  # smaller: at fast step rates records are not held for size past ~0.3 s
-RECORD_POLL_S = 0.2
+RECORD_READ_BYTES = 8 << 20  # read at most this much of one probe file per tick
+MAX_RECORD_BYTES = 1 << 20  # a probe record line longer than this is refused, counted
+MAX_TAMPER_RECORDS = 20  # tamper records kept in detail per run; the rest are counted
+# Stored output per run: the first OUTPUT_HEAD_BYTES as they come, then only a count, and the
+# last OUTPUT_TAIL_LINES lines at the end (every line is still read, matched and judged).
+OUTPUT_HEAD_BYTES = 32 << 20
+OUTPUT_TAIL_LINES = 2000
+OBSERVE_EVERY_S = 1.0  # how often the run's processes are read from outside (core/observe.py)
+#: Record types only portside itself writes: one of them in a run's probe file is forged.
+RESERVED_TYPES = frozenset({"metric", "observed", "tamper", "probe-error"})
 KILL_GRACE_S = 1.0
 TAIL_LINES = 200
 MAX_LINE_BYTES = 1 << 20  # an output line is kept whole up to here, then cut visibly
@@ -146,6 +158,17 @@ class _LocalHandle:
 
     def remember(self) -> None:
         self._descendants()
+
+    def live_pids(self) -> list[int]:
+        """The run's processes alive now (remembered too, for the kill at the end)."""
+        try:
+            import psutil
+
+            kids = [k.pid for k in psutil.Process(self.pid).children(recursive=True)]
+        except Exception:
+            return []
+        self._seen.update(kids)
+        return kids
 
     async def wait(self) -> int:
         return await self.proc.wait()
@@ -256,13 +279,23 @@ class Runner:
         self.keep_records = True
 
     def use_sandbox(self, sandbox: Sandbox | None) -> None:
-        """Run every later command of this runner inside ``sandbox`` (local runs only); the
-        probe's output directory is writable in it."""
+        """Run every later command of this runner inside ``sandbox`` (local runs only); each
+        run's own probe folder, and no other run's, is writable in it (see ``run``)."""
         if isinstance(self.executor, LocalExecutor):
             self.probe_dir.mkdir(parents=True, exist_ok=True)
-            self.executor.sandbox = sandbox and sandbox.with_writable(self.probe_dir).with_readable(
+            self.executor.sandbox = sandbox and sandbox.with_readable(
                 probe_dir().parent  # the probe's own code (inject/ loads ../_probe.py)
             )
+
+    def _executor_for(self, spec: RunSpec, run_dir: Path) -> Executor:
+        """The run's executor: a sandboxed local one sees only this run's probe folder, so a
+        candidate can neither read the references' records nor write into them."""
+        executor = spec.executor or self.executor
+        if isinstance(executor, LocalExecutor) and executor.sandbox is not None:
+            own = copy.copy(executor)
+            own.sandbox = executor.sandbox.with_writable(run_dir)
+            return own
+        return executor
 
     def abort(self, run_id: str) -> bool:
         flag = self._aborts.get(run_id)
@@ -272,14 +305,17 @@ class Runner:
         return True
 
     async def run(self, spec: RunSpec) -> RunResult:
-        self.probe_dir.mkdir(parents=True, exist_ok=True)
-        out = self.probe_dir / f"{spec.run_id}.jsonl"
-        for old in self.probe_dir.glob(f"{spec.run_id}*.jsonl"):
-            old.unlink()
+        # One folder per run: the run writes its records there and sees no other run's.
+        run_dir = self.probe_dir / spec.run_id
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        out = run_dir / f"{spec.run_id}.jsonl"
         source = spec.env if spec.env is not None else os.environ
         base = scrub_env(source)
         base.setdefault("PYTHONUNBUFFERED", "1")  # lines as they happen, not at exit
         env = inject_env(base, str(out), spec.seed_offset)
+        key = seal.new_key()
+        env[seal.ENV] = key
         self.emit(
             ev.RunStarted(
                 session_id=self.session_id,
@@ -292,16 +328,17 @@ class Runner:
                 seed_offset=spec.seed_offset,
             )
         )
-        watch = _Watch(self, spec, out, redactor_for(source, spec.command))
-        return await watch.run(env)
+        watch = _Watch(self, spec, out, redactor_for(source, spec.command), key.encode())
+        return await watch.run(env, self._executor_for(spec, run_dir))
 
 
 class _Watch:
     """The state of one live run: output batching, record tailing, limits."""
 
     def __init__(self, runner: Runner, spec: RunSpec, out: Path,
-                 redact: Redactor | None = None) -> None:
+                 redact: Redactor | None = None, key: bytes | None = None) -> None:
         self.runner = runner
+        self.key = key  # the run's seal (core/seal.py); None: records are taken unchecked
         self.redact = redact if redact else None  # secrets the output must not show
         self.spec = spec
         self.out = out
@@ -314,7 +351,17 @@ class _Watch:
         self.records: list[dict[str, Any]] = []
         self.last_activity = time.monotonic()
         self.offsets: dict[Path, int] = {}
+        self.inodes: dict[Path, int] = {}
         self.partial: dict[Path, bytes] = {}
+        self.skipping: dict[Path, int] = {}  # bytes of an over-long record being dropped
+        self.seqs: dict[tuple[str, Any], int] = {}  # (file, pid) → the next record's seq
+        self.tampered = 0
+        self.refused_records = 0
+        self.out_bytes = 0  # output stored so far (the head)
+        self.out_dropped = [0, 0]  # lines, bytes read but not stored past the head
+        self.out_tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
+        self.sighting = observe.Sighting()
+        self.observed_at = 0.0
         self.step_count = 0
         self.record_count = 0
         self.rank0_steps = 0
@@ -346,13 +393,39 @@ class _Watch:
         if self.runner.on_records is not None:
             self.runner.on_records(self.spec.run_id, recs)
 
+    def _store_line(self, line: str, now: float) -> None:
+        """Output goes to the log up to OUTPUT_HEAD_BYTES a run; past it lines are counted,
+        and the last OUTPUT_TAIL_LINES are stored when the run ends (``_flush_tail``)."""
+        size = len(line) + 4
+        if self.out_dropped[0] or self.out_bytes + size > OUTPUT_HEAD_BYTES:  # once cut, in order
+            self.out_dropped[0] += 1
+            self.out_dropped[1] += len(line.encode("utf-8", "surrogateescape"))
+            self.out_tail.append(line)
+            return
+        self.out_bytes += size
+        first = self.pending.add([line], now, size)
+        if first:
+            self._emit(ev.RunOutput(session_id=self.sid, run_id=self.spec.run_id, lines=first))
+
+    def _flush_tail(self) -> None:
+        """The end of an output cut at the head: a line saying how much was left out, then
+        the tail as it was printed."""
+        lines, nbytes = self.out_dropped
+        if not lines:
+            return
+        kept = list(self.out_tail)
+        kept_bytes = sum(len(x.encode("utf-8", "surrogateescape")) for x in kept)
+        gone, gone_bytes = lines - len(kept), nbytes - kept_bytes
+        note = (f"[portside: {gone} lines ({gone_bytes} bytes) of output not stored: a run keeps "
+                f"its first {OUTPUT_HEAD_BYTES >> 20} MiB and its last {len(kept)} lines]")
+        self._flush_output()
+        self._emit(ev.RunOutput(session_id=self.sid, run_id=self.spec.run_id, lines=[note, *kept]))
+
     def _on_line(self, line: str) -> None:
         if self.redact is not None:
             line = self.redact(line)
         self.last_activity = now = time.monotonic()
-        first = self.pending.add([line], now, len(line) + 4)
-        if first:
-            self._emit(ev.RunOutput(session_id=self.sid, run_id=self.spec.run_id, lines=first))
+        self._store_line(line, now)
         self.tail.append(line)
         metrics = []
         for pat in self.spec.patterns:
@@ -375,39 +448,140 @@ class _Watch:
         if len(self.pending) >= OUTPUT_BATCH_LINES:
             self._flush_output()
 
-    def _poll_records(self) -> None:
-        """Read complete new lines from every probe file of this run (all ranks)."""
+    def _poll_records(self, drain: bool = False) -> None:
+        """Read complete new lines from every probe file of this run (all ranks), each checked
+        against the run's seal; what fails is a ``tamper`` record, never the run's record.
+        ``drain``: to the end of every file (the run is over), else one bounded read each."""
         new: list[dict[str, Any]] = []
         nbytes = 0
-        for path in sorted(self.out.parent.glob(f"{self.out.stem}*{self.out.suffix}")):
-            try:
-                with open(path, "rb") as fh:
-                    fh.seek(self.offsets.get(path, 0))
-                    chunk = fh.read()
-            except OSError:
-                continue
-            if not chunk:
-                continue
-            self.offsets[path] = self.offsets.get(path, 0) + len(chunk)
-            data = self.partial.pop(path, b"") + chunk
-            lines = data.split(b"\n")
-            if lines[-1]:
-                self.partial[path] = lines[-1]
-            for raw in lines[:-1]:
-                if not raw.strip():
-                    continue
-                try:
-                    rec = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-                    rec = {"type": "probe-error", "line": decode_line(raw)[:200], "file": path.name}
-                if isinstance(rec, dict):
-                    new.append(rec)
-                    nbytes += len(raw)
+        for path in sorted(self.out.parent.glob(f"*{self.out.suffix}")):
+            while True:
+                at = self.offsets.get(path, 0)
+                for raw in self._new_lines(path):
+                    rec = self._record(path, raw)
+                    if rec is not None:
+                        new.append(rec)
+                        nbytes += len(raw)
+                if not drain or self.offsets.get(path, 0) - at < RECORD_READ_BYTES:
+                    break
         steps = sum(1 for r in new if r.get("type") == "step")
+        if any(r.get("type") == "facts" for r in new):
+            self.observed_at = 0.0  # read the processes at once: the claim is fresh
         if steps:
             self.step_count += steps
             self.last_activity = time.monotonic()
         self._add_records(new, nbytes)
+
+    def _new_lines(self, path: Path) -> list[bytes]:
+        """The complete lines added to ``path`` since the last read (at most
+        RECORD_READ_BYTES a tick); a line over MAX_RECORD_BYTES is dropped as it streams."""
+        try:
+            with open(path, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                at = self.offsets.get(path, 0)
+                if self.inodes.setdefault(path, st.st_ino) != st.st_ino:
+                    self._tamper(path, "the record file was replaced while the run wrote it")
+                    self.inodes[path] = st.st_ino
+                if st.st_size < at:
+                    self._tamper(path, f"the record file shrank from {at} to {st.st_size} bytes")
+                    at = st.st_size
+                fh.seek(at)
+                chunk = fh.read(RECORD_READ_BYTES)
+        except OSError:
+            return []
+        self.offsets[path] = at + len(chunk)
+        if not chunk:
+            return []
+        skipped = self.skipping.pop(path, None)
+        if skipped is not None:
+            cut = chunk.find(b"\n")
+            if cut < 0:
+                self.skipping[path] = skipped + len(chunk)
+                return []
+            self._refuse(path, skipped + cut)
+            chunk = chunk[cut + 1:]
+        lines = (self.partial.pop(path, b"") + chunk).split(b"\n")
+        last = lines.pop()
+        if len(last) > MAX_RECORD_BYTES:
+            self.skipping[path] = len(last)  # never held: a 300 MB line costs nothing here
+        elif last:
+            self.partial[path] = last
+        return lines
+
+    def _refuse(self, path: Path, size: int) -> None:
+        self.refused_records += 1
+        if self.refused_records <= MAX_TAMPER_RECORDS:
+            self._add_records([{"type": "probe-error", "file": path.name, "t": time.time(),
+                                "line": f"record of {size} bytes refused (over "
+                                        f"{MAX_RECORD_BYTES} bytes)"}], 100)
+
+    def _tamper(self, path: Path, why: str, raw: bytes = b"") -> None:
+        self.tampered += 1
+        if self.tampered <= MAX_TAMPER_RECORDS:
+            rec: dict[str, Any] = {"type": "tamper", "source": "portside", "t": time.time(),
+                                   "file": path.name, "why": why}
+            if raw:
+                rec["line"] = decode_line(raw[:160])
+            self._add_records([rec], 200)
+
+    def _record(self, path: Path, raw: bytes) -> dict[str, Any] | None:
+        if not raw.strip():
+            return None
+        if len(raw) > MAX_RECORD_BYTES:
+            self._refuse(path, len(raw))
+            return None
+        body = raw
+        if self.key is not None:
+            body, why = seal.check_line(self.key, raw)
+            if why:
+                self._tamper(path, why, raw)
+                return None
+        try:
+            rec = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            return {"type": "probe-error", "line": decode_line(raw)[:200], "file": path.name}
+        if not isinstance(rec, dict):
+            return None
+        seq = rec.pop("seq", None)
+        if rec.get("type") in RESERVED_TYPES:
+            self._tamper(path, f"a {rec.get('type')!r} record is portside's own, never the run's",
+                         raw)
+            return None
+        if self.key is not None:
+            where = (path.name, rec.get("pid"))
+            want = self.seqs.get(where, 0)
+            self.seqs[where] = (seq + 1) if isinstance(seq, int) else want
+            if seq != want:
+                self._tamper(path, f"record {seq} where {want} was next (records dropped, "
+                                   f"replayed or reordered)", raw)
+                return None
+        return rec
+
+    def _end_evidence(self, handle: Handle) -> None:
+        """The run's last word on its evidence: what was seen of it from outside, how many
+        records failed their check or were refused past the detailed ones."""
+        self._observe(handle, final=True)
+        for n, what in ((self.tampered, "tamper"), (self.refused_records, "probe-error")):
+            if n > MAX_TAMPER_RECORDS:
+                more = n - MAX_TAMPER_RECORDS
+                self._add_records([{"type": what, "source": "portside", "t": time.time(),
+                                    "count": more, "file": "", "why": f"{more} more records failed"
+                                    " their check" if what == "tamper" else "",
+                                    "line": f"{more} more records refused"}], 200)
+
+    def _observe(self, handle: Handle, final: bool = False) -> None:
+        """Read the run's processes from outside (local runs): what they mapped and opened."""
+        now = time.monotonic()
+        if not final and now - self.observed_at < OBSERVE_EVERY_S:
+            return
+        if not isinstance(handle, _LocalHandle):
+            return
+        self.observed_at = now
+        pids = [] if final else handle.live_pids()
+        if not pids and not final:
+            return
+        if observe.sample(self.sighting, pids) or final or self.sighting.samples == 1:
+            self._add_records([self.sighting.record(time.time(), final)], 300)
 
     def _publish(self, fn: Callable[..., None], *args: Any) -> None:
         """Hand output to the sink; a sink that fails (the store cannot record) is noted once,
@@ -458,13 +632,12 @@ class _Watch:
             self._publish(self._poll_records)
             self._publish(self._flush_records, False)
 
-    async def run(self, env: dict[str, str]) -> RunResult:
+    async def run(self, env: dict[str, str], executor: Executor) -> RunResult:
         spec = self.spec
         t0 = time.monotonic()
         abort = asyncio.Event()
         self.runner._aborts[spec.run_id] = abort
         try:
-            executor = spec.executor or self.runner.executor
             handle, stream = await executor.start(spec.command, spec.cwd, env)
         except OSError as exc:  # a remote executor's RemoteError names its own reason
             return self._finish(None, None, getattr(exc, "reason", "crashed"), 0.0,
@@ -483,6 +656,7 @@ class _Watch:
                     handle.remember()
                     if handle.returncode is not None:
                         break  # the command ended; what it left running is killed below
+                    self._publish(self._observe, handle)
                 now = time.monotonic()
                 if abort.is_set():
                     reason = "aborted"
@@ -515,8 +689,10 @@ class _Watch:
         stop.set()
         await ticker
         self._publish(self._flush_output)
-        self._publish(self._poll_records)
+        self._publish(self._poll_records, True)
+        self._publish(self._end_evidence, handle)
         self._publish(self._flush_records)
+        self._publish(self._flush_tail)
         if self.sink_error is not None:
             raise RecordingFailed(f"run {spec.run_id} stopped: {self.sink_error}") from self.sink_error
         wall = time.monotonic() - t0

@@ -30,9 +30,13 @@ from portside.core.runner import Executor, LocalExecutor, Runner, RunSpec  # noq
 
 PRINTER = ("import time\nfor i in range({n}):\n    print(f'stamp {{time.time()!r}}', flush=True)\n"
            "    time.sleep(0.02)\n")
-WRITER = ("import json, os, time\nout = open(os.environ['PORTSIDE_PROBE_OUT'], 'a')\n"
-          "for i in range({n}):\n    out.write(json.dumps({{'type': 'metric', 'name': 'x', "
-          "'value': i, 't': time.time()}}) + '\\n')\n    if i % 100 == 99:\n"
+# Sealed as the probe seals its lines (core/seal.py): the runner refuses anything else.
+WRITER = ("import hashlib, hmac, json, os, time\nout = open(os.environ['PORTSIDE_PROBE_OUT'], 'a')\n"
+          "key = os.environ['PORTSIDE_PROBE_SEAL'].encode()\n"
+          "for i in range({n}):\n    b = json.dumps({{'type': 'hold', 'value': i, 't': time.time(),"
+          " 'seq': i}})\n"
+          "    m = hmac.new(key, b.encode(), hashlib.sha256).hexdigest()[:32]\n"
+          "    out.write(b[:-1] + ', \"mac\": \"' + m + '\"}}\\n')\n    if i % 100 == 99:\n"
           "        out.flush()\nout.close()\n")
 
 
@@ -56,7 +60,7 @@ async def _run(executor: Executor, probe: Path, cwd: Path, script: str, tag: str
                     lags.append(now - float(line.split()[1]))
         elif isinstance(event, ev.RunRecord):
             for r in event.records:
-                if r.get("name") == "x":
+                if r.get("type") == "hold" and "value" in r:
                     rec_arrivals.append(now)
                     rec_lags.append(now - r["t"])
 

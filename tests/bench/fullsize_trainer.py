@@ -10,6 +10,8 @@ step that completed the drift window.
     python -S fullsize_trainer.py STEPS RANKS LINES DRIFT_AT SEED
 """
 
+import hashlib
+import hmac
 import json
 import math
 import os
@@ -23,11 +25,24 @@ out = os.environ["PORTSIDE_PROBE_OUT"]
 stem, suffix = os.path.splitext(out)
 files = [open(out if r == 0 else f"{stem}.rank{r}{suffix}", "w", buffering=1 << 20)  # noqa: SIM115
          for r in range(ranks)]  # closed at the end
+KEY = os.environ.get("PORTSIDE_PROBE_SEAL", "").encode()
+seqs = [0] * ranks
+
+
+def sealed(r: int, body: str) -> str:
+    """A record line as the probe seals it (core/seal.py): numbered per file, tagged."""
+    body = f'{body[:-1]},"seq":{seqs[r]}}}'
+    seqs[r] += 1
+    if KEY:
+        body = f'{body[:-1]}, "mac": "{hmac.new(KEY, body.encode(), hashlib.sha256).hexdigest()[:32]}"}}'
+    return body + "\n"
+
+
 rng = random.Random(seed)
 for r, fh in enumerate(files):
-    fh.write(json.dumps({"type": "facts", "rank": r, "backend": "cpu", "device_kind": "CPU",
+    fh.write(sealed(r, json.dumps({"type": "facts", "rank": r, "backend": "cpu", "device_kind": "CPU",
                          "device_name": "cpu", "device_count": 1, "world_size": ranks,
-                         "param_devices": [f"cpu:{r}"]}) + "\n")
+                         "param_devices": [f"cpu:{r}"]})))
 filler = "  data loader: prefetched batch, 8 workers busy, 0 waiting" + " " * 20
 flush_at = time.time()
 write = sys.stdout.write
@@ -46,7 +61,7 @@ for k in range(steps):
                "step_s": 0.01 * (1.0 + 0.1 * rng.random()), "t": t}
         if k % 10 == 0:  # as the probe: the ranks' parameter checksum every 10th step
             rec["param_sum"] = 100.0 + k * 1e-3
-        fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+        fh.write(sealed(r, json.dumps(rec, separators=(",", ":"))))
     write(f"Train Epoch: {e} [{b + 1}/{PER_EPOCH}] Loss: {base:.4f}\n")
     for _ in range(lines - 1):
         write(filler + "\n")
@@ -56,6 +71,6 @@ for k in range(steps):
             fh.flush()
         sys.stdout.flush()
 for r, fh in enumerate(files):
-    fh.write(json.dumps({"type": "exit", "rank": r, "compiles": 0}) + "\n")
+    fh.write(sealed(r, json.dumps({"type": "exit", "rank": r, "compiles": 0})))
     fh.close()
 sys.stdout.flush()
