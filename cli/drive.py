@@ -5,6 +5,7 @@ resume: the exit status is 0 pass, 1 fail, 3 recording failed, 128+N interrupted
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,8 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
 
     from .headless import ConsoleLog, emit_result, install_signal_handlers
 
-    signals = install_signal_handlers(engine.interrupt)
     if headless:
+        signals = install_signal_handlers(engine.interrupt)
         err = Console(stderr=True, highlight=False)
         log = ConsoleLog(err, show_output=show_output)
         engine.bus.subscribe(lambda e: log(e) if e.seq > after_seq else None)
@@ -60,16 +61,39 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
 
     app = make_app(bus=engine.bus, gate=engine.gate, info=engine.info, engine_run=engine.run,
                    engine_stop=lambda: engine.stop(REVIEWER_QUIT))
-    app.run()
+    app.on_terminal_gone = lambda: engine.interrupt("SIGHUP")  # a hangup nobody signalled
+
+    def on_signal(name: str) -> None:
+        engine.interrupt(name)
+        app.end_by_signal(name)  # the app ends once the engine has, with nobody to read it
+
+    signals = install_signal_handlers(on_signal)
+    with contextlib.suppress(KeyboardInterrupt):  # a signal's grace ran out: asyncio
+        app.run()                                 # cancelled the app
+    if app.terminal_gone or "SIGHUP" in app.signalled:
+        _quiet_stdio()  # writing to a hung-up terminal fails (EIO), at exit too
     engine.stop(REVIEWER_QUIT)
     try:
         store.recorder.flush()
     except StoreError as exc:
         return recording_failed(store, engine.session_id, exc)
     warm(store, engine.session_id)
+    if signals or app.terminal_gone:
+        err = Console(stderr=True, highlight=False)
+        return _interrupted(err, engine, interrupted, signals[0] if signals else 1)
     if engine.result is None:
         return 1
     return 0 if engine.result.verdict == "pass" else 1
+
+
+def _quiet_stdio() -> None:
+    """Point stdin, stdout and stderr at /dev/null: the terminal is gone."""
+    import os
+
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
 
 
 def _interrupted(err: Any, engine: Any, said: str, signum: int) -> int:

@@ -9,15 +9,19 @@ shown, never raised. Events already in the log (``history``) are rendered first.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import IO, Any
 
 from textual import on
 from textual.app import App
 from textual.binding import Binding
+from textual.driver import Driver
+from textual.message import Message
 from textual.worker import Worker, WorkerState
 
 from portside.core import events as ev
@@ -30,6 +34,77 @@ from .model import SessionModel
 from .screens.live import COMPARE_TOOLTIP, LiveScreen
 
 ENGINE_WORKER = "engine"
+#: After SIGTERM/SIGHUP, how long the engine has to end in order (runs aborted and recorded)
+#: before the app exits regardless.
+SIGNAL_GRACE_S = 5.0
+
+
+class TerminalGone(Message):
+    """The terminal stopped taking output (hung up): the app ends, its runs are stopped."""
+
+
+class _DroppingOutput:
+    """The terminal file Textual's writer thread writes to, once the terminal may be gone.
+
+    A hung-up tty fails every write with EIO; Textual's writer thread does not catch it and
+    dies, its queue (30 writes) fills, and the app's next write blocks for ever in Queue.put:
+    the process outlived its terminal (issue 24 item 12). Here a failed write is dropped and
+    the app is told once; nothing is written after that."""
+
+    def __init__(self, file: IO[str], on_gone: Callable[[], None]) -> None:
+        self._file = file
+        self._on_gone = on_gone
+        self.gone = False
+
+    def _lost(self) -> None:
+        if not self.gone:
+            self.gone = True
+            self._on_gone()
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self._file.write(text)
+            except (OSError, ValueError):  # EIO/EPIPE, or closed
+                self._lost()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._file.flush()
+            except (OSError, ValueError):
+                self._lost()
+
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+    def isatty(self) -> bool:
+        return not self.gone and self._file.isatty()
+
+
+def _post(app: App[Any], message: Message) -> None:
+    app.post_message(message)  # thread-safe: the writer thread tells the app
+
+
+def _hangup_safe(base: type[Driver]) -> type[Driver]:
+    """``base`` (Textual's Linux driver) writing through _DroppingOutput, and not restarting
+    the screen on the SIGCONT a hangup sends with its SIGHUP (Ctrl-Z then fg still works)."""
+
+    class HangupSafeDriver(base):  # type: ignore[valid-type,misc]
+        def __init__(self, app: App[Any], **kwargs: Any) -> None:
+            super().__init__(app, **kwargs)
+            self._output = _DroppingOutput(self._file,  # type: ignore[has-type]
+                                           lambda: _post(app, TerminalGone()))
+            self._file = self._output
+
+        def _sigcont_application(self, *args: Any) -> None:
+            signalled: str = getattr(self._app, "signalled", "")
+            if self._output.gone or signalled:
+                return  # the SIGCONT of a hangup: there is no screen to restart
+            super()._sigcont_application(*args)
+
+    return HangupSafeDriver
 
 
 class PortsideApp(App[None]):
@@ -65,6 +140,43 @@ class PortsideApp(App[None]):
         self._last_history_seq = max((e.seq for e in self._history), default=0)
         self._unsubscribe: Callable[[], None] | None = None
         self.engine_error: BaseException | None = None
+        self.signalled = ""  # the signal (SIGTERM, SIGHUP) that ends the app, once one came
+        self.terminal_gone = False
+        # What ends the engine when the terminal is gone (a hangup); default: engine_stop.
+        self.on_terminal_gone: Callable[[], None] | None = None
+        self._engine_done = engine_run is None
+
+    def get_driver_class(self) -> type[Driver]:
+        base = super().get_driver_class()
+        try:
+            from textual.drivers.linux_driver import LinuxDriver
+        except ImportError:  # not POSIX
+            return base
+        return _hangup_safe(base) if base is LinuxDriver else base
+
+    # --- ending without a reviewer: a signal, the terminal gone ------------------------------
+
+    def end_by_signal(self, name: str) -> None:
+        """Called from a signal handler (SIGTERM, SIGHUP): the app exits once the engine has
+        ended in order (the caller stopped it), or after SIGNAL_GRACE_S regardless."""
+        self.signalled = self.signalled or name
+        with contextlib.suppress(RuntimeError):  # no loop: the app is not running
+            asyncio.get_running_loop().call_soon_threadsafe(self._exit_soon)
+
+    def _exit_soon(self) -> None:
+        if self._engine_done:
+            self.exit()
+        else:
+            self.set_timer(SIGNAL_GRACE_S, self.exit)
+
+    @on(TerminalGone)
+    def _terminal_gone(self) -> None:
+        self.terminal_gone = True
+        stop = self.on_terminal_gone or self.engine_stop
+        if stop is not None and not self.signalled:
+            stop()  # no SIGHUP handler did it (yet)
+        self.signalled = self.signalled or "terminal gone"
+        self._exit_soon()
 
     # --- wiring ------------------------------------------------------------------------------
 
@@ -133,6 +245,11 @@ class PortsideApp(App[None]):
                 self.notify(reason, title=f"{worker.name} failed", severity="error", timeout=60)
         elif event.state == WorkerState.SUCCESS and worker.name == ENGINE_WORKER:
             self.notify("the session engine finished", timeout=5)
+        if worker.name == ENGINE_WORKER and event.state in (
+                WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            self._engine_done = True
+            if self.signalled:
+                self.exit()  # ended by a signal: nobody is there to read the result
 
     # --- app-wide actions --------------------------------------------------------------------
 

@@ -176,3 +176,120 @@ def test_engine_failure_stays_on_screen_with_its_reason(tmp_path: Path) -> None:
                            capture_output=True, text=True, check=True).stdout
     flat = " ".join(shown.split())  # rich wraps at 80 columns off a terminal
     assert "reason: engine failed: NotADirectoryError" in flat and "work" in flat, shown
+
+
+# --- the terminal goes (issue 24 item 12) -------------------------------------------------------
+
+HANG = """
+import os, subprocess, time
+kid = subprocess.Popen(["sleep", "3000"], start_new_session=True)  # must die with the run
+open("trainer.pid", "w").write(f"{os.getpid()} {kid.pid}")
+print("training...", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def _tree(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return [pid, *(p.pid for p in proc.children(recursive=True))]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _alive(pids: list[int]) -> list[str]:
+    import psutil
+
+    out = []
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.append(f"{pid} {' '.join(p.cmdline())[:120]} cpu {p.cpu_percent(0.2)}%")
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def _start_hanging(tmp_path: Path, what: str) -> tuple[str, int, list[int]]:
+    """`portside run` (or `demo`) in a pane; returns the session, portside's pid and the pids
+    of the run (the trainer and its setsid child) once the trainer is up."""
+    db = tmp_path / "t.db"
+    py = shlex.quote(sys.executable)
+    (tmp_path / "hang.py").write_text(HANG)
+    hang = f"{py} hang.py"
+    args = (f"run --reference {shlex.quote(hang)} --candidate {shlex.quote(hang)} --target cpu"
+            f" --reference-runs 1" if what == "run" else "demo --speed 0")
+    session = f"gone-{what}"
+    _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
+          f"cd {shlex.quote(str(tmp_path))} && TERM=xterm-256color exec {py} -m portside.cli "
+          f"--db {shlex.quote(str(db))} {args}")
+    portside = int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
+    deadline = time.monotonic() + 120
+    if what == "run":
+        pidfile = tmp_path / "trainer.pid"
+        while not (pidfile.exists() and len(pidfile.read_text().split()) == 2):
+            assert time.monotonic() < deadline, _tmux("capture-pane", "-p", "-t", session)
+            time.sleep(0.2)
+        run = [int(p) for p in pidfile.read_text().split()]
+    else:
+        _wait_for("ref#1", session, timeout=120)  # the demo's first run is on screen
+        run = []
+    time.sleep(1.0)  # the screen has drawn a few frames
+    return session, portside, run
+
+
+def _ended(db: Path) -> tuple[str, str, str]:
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute("SELECT json_extract(body, '$.verdict'), json_extract(body, "
+                            "'$.outcome'), json_extract(body, '$.reason') FROM events "
+                            "WHERE kind = 'session.ended'").fetchall()
+    finally:
+        conn.close()
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+@pytest.mark.parametrize("what", ["run", "demo"])
+def test_the_app_ends_with_its_terminal(tmp_path: Path, what: str) -> None:
+    """tmux kill-server (the terminal hangs up): portside stopped its runs and recorded the
+    end, but never exited — Textual's output thread died on EIO, and the app blocked for ever
+    writing to it (SIGCONT from the hangup had restarted the screen). Now every process of the
+    pane is gone within seconds, and the session is ended, resumable."""
+    _tmux("kill-server")
+    session, portside, run = _start_hanging(tmp_path, what)
+    pids = sorted(set(_tree(portside) + run))
+    assert len(pids) >= (4 if what == "run" else 1)
+    _tmux("kill-server")
+    deadline = time.monotonic() + 15
+    while _alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _alive(pids) == []
+    verdict, outcome, reason = _ended(tmp_path / "t.db")
+    assert (verdict, outcome) == ("fail", "interrupted") and "SIGHUP" in reason
+
+
+def test_sigterm_ends_the_app_in_a_live_terminal(tmp_path: Path) -> None:
+    """SIGTERM to the live screen ends it (it used to stay open, or hang once the terminal
+    was gone): the runs are killed, the session ended as interrupted, exit status 143."""
+    _tmux("kill-server")
+    session, portside, run = _start_hanging(tmp_path, "run")
+    # The pane stays open after portside exits, showing its status.
+    _tmux("set-option", "-t", session, "remain-on-exit", "on")
+    pids = sorted(set(_tree(portside) + run))
+    try:
+        os.kill(portside, 15)
+        deadline = time.monotonic() + 15
+        while _alive(pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _alive(pids) == []
+        status = _tmux("display-message", "-p", "-t", session, "#{pane_dead_status}").strip()
+    finally:
+        _tmux("kill-server")
+    assert status == "143"
+    verdict, outcome, reason = _ended(tmp_path / "t.db")
+    assert (verdict, outcome) == ("fail", "interrupted") and "SIGTERM" in reason
