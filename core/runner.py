@@ -53,6 +53,8 @@ MAX_TAMPER_RECORDS = 20  # tamper records kept in detail per run; the rest are c
 # last OUTPUT_TAIL_LINES lines at the end (every line is still read, matched and judged).
 OUTPUT_HEAD_BYTES = 32 << 20
 OUTPUT_TAIL_LINES = 2000
+DISK_RESERVE_BYTES = 1 << 30  # a run is stopped when its disk's free space falls below this
+DISK_CHECK_S = 1.0
 OBSERVE_EVERY_S = 1.0  # how often the run's processes are read from outside (core/observe.py)
 #: Record types only portside itself writes: one of them in a run's probe file is forged.
 RESERVED_TYPES = frozenset({"metric", "observed", "tamper", "probe-error"})
@@ -332,6 +334,37 @@ class Runner:
         return await watch.run(env, self._executor_for(spec, run_dir))
 
 
+class _DiskWatch:
+    """Stops a run before it fills the disk under its directory (the host's, for everyone):
+    a run may use the free space down to DISK_RESERVE_BYTES, or half of what was free when it
+    started where that was less. Read every DISK_CHECK_S (one statvfs)."""
+
+    def __init__(self, where: Path) -> None:
+        self.where = str(where)
+        self.checked = time.monotonic()
+        free = self._free()
+        self.reserve = None if free is None else min(DISK_RESERVE_BYTES, free // 2)
+        self.why = ""
+
+    def _free(self) -> int | None:
+        try:
+            st = os.statvfs(self.where)
+        except OSError:
+            return None
+        return st.f_bavail * st.f_frsize
+
+    def full(self, now: float) -> bool:
+        if self.reserve is None or now - self.checked < DISK_CHECK_S:
+            return False
+        self.checked = now
+        free = self._free()
+        if free is None or free >= self.reserve:
+            return False
+        self.why = (f"the disk under {self.where} was nearly full ({free >> 20} MiB free, under "
+                    f"the {self.reserve >> 20} MiB portside keeps free): the run was stopped")
+        return True
+
+
 class _Watch:
     """The state of one live run: output batching, record tailing, limits."""
 
@@ -362,6 +395,7 @@ class _Watch:
         self.out_tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
         self.sighting = observe.Sighting()
         self.observed_at = 0.0
+        self.disk = _DiskWatch(spec.cwd)
         self.step_count = 0
         self.record_count = 0
         self.rank0_steps = 0
@@ -666,6 +700,8 @@ class _Watch:
                     reason = "stalled"
                 elif self.sink_error is not None:
                     reason = "recording-failed"  # nothing of the run could be kept: stop it
+                elif isinstance(handle, _LocalHandle) and self.disk.full(now):
+                    reason = "resource-limit"
                 else:
                     continue
                 await self._terminate(handle, waiter)
@@ -740,6 +776,8 @@ class _Watch:
                     # No traceback: the last thing the run said is the best explanation.
                     said = [line.strip() for line in self.tail if line.strip()]
                     err_msg = said[-1][:500] if said else f"exit status {code}, no output"
+        elif reason == "resource-limit":  # stopped by the watch: the disk was filling
+            err_type, err_msg = "ResourceLimit", self.disk.why
         elif reason == "stalled":
             err_msg = err_msg or f"no step record and no output for {self.spec.stall_s:g} s"
         elif reason == "timeout":

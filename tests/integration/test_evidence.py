@@ -229,3 +229,29 @@ def test_output_past_the_cap_keeps_head_and_tail_and_says_so(tmp_path: Path,
     gone = 20001 - head - 50
     assert f"{gone} lines" in note and "not stored" in note
     assert os.path.basename(str(script)) and res.exit_code == 0
+
+
+def test_a_run_that_fills_its_disk_is_stopped_as_resource_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24 item 6: the workspace's disk is the host's; a run filling it is stopped before
+    it is full, as a classified outcome."""
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs",
+                                            str(disk)], capture_output=True).returncode:
+        pytest.skip("needs root to mount a small tmpfs")
+    try:
+        monkeypatch.setattr(runner_mod, "DISK_RESERVE_BYTES", 16 << 20)
+        monkeypatch.setattr(runner_mod, "DISK_CHECK_S", 0.2)
+        script = disk / "fill.py"
+        script.write_text("import time\nwith open('big', 'wb') as fh:\n    for i in range(60):\n"
+                          "        fh.write(b'z' * (1 << 20)); fh.flush(); time.sleep(0.05)\n")
+        res, _ = _run(tmp_path, f"{PY} {script}", cwd=disk)
+        assert res.reason == "resource-limit", (res.reason, res.tail[-3:])
+        assert "nearly full" in res.error_message and str(disk) in res.error_message
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        assert free > 4 << 20, f"only {free >> 20} MiB left"
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
