@@ -100,6 +100,9 @@ def parse_host(spec: str) -> Host:
             raise ValueError(f"{spec!r}: expected ssh://[user@]host[:port][/remote/dir]")
         if colon and not (port.isdigit() and 0 < int(port) < 65536):
             raise ValueError(f"{spec!r}: port {port!r} is not a number from 1 to 65535")
+        if user.startswith("-"):  # ssh would read it as an option
+            raise ValueError(f"{spec!r}: the user {user!r} starts with '-'; expected "
+                             "ssh://[user@]host[:port][/remote/dir]")
         if not _ALIAS.match(host) or host.startswith("-") or (user and not _ALIAS.match(user)):
             raise ValueError(f"{spec!r}: {host!r} is not a host name")
         return Host(text, host, user or None, int(port) if colon else None,

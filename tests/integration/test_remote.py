@@ -279,9 +279,32 @@ def test_parse_host_forms() -> None:
     assert parse_host("tpu-vm").dest == "tpu-vm" and parse_host("tpu-vm").port is None
     assert parse_host("ssh://tpu-vm").base is None
     for bad in ("ssh://", "ssh://h:x", "-oProxyCommand=x", "a b", "ssh://@h", "ssh://h;rm",
-                "ssh://-oProxyCommand", "me@-oProxyCommand"):
+                "ssh://-oProxyCommand", "me@-oProxyCommand", "ssh://-v@h", "ssh://-lroot@h:22",
+                "-v@h"):
         with pytest.raises(ValueError, match="ssh://"):
             parse_host(bad)
+    with pytest.raises(ValueError, match="the user '-v' starts with '-'"):
+        parse_host("ssh://-v@h")
+
+
+def test_a_user_starting_with_a_dash_never_reaches_ssh(tmp_path: Path) -> None:
+    """Issue 24 (low): `ssh://-v@host` went to ssh as `-l -v`. The CLI refuses it as a usage
+    error, naming it, and no ssh is started (a fake ssh first on PATH would leave a mark)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    mark = tmp_path / "ssh-ran"
+    (fake / "ssh").write_text(f"#!/bin/sh\necho \"$@\" > {mark}\nexit 255\n")
+    (fake / "ssh").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    env.pop("PORTSIDE_DB", None)
+    res = subprocess.run(
+        [PY, "-m", "portside.cli", "verify", "--db", str(tmp_path / "p.db"), "--reference",
+         "true", "--candidate", "true", "--target", "cpu", "--reference-runs", "1",
+         "--cwd", str(tmp_path), "--candidate-host", "ssh://-v@127.0.0.1"],
+        capture_output=True, text=True, timeout=60, env=env)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "the user '-v' starts with '-'" in res.stderr
+    assert not mark.exists()
 
 
 def _until(check: object, within: float) -> None:
