@@ -2,7 +2,7 @@
 
 Producers (agent, runner, checks, the reviewer's gate) publish; the store assigns ``seq``;
 subscribers (the TUI, the headless console, the engine itself) receive the event afterwards, on
-the publisher's thread. The core never imports the store: anything with ``append`` and
+the publisher's thread. Every published event is masked first (core/secrets.py mask_event). The core never imports the store: anything with ``append`` and
 ``append_durable`` will do (the store's Recorder, or a list for tests).
 """
 
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from . import events as ev
+from .secrets import mask_event
 
 Subscriber = Callable[[ev.Event], None]
 
@@ -64,6 +65,9 @@ class EventBus:
         return unsubscribe
 
     def publish(self, event: ev.Event) -> ev.Event:
+        # The one door of every live event: token-shaped secrets masked before the log keeps
+        # them or a subscriber shows them (DB, show, replay and exports read the log).
+        mask_event(event)
         if self.sink is not None:
             self.sink.append(event)
         self._deliver(event)
@@ -71,6 +75,7 @@ class EventBus:
 
     def publish_durable(self, event: ev.Event) -> ev.Event:
         """For interventions: on disk before anyone is told it happened."""
+        mask_event(event)
         if self.sink is not None:
             self.sink.append_durable(event)
         self._deliver(event)

@@ -30,8 +30,9 @@ lines are spread evenly over the ``result``'s ``duration_ms``, ending at the log
 time (meta ``timing: "estimated"``). A line earlier than the one before it is played at the
 earlier one's time (events keep file order).
 
-**Secrets** (this environment's secret values, secret assignments in the session's commands)
-are masked in every field before anything is returned (core/secrets.py).
+**Secrets** (this environment's secret values, secret assignments in the session's commands,
+and token-shaped strings such as ``sk-ant-…`` or ``ghp_…`` from tool output) are masked in every
+field before anything is returned (core/secrets.py).
 
 Malformed input raises :class:`TranscriptError` ``file:line: what``; nothing is returned, so a
 caller writes nothing. Pure parsing: no store, no Textual.
@@ -290,16 +291,16 @@ def _redact(events: list[ev.Event]) -> list[str]:
     Claude Code used is usually among them) and of secret assignments in the session's Bash
     commands are masked in every field. Returns the edited files whose text changed (their
     trees cannot be rebuilt from what is stored)."""
-    from .secrets import Redactor, inline_values, redact_command, scrubbed_values
+    from .secrets import Redactor, inline_values, mask_text, redact_command, scrubbed_values
 
     commands = [str(e.input.get("command") or "") for e in events
                 if isinstance(e, ev.AgentToolCall) and e.name == "Bash"]
-    mask = Redactor([*scrubbed_values(os.environ), *(v for c in commands
-                                                     for v in inline_values(c))])
+    known = Redactor([*scrubbed_values(os.environ), *(v for c in commands
+                                                      for v in inline_values(c))])
 
     def scrub(value: Any) -> Any:
         if isinstance(value, str):
-            return mask(value)
+            return mask_text(known(value))  # and token-shaped strings, whoever's they are
         if isinstance(value, list):
             return [scrub(v) for v in value]
         if isinstance(value, dict):

@@ -85,7 +85,10 @@ SECRET_FILES = (
     "*credentials*.json", "client_secret*.json", "service-account*.json", "*service_account*.json",
     "kaggle.json", "secrets.*", ".secrets", "*.secret", "*.pem", "*.key", "*.p12", "*.pfx",
     "*.jks", "*.keystore", "*.ppk", "*.tfvars", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519",
+    ".s3cfg", ".vault-token", ".boto", ".databrickscfg", "hf_token.txt", "*wandb*key*",
 )
+#: Paths (their last components) that are credentials although the name alone is not.
+SECRET_PATHS = ("huggingface/token",)
 #: Templates that hold no secret by convention, copied even though they match above.
 SECRET_TEMPLATES = (".env.example", ".env.sample", ".env.template", ".env.dist")
 #: Directories of credentials, left out whole.
@@ -642,6 +645,9 @@ def is_secret(rel: str) -> bool:
     name = parts[-1].lower()
     if name in SECRET_TEMPLATES:
         return False
+    low = "/" + rel.lower()
+    if any(low.endswith("/" + p) or low.endswith("/." + p) for p in SECRET_PATHS):
+        return True  # .huggingface/token, .cache/huggingface/token
     return any(fnmatch.fnmatchcase(name, pat) for pat in SECRET_FILES)
 
 
