@@ -75,10 +75,13 @@ def test_runs_are_folded_not_held(harness: _Harness) -> None:
     for r in (report, harness.verifier.references[0]):
         written = [json.loads(line) for f in r.result.probe_files
                    for line in Path(f).read_text().splitlines() if line.strip()]
+        assert all(isinstance(w.pop("seq"), int) and len(w.pop("mac")) == 32 for w in written)
         logged = [rec for e in harness.sink.events if isinstance(e, ev.RunRecord)
                   and e.run_id == r.run_id for rec in e.records]
-        # The log holds what the probe wrote plus the metrics parsed from the output.
-        assert [x for x in logged if x.get("source") != "output"] == written != []
+        # The log holds what the probe wrote (its seal checked and dropped), the metrics parsed
+        # from the output and portside's own view of the run's processes.
+        assert [x for x in logged if x.get("source") not in ("output", "portside")] == written != []
+        assert [x["type"] for x in logged if x.get("source") == "portside"][-1] == "observed"
         assert r.result.records == [] and r.result.record_count == len(logged)
         rebuilt = RunRecords.from_records(logged)
         assert r.records.metrics == rebuilt.metrics != {}
