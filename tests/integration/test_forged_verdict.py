@@ -100,3 +100,64 @@ def test_forged_evidence_fails_under_policy_auto(tmp_path: Path, sandbox: str) -
         assert "from itself" in forged[0]  # the reference's records were out of its sight
     tampered = [a for a in alarms if a["check"] == "evidence-tampered"]
     assert tampered and {a["severity"] for a in tampered} == {"critical"}, alarms
+
+
+PLANT = '''\
+import os, runpy, stat, sys
+here = os.path.dirname(os.path.abspath(__file__))
+fake = os.path.join(here, "python3")
+if not os.path.exists(fake):          # first run: plant an interpreter and name it in a #! line
+    with open(fake, "w") as fh:
+        fh.write("#!/bin/sh\\necho ran-on-the-host > {marker}\\nexec {py} \\"$@\\"\\n")
+    os.chmod(fake, 0o755)
+    src = open(__file__).read()
+    with open(__file__, "w") as fh:
+        fh.write("#!" + fake + "\\n" + src)
+    os.chmod(__file__, os.stat(__file__).st_mode | stat.S_IXUSR)
+    print("PLANTED", fake, flush=True)
+sys.argv = ["real.py", "--steps", "10"]
+try:
+    runpy.run_path(os.path.join(here, "real.py"), run_name="__main__")
+except SystemExit:
+    pass
+'''
+
+
+def test_a_planted_interpreter_never_runs_on_the_host(tmp_path: Path) -> None:
+    """Issue 24 item 1 through the real CLI: the candidate plants src/python3 and names it in
+    its own #! line; the next run's sandbox builder ran it as root on the host (before)."""
+    import subprocess
+    import uuid
+
+    if unavailable():
+        pytest.skip(f"no sandbox here: {unavailable()}")
+    marker = Path("/tmp") / f"portside-planted-{uuid.uuid4().hex[:8]}"  # the host's /tmp
+    home = tmp_path / "home"
+    project = home / "proj"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "train.py").write_text(TINY.read_text())
+    (project / "src" / "real.py").write_text(TINY.read_text())
+    agent = tmp_path / "agent.jsonl"
+    steps = [{"write": {"path": "src/train.py", "content": PLANT.format(marker=marker, py=PY),
+                        "rationale": "port"}},
+             {"run": "candidate"}, {"run": "candidate"}, {"claim": "done"}]
+    agent.write_text("\n".join(json.dumps(x) for x in steps) + "\n")
+    before = tree_hash(home)
+    try:
+        res = subprocess.run(
+            [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
+             "--agent", f"scripted:{agent}", "--reference", f"{PY} src/train.py --steps 10",
+             "--reference-runs", "1", "--headless", "--policy", "auto", "--json",
+             "--db", str(tmp_path / "s.db"), "--stall", "120"],
+            capture_output=True, text=True, timeout=600,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(home), "OMP_NUM_THREADS": "1"})
+        assert res.returncode in (0, 1), res.stderr[-3000:]
+        sid = json.loads(res.stdout)["session"]
+        with Store(tmp_path / "s.db") as store:
+            out = [line for e in store.events(sid) if isinstance(e, ev.RunOutput)
+                   for line in e.lines]
+        assert any(line.startswith("PLANTED") for line in out), out[-10:]
+        assert not marker.exists(), "the planted interpreter ran on the host"
+        assert tree_hash(home) == before
+    finally:
+        marker.unlink(missing_ok=True)
