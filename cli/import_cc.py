@@ -72,7 +72,11 @@ def imported_trees(store: Any, session: str, tree: Path | None, before: Path | N
     )
     from portside.store import StoreError
 
+    from .options import is_utf8, shown
+
     try:
+        if not is_utf8(session):  # bytes no session id holds (SQLite cannot even take them)
+            _usage_error(f"--session: {shown(store.path)}: no session matches '{shown(session)}'")
         sid = store.resolve_session(session)
         events = list(store.events(sid))
     except StoreError as exc:

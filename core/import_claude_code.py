@@ -27,8 +27,18 @@ interventions or human minutes.
 
 **Time.** Transcript lines carry ``timestamp``; a stream-json log has no clock per line, so its
 lines are spread evenly over the ``result``'s ``duration_ms``, ending at the log's modification
-time (meta ``timing: "estimated"``). A line earlier than the one before it is played at the
-earlier one's time (events keep file order).
+time (meta ``timing: "estimated"``). Claude Code appends its conversation in time order, so a
+user or assistant line dated earlier than an earlier one (a spliced or hand-edited file) is
+refused as ``file:line: timestamp … is earlier than line N (…)``: the replay's timing would be
+made up. Other lines (attachments, queue operations) are left out of that check: Claude Code
+writes them a few milliseconds out of order, and they become no event.
+
+**Repeats.** A line whose ``uuid`` an earlier line of the same file had (a file concatenated
+with itself; Claude Code re-writing history into the file after a compaction, or with
+``--input-format stream-json``) is skipped, so no event is doubled, and said in the session's
+``import_notes`` as ``file:line: duplicate of line N (uuid …)`` with ``duplicate_lines`` the
+count. A resumed or forked session's new file repeats the earlier one's uuids: that is another
+file, imported on its own.
 
 **Secrets** (this environment's secret values, secret assignments in the session's commands,
 and token-shaped strings such as ``sk-ant-…`` or ``ghp_…`` from tool output) are masked in every
@@ -164,9 +174,63 @@ def _read_lines(path: Path, where: str) -> tuple[list[_Line], str]:
     return lines, fmt
 
 
-def _with_subagents(path: Path, lines: list[_Line]) -> tuple[list[_Line], list[str]]:
+NOTES_SHOWN = 10  # duplicate lines named one by one in import_notes; the rest are counted
+
+
+def _without_repeats(lines: list[_Line]) -> tuple[list[_Line], list[str]]:
+    """The lines less those whose ``uuid`` an earlier line had, and a note for each skipped.
+    The first copy is kept: later ones are history written again, and when their payload
+    differs the note says so (what was dropped is then named, not silent)."""
+    first: dict[str, _Line] = {}
+    kept: list[_Line] = []
+    notes: list[str] = []
+    for ln in lines:
+        uid = ln.obj.get("uuid")
+        if not isinstance(uid, str) or not uid:
+            kept.append(ln)
+            continue
+        was = first.setdefault(uid, ln)
+        if was is ln:
+            kept.append(ln)
+            continue
+        differs = [k for k in ("type", "message", "toolUseResult", "tool_use_result")
+                   if ln.obj.get(k) != was.obj.get(k)]
+        notes.append(f"{ln.where}:{ln.no}: duplicate of line {was.no} (uuid {ascii(uid)[1:-1][:60]})"
+                     + (f"; its {', '.join(differs)} differs, line {was.no}'s is kept"
+                        if differs else ""))
+    return kept, notes
+
+
+def _check_order(lines: list[_Line]) -> None:
+    """Refuse a user or assistant line dated earlier than an earlier one (see Time)."""
+    latest: _Line | None = None
+    for ln in lines:
+        if ln.ts is None or ln.obj.get("type") not in ("user", "assistant"):
+            continue
+        if latest is not None and latest.ts is not None and ln.ts < latest.ts:
+            raise TranscriptError(
+                f"{ln.where}:{ln.no}: timestamp {_shown_ts(ln)} is earlier than line "
+                f"{latest.no} ({_shown_ts(latest)}): Claude Code appends its transcript in time "
+                "order, so this file was spliced or edited")
+        latest = ln
+
+
+def _shown_ts(ln: _Line) -> str:
+    return ascii(ln.obj.get("timestamp"))[1:-1][:40]
+
+
+def _checked(lines: list[_Line]) -> tuple[list[_Line], list[str]]:
+    """One file's lines without repeats, refused if out of time order."""
+    lines, notes = _without_repeats(lines)
+    _check_order(lines)
+    return lines, notes
+
+
+def _with_subagents(path: Path, lines: list[_Line], notes: list[str]
+                    ) -> tuple[list[_Line], list[str]]:
     """Newer Claude Code writes each subagent's (Task's) conversation beside the transcript, in
-    ``<session>/subagents/*.jsonl``: merged in by time, each line still named by its own file."""
+    ``<session>/subagents/*.jsonl``: merged in by time, each line still named by its own file
+    (its repeats noted in ``notes``)."""
     folder = path.with_suffix("") / "subagents"
     if not folder.is_dir():
         return lines, []
@@ -176,6 +240,8 @@ def _with_subagents(path: Path, lines: list[_Line]) -> tuple[list[_Line], list[s
         sub_lines, sub_fmt = _read_lines(sub, str(sub))
         if sub_fmt != "transcript":
             raise TranscriptError(f"{sub}:1: a subagent file that is not a transcript")
+        sub_lines, sub_notes = _checked(sub_lines)
+        notes.extend(sub_notes)
         _place_in_time(sub_lines, sub)
         for ln in sub_lines:
             ln.obj.setdefault("isSidechain", True)
@@ -234,10 +300,11 @@ def read_claude_code(path: str | Path, *, session_id: str | None = None, target:
     path = Path(path)
     where = str(path)
     lines, fmt = _read_lines(path, where)
+    lines, repeats = _checked(lines)
     timing = _place_in_time(lines, path)
     subagents: list[str] = []
     if fmt == "transcript":
-        lines, subagents = _with_subagents(path, lines)
+        lines, subagents = _with_subagents(path, lines, repeats)
     claude_id = ""
     for ln in lines:
         claude_id = str(ln.obj.get("sessionId") or ln.obj.get("session_id") or "")
@@ -250,6 +317,9 @@ def read_claude_code(path: str | Path, *, session_id: str | None = None, target:
                "import_format": fmt, "timing": timing}
     if subagents:
         st.meta["subagent_files"] = subagents
+    if repeats:
+        st.meta["duplicate_lines"] = len(repeats)
+        st.meta["import_notes"] = _repeat_notes(repeats)
     first_ts = float(lines[0].ts or 0.0)
     st.ts = first_ts
     for ln in lines:
@@ -284,6 +354,14 @@ def read_claude_code(path: str | Path, *, session_id: str | None = None, target:
         except ev.EventError as exc:
             raise TranscriptError(f"{where}: {exc}") from None
     return events
+
+
+def _repeat_notes(repeats: list[str]) -> list[str]:
+    """What import says of skipped repeats: a count, then the first few by file and line."""
+    head = (f"{len(repeats)} duplicate line{'s' * (len(repeats) != 1)} skipped (the same uuid as "
+            "an earlier line of the file; its events are not doubled)")
+    more = len(repeats) - NOTES_SHOWN
+    return [head, *repeats[:NOTES_SHOWN], *([f"... and {more} more"] if more > 0 else [])]
 
 
 def _redact(events: list[ev.Event]) -> list[str]:

@@ -351,3 +351,151 @@ def test_subagent_files_beside_the_transcript_are_merged_in(tmp_path: Path,
     sub.write_text(sub.read_text().replace('"message"', '"massage"', 1))
     with pytest.raises(TranscriptError, match=rf"^{sub}:1: field message: missing"):
         read_claude_code(path)
+
+
+# --- order and repeats: Claude Code appends its conversation in time order, each line once ---
+
+
+def _conversation(lines: list[str]) -> list[int]:
+    """Line numbers (1-based) of the user and assistant lines: the ones that become events."""
+    return [i for i, x in enumerate(lines, start=1)
+            if json.loads(x).get("type") in ("user", "assistant")]
+
+
+def _stamp(line: str) -> str:
+    return str(json.loads(line)["timestamp"])
+
+
+def _restamp(line: str, stamp: str) -> str:
+    obj = json.loads(line)
+    obj["timestamp"] = stamp
+    return json.dumps(obj)
+
+
+@pytest.mark.parametrize("case", ["edited", "spliced"])
+def test_reversed_timestamp_is_refused_naming_both_lines(tmp_path: Path, project: Path,
+                                                         case: str) -> None:
+    """A conversation line dated before an earlier one: the replay's "original timing" would be
+    made up, so the file is refused whole, as a malformed line is."""
+    s = clipping_port(project, START)
+    lines = s.write(tmp_path / "good.jsonl").read_text().splitlines()
+    conv = _conversation(lines)
+    db = tmp_path / "p.db"
+    assert _cli("import", "--claude-code", str(tmp_path / "good.jsonl"), "--as", "first",
+                db=db).returncode == 0
+    before = _db_state(db)
+    if case == "edited":  # one line's time moved back before the line ahead of it
+        earlier, n = conv[5], conv[6]
+        stamp = (START + dt.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.250Z")
+        lines = _mangle(lines, n, lambda x: _restamp(x, stamp))
+    else:  # a later stretch of the file pasted in front of an earlier one
+        a, b = conv[4] - 1, conv[8]  # 0-based start of the moved-back block, end of the pasted
+        lines = lines[:a] + lines[conv[6] - 1:b] + lines[a:conv[6] - 1] + lines[b:]
+        earlier, n = a + (b - conv[6] + 1), a + (b - conv[6] + 1) + 1  # last pasted, first moved
+        assert _stamp(lines[earlier - 1]) > _stamp(lines[n - 1])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines) + "\n")
+    res = _cli("import", "--claude-code", str(bad), db=db)
+    assert res.returncode == 2, res.stdout + res.stderr
+    want = (f"{bad}:{n}: timestamp {_stamp(lines[n - 1])} is earlier than line {earlier} "
+            f"({_stamp(lines[earlier - 1])})")
+    assert want in res.stderr, res.stderr
+    assert _db_state(db) == before  # nothing written
+
+
+def test_claude_codes_own_millisecond_reorders_are_accepted(tmp_path: Path,
+                                                            project: Path) -> None:
+    """Claude Code 2.1 writes an ``attachment`` line after the prompt it belongs to, dated 1-2 ms
+    before it (seen in its real transcripts): not a conversation line, no event, not refused."""
+    s = clipping_port(project, START)
+    lines = s.write(tmp_path / "t.jsonl").read_text().splitlines()
+    prompt = json.loads(lines[1])
+    assert prompt["type"] == "user"
+    attachment = {"parentUuid": prompt["uuid"], "isSidechain": False, "type": "attachment",
+                  "attachment": {"type": "todo_reminder", "content": []},
+                  "uuid": "9687488f-eef2-44e2-ae1d-cf7234f140cd", "sessionId": s.session_id,
+                  "timestamp": (START - dt.timedelta(milliseconds=2)).strftime(
+                      "%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z", "cwd": str(project)}
+    path = tmp_path / "real-order.jsonl"
+    path.write_text("\n".join([*lines[:2], json.dumps(attachment), *lines[2:]]) + "\n")
+    res = _cli("import", "--claude-code", str(path), db=tmp_path / "p.db")
+    assert res.returncode == 0, res.stderr
+    assert "note:" not in res.stderr
+
+
+def _ledger_and_kinds(db: Path, sid: str) -> tuple[dict[str, int], tuple[int, int, float],
+                                                   dict[str, Any]]:
+    with Store(db) as store:
+        events = list(store.events(sid))
+        led = store.ledger(sid)
+    started = events[0]
+    assert isinstance(started, ev.SessionStarted)
+    return _kinds(events), (led.tokens_in, led.tokens_out, round(led.token_usd, 9)), started.meta
+
+
+def test_file_concatenated_with_itself_imports_once_and_says_so(tmp_path: Path,
+                                                                project: Path) -> None:
+    s = clipping_port(project, START)
+    once = s.write(tmp_path / "once.jsonl")
+    lines = once.read_text().splitlines()
+    doubled = tmp_path / "doubled.jsonl"
+    doubled.write_text("\n".join(lines + lines) + "\n")
+    db = tmp_path / "p.db"
+    assert _cli("import", "--claude-code", str(once), "--as", "once", db=db).returncode == 0
+    res = _cli("import", "--claude-code", str(doubled), "--as", "twice", db=db)
+    assert res.returncode == 0, res.stderr
+    k1, led1, _ = _ledger_and_kinds(db, "once")
+    k2, led2, meta = _ledger_and_kinds(db, "twice")
+    assert k2 == k1 and led2 == led1  # no event, token or dollar doubled
+    with_uuid = [i for i, x in enumerate(lines, start=1) if json.loads(x).get("uuid")]
+    assert meta["duplicate_lines"] == len(with_uuid)
+    first = with_uuid[0]
+    uid = json.loads(lines[first - 1])["uuid"]
+    said = f"{doubled}:{len(lines) + first}: duplicate of line {first} (uuid {uid})"
+    assert f"portside: note: {len(with_uuid)} duplicate lines skipped" in res.stderr
+    assert said in res.stderr and said in meta["import_notes"]
+
+
+def test_history_written_again_is_not_doubled_and_a_changed_copy_is_named(
+        tmp_path: Path, project: Path) -> None:
+    """Claude Code may write earlier entries into the same file again (after a compaction, or
+    with ``--input-format stream-json``), same uuid and same timestamp, ambient fields changed:
+    imported once, not refused for their earlier times; a copy whose message differs says so."""
+    s = clipping_port(project, START)
+    lines = s.write(tmp_path / "t.jsonl").read_text().splitlines()
+    conv = _conversation(lines)
+    copies = []
+    for n in conv[:4]:
+        obj = json.loads(lines[n - 1])
+        obj["gitBranch"] = "compacted"
+        copies.append(obj)
+    copies[2]["message"] = {**copies[2]["message"], "content": "rewritten"}
+    at = conv[8]  # the copies go after this line
+    again = tmp_path / "again.jsonl"
+    again.write_text("\n".join([*lines[:at], *map(json.dumps, copies), *lines[at:]]) + "\n")
+    db = tmp_path / "p.db"
+    assert _cli("import", "--claude-code", str(tmp_path / "t.jsonl"), "--as", "orig",
+                db=db).returncode == 0
+    res = _cli("import", "--claude-code", str(again), "--as", "again", db=db)
+    assert res.returncode == 0, res.stderr
+    k1, led1, _ = _ledger_and_kinds(db, "orig")
+    k2, led2, meta = _ledger_and_kinds(db, "again")
+    assert (k2, led2) == (k1, led1)
+    assert meta["duplicate_lines"] == 4
+    changed = f"{again}:{at + 3}: duplicate of line {conv[2]} (uuid {copies[2]['uuid']}); " \
+              f"its message differs, line {conv[2]}'s is kept"
+    plain = f"{again}:{at + 1}: duplicate of line {conv[0]} (uuid {copies[0]['uuid']})"
+    assert changed in res.stderr and f"{plain}\n" in res.stderr, res.stderr
+
+
+def test_stream_json_log_twice_over_is_read_once(tmp_path: Path, project: Path) -> None:
+    s = clipping_port(project, START)
+    log = s.write(tmp_path / "run.log", "stream-json")
+    twice = tmp_path / "twice.log"
+    twice.write_text(log.read_text() * 2)
+    once_events = read_claude_code(log, session_id="x")
+    twice_events = read_claude_code(twice, session_id="x")
+    assert _kinds(twice_events) == _kinds(once_events)
+    usage = [e.cost_usd for e in twice_events if isinstance(e, ev.AgentUsage)]
+    assert sum(usage) == pytest.approx(0.0731)  # the result's total, counted once
+    assert twice_events[0].meta["duplicate_lines"] == len(log.read_text().splitlines())  # type: ignore[attr-defined]
