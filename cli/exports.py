@@ -15,7 +15,17 @@ import click
 
 
 def _fail(message: str) -> None:
-    raise click.ClickException(message)
+    """A usage error: what was asked cannot be done as asked (exit 2)."""
+    from .exit_codes import UsageFailure
+
+    raise UsageFailure(message)
+
+
+def _not_written(output: Path, exc: OSError) -> None:
+    """The output could not be written (exit 1): the request was fine, the write was not."""
+    from .options import shown
+
+    raise click.ClickException(f"{shown(output)}: cannot write: {exc.strerror or exc}")
 
 
 def _write(text: str | Iterable[str], output: Path | None, what: str | Callable[[], str]
@@ -32,7 +42,7 @@ def _write(text: str | Iterable[str], output: Path | None, what: str | Callable[
             for chunk in chunks:
                 fh.write(chunk)
     except OSError as exc:
-        _fail(f"{output}: cannot write: {exc.strerror}")
+        _not_written(output, exc)
     click.echo(f"wrote {what if isinstance(what, str) else what()} to {output}", err=True)
 
 
@@ -63,14 +73,12 @@ def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str 
         source = SequenceSource(events)
         subject: Any = events
     else:
-        from portside.store import StoreError
         from portside.store.replay_source import StoreSource
 
+        from .options import resolve_session
+
         store = open_store()
-        try:
-            session_id = store.resolve_session(target)
-        except StoreError as exc:
-            _fail(str(exc))
+        session_id = resolve_session(store, target)
         source = StoreSource(store, session_id)
         subject = store
     try:
@@ -123,9 +131,10 @@ def _not_the_database(output: Path, db: Path) -> None:
 
 def export(store: Any, session: str | None, what: str, fmt: str | None, output: Path | None,
            all_sessions: bool) -> None:
-    from portside.store import StoreError
     from portside.store import exports as ex
     from portside.store.jsonl import export_session
+
+    from .options import resolve_session
 
     if output is not None:
         _not_the_database(output, store.path)
@@ -140,14 +149,11 @@ def export(store: Any, session: str | None, what: str, fmt: str | None, output: 
         _fail("the report is Markdown only (--format md)")
     if all_sessions and what in ("events", "report"):
         _fail(f"--all exports interventions, alarms or runs; export {what} one session at a time")
-    try:
-        sids = (
-            [r["session_id"] for r in sorted(store.sessions(), key=lambda r: r["started_at"] or 0)]
-            if all_sessions
-            else [store.resolve_session(session)]
-        )
-    except StoreError as exc:
-        _fail(str(exc))
+    sids = (
+        [r["session_id"] for r in sorted(store.sessions(), key=lambda r: r["started_at"] or 0)]
+        if all_sessions
+        else [resolve_session(store, session or "")]
+    )
     if what == "events":
         if output is None and sys.stdout.isatty():
             # To a terminal the bytes matter less than what they do: C1 controls as \u escapes.
@@ -158,8 +164,11 @@ def export(store: Any, session: str | None, what: str, fmt: str | None, output: 
         elif output is None:
             export_session(store, sids[0], sys.stdout.buffer)
         else:
-            with open(output, "wb") as fh:
-                n = export_session(store, sids[0], fh)
+            try:
+                with open(output, "wb") as fh:
+                    n = export_session(store, sids[0], fh)
+            except OSError as exc:
+                _not_written(output, exc)
             click.echo(f"wrote {n} events of {sids[0]} to {output}", err=True)
         return
     if what == "report":

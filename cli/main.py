@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -12,17 +13,23 @@ from portside.core import __version__
 from portside.core.checks.runtime import TARGETS as TARGETS_CHOICE
 
 from .drive import run_config, warm
+from .exit_codes import UsageFailure
 from .options import (
     POLICY,
     TARGET_HELP,
     agent_from_option,
     claude_code_task,
+    command_text,
     config_hosts,
     headless_policy,
     host_options,
+    non_negative,
     open_store,
+    recorded_path,
     remote_hosts,
+    resolve_session,
     run_with_hosts,
+    seconds,
     session_config,
 )
 from .options import db_option as _db_option
@@ -142,11 +149,11 @@ def show_cmd(ctx: click.Context, session: str, db: Path | None, limit: int) -> N
     from portside.store import StoreError
 
     store = _open_store(ctx, db)
+    sid = resolve_session(store, session)
     try:
-        sid = store.resolve_session(session)
         info = store.session(sid)
     except StoreError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UsageFailure(str(exc)) from None
     from portside.core.textsafe import markup_free
 
     led = store.ledger(sid)
@@ -204,7 +211,7 @@ def import_cmd(ctx: click.Context, file: Path, db: Path | None, rename_to: str |
     except (RecordingError, StoreError) as exc:
         from portside.core.textsafe import clean_line
 
-        raise click.ClickException(clean_line(str(exc))) from None
+        raise UsageFailure(clean_line(str(exc))) from None
     warm(store, sid)
     click.echo(f"imported {sid} ({store.event_count(sid)} events) into {store.path}")
 
@@ -242,7 +249,7 @@ def export_cmd(
 @click.option("--headless", is_flag=True, help="No screen: run to the end and print the summary.")
 @click.option("--policy", type=POLICY, default=None,
               help="Default: ask on the screen, auto when headless.")
-@click.option("--speed", type=click.FloatRange(min=0), default=None,
+@click.option("--speed", type=non_negative(), default=None,
               help="Pace of the recorded agent (default 1 on screen, 0 headless = no waits).")
 @click.option("--json", "as_json", is_flag=True, help="With --headless: one JSON object on stdout.")
 @_db_option
@@ -267,11 +274,13 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
 
 
 @main.command("run")
-@click.argument("project", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument("project", required=False, callback=recorded_path,
+                type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--target", type=click.Choice(TARGETS_CHOICE), default=None, help=TARGET_HELP)
-@click.option("--reference", "reference", default=None, help="Reference command (default: python train.py).")
-@click.option("--candidate", "candidate", default=None, help="Candidate command (default: the reference's).")
-@click.option("--criteria", "criteria_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--reference", "reference", callback=command_text, default=None, help="Reference command (default: python train.py).")
+@click.option("--candidate", "candidate", callback=command_text, default=None, help="Candidate command (default: the reference's).")
+@click.option("--criteria", "criteria_file", callback=recorded_path,
+              type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True)
 @click.option("--reference-target", type=click.Choice(TARGETS_CHOICE), default="cpu",
               show_default=True)
@@ -286,8 +295,8 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
 @click.option("--policy", type=POLICY, default=None,
               help="Who decides edits: the reviewer (ask), or policy. Default ask, auto when headless.")
 @click.option("--headless", is_flag=True, help="No screen: a log, then the summary.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None)
-@click.option("--stall", "stall_s", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--timeout", "timeout_s", type=seconds(), default=None)
+@click.option("--stall", "stall_s", type=seconds(), default=None)
 @click.option("--json", "as_json", is_flag=True, help="With --headless: one JSON object on stdout.")
 @click.option("--resume", "resume", default=None, help="Continue a killed session from its log.")
 @click.option("--no-sandbox", "no_sandbox", is_flag=True,
@@ -308,10 +317,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
             ssh_config: Path | None = None, keep_remote: bool = False) -> None:
     """Review a live migration session (with an agent, or verification runs only)."""
     if resume:
-        from .resume import resume_session
-
-        sys.exit(resume_session(ctx, resume, db, headless=headless, as_json=as_json,
-                                trust=trust))
+        sys.exit(_resume(ctx, resume, db, headless=headless, as_json=as_json, trust=trust))
     if target is None:
         raise click.UsageError("--target is required (e.g. --target tpu)")
     policy = headless_policy(policy, headless)
@@ -336,24 +342,44 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
                             headless=headless, as_json=as_json))
 
 
+def _resume(ctx: click.Context, ref: str, db: Path | None, **how: Any) -> int:
+    """`run --resume`: its refusals (no such session, already ended, imported without --trust,
+    still running) are usage errors, exit 2 as in every command."""
+    from .resume import resume_session
+
+    store = _open_store(ctx, db)
+    try:
+        resolve_session(store, ref, "cannot resume: ")  # bytes: refused, not a crash
+    finally:
+        store.close()
+    try:
+        return int(resume_session(ctx, ref, db, **how))
+    except click.ClickException as exc:
+        if exc.exit_code != 1:
+            raise
+        raise UsageFailure(exc.message) from None
+
+
 # `verify` runs unattended (CI): a run that neither steps nor prints for this long is hung.
 # 30 min leaves room for the first XLA compile of a large model, which prints nothing.
 VERIFY_STALL_S = 1800.0
 
 
 @main.command("verify")
-@click.option("--reference", "reference", required=True, help="Reference command (shell string).")
-@click.option("--candidate", "candidate", default=None,
+@click.option("--reference", "reference", callback=command_text, required=True, help="Reference command (shell string).")
+@click.option("--candidate", "candidate", callback=command_text, default=None,
               help="Candidate command (shell string; with --session default the reference's).")
 @click.option("--target", type=click.Choice(TARGETS_CHOICE), required=True, help=TARGET_HELP)
 @click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True)
 @click.option("--reference-target", type=click.Choice(TARGETS_CHOICE), default="cpu",
               show_default=True)
-@click.option("--criteria", "criteria_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--cwd", type=click.Path(file_okay=False, exists=True, path_type=Path), default=".")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--criteria", "criteria_file", callback=recorded_path,
+              type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--cwd", type=click.Path(file_okay=False, exists=True, path_type=Path), default=".",
+              callback=recorded_path)
+@click.option("--timeout", "timeout_s", type=seconds(), default=None,
               help="Wall limit per run, seconds.")
-@click.option("--stall", "stall_s", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--stall", "stall_s", type=seconds(), default=None,
               help="Kill a run with no new step record and no output for this long "
                    f"(default {VERIFY_STALL_S:g} s: a first XLA compile fits, a hang ends).")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
@@ -367,10 +393,10 @@ VERIFY_STALL_S = 1800.0
               "it was before it, the candidate on the tree it left (copies, rebuilt from its "
               "edits; see --tree / --before).")
 @click.option("--tree", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              default=None, help="With --session: the project as the session left it (default: "
+              default=None, callback=recorded_path, help="With --session: the project as the session left it (default: "
               "the folder it ran in).")
 @click.option("--before", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              default=None, help="With --session: the project as it was before the session.")
+              default=None, callback=recorded_path, help="With --session: the project as it was before the session.")
 @_db_option
 @click.pass_context
 def verify_cmd(ctx: click.Context, reference: str, candidate: str | None, target: str,
@@ -412,14 +438,15 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str | None, target
 
 
 @main.command("localize")
-@click.option("--reference", "reference", required=True, help="Reference command (shell string).")
-@click.option("--candidate", "candidate", required=True, help="Candidate command (shell string).")
+@click.option("--reference", "reference", callback=command_text, required=True, help="Reference command (shell string).")
+@click.option("--candidate", "candidate", callback=command_text, required=True, help="Candidate command (shell string).")
 @click.option("--steps", type=click.IntRange(1, 100), default=2, show_default=True,
               help="Optimizer steps to trace and compare.")
-@click.option("--cwd", type=click.Path(file_okay=False, exists=True, path_type=Path), default=".")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
+@click.option("--cwd", type=click.Path(file_okay=False, exists=True, path_type=Path), default=".",
+              callback=recorded_path)
+@click.option("--timeout", "timeout_s", type=seconds(),
               default=900.0, show_default=True, help="Wall limit per run, seconds.")
-@click.option("--rtol", type=click.FloatRange(min=0), default=None,
+@click.option("--rtol", type=non_negative(), default=None,
               help="Relative tolerance for every dtype (default: by dtype, e.g. 1e-4 for fp32).")
 @click.option("--keep", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write the traces into this folder (default: a fresh temporary one).")
@@ -436,12 +463,12 @@ def localize_cmd(reference: str, candidate: str, steps: int, cwd: Path, timeout_
 @main.command("replay")
 @click.argument("session")
 @_db_option
-@click.option("--speed", type=float, default=1.0, show_default=True,
+@click.option("--speed", type=non_negative(), default=1.0, show_default=True,
               help="Playback speed; 0 plays as fast as possible.")
 @click.option("--from", "from_", default=None, metavar="WHERE",
               help="Start at alarm:N, intervention:N, seq:N (N from 1, or 'last') or time:SECONDS.")
 @click.option("--headless", is_flag=True, help="Print the events as text instead of the screen.")
-@click.option("--idle-limit", type=float, default=2.0, show_default=True,
+@click.option("--idle-limit", type=non_negative(), default=2.0, show_default=True,
               help="Play idle gaps longer than this many seconds as this long (0: keep them).")
 @click.pass_context
 def replay_cmd(ctx: click.Context, session: str, db: Path | None, speed: float,

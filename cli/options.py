@@ -3,6 +3,7 @@ the session's config from the options."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -15,6 +16,79 @@ from portside.core.review import POLICIES
 
 POLICY = click.Choice(POLICIES)
 TARGET_HELP = ", ".join(TARGETS)
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A FloatRange that refuses nan and ±inf: ``nan < 0`` is false, so nan passed every
+    bound check (a --timeout of nan never fires, --stall inf never ends a hung run)."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+def seconds() -> FiniteFloatRange:
+    """A positive, finite number of seconds."""
+    return FiniteFloatRange(min=0, min_open=True)
+
+
+def non_negative() -> FiniteFloatRange:
+    """Zero or a positive, finite number."""
+    return FiniteFloatRange(min=0)
+
+
+def is_utf8(value: str | Path) -> bool:
+    """Whether ``value`` (argv decoded with surrogateescape) is text: a recording is UTF-8,
+    so bytes that are not cannot be stored, nor name anything stored."""
+    try:
+        str(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(value: str | Path) -> str:
+    """``value`` as the user typed it, undecodable bytes as \\xNN (printable on any terminal)."""
+    return str(value).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def command_text(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A shell command option: absent is fine; empty or blank is a usage error (an empty
+    --reference was run, and failed as a crash, instead of being refused), and so are bytes
+    that are not UTF-8 (the command is recorded as text: the engine died encoding it)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("is empty: give the command to run, e.g. \"python train.py\"",
+                                 ctx, param)
+    if value is not None and not is_utf8(value):
+        raise click.BadParameter(f"'{shown(value)}' is not UTF-8 text (the session records its "
+                                 "commands as text)", ctx, param)
+    return value
+
+
+def recorded_path(ctx: click.Context, param: click.Parameter, value: Path | None
+                  ) -> Path | None:
+    """A path the session records (its project, folder, criteria file): UTF-8 or refused."""
+    if value is not None and not is_utf8(value):
+        raise click.BadParameter(f"'{shown(value)}' is not a UTF-8 path (the session records "
+                                 "it as text)", ctx, param)
+    return value
+
+
+def resolve_session(store: Any, ref: str, prefix: str = "") -> str:
+    """The session ``ref`` names (id, unique prefix or 'last'), or a usage error (exit 2)."""
+    from portside.store import StoreError
+
+    from .exit_codes import UsageFailure
+
+    if not is_utf8(ref):  # no stored id holds such bytes (and SQLite cannot take them)
+        raise UsageFailure(f"{prefix}{shown(store.path)}: no session matches '{shown(ref)}'")
+    try:
+        return str(store.resolve_session(ref))
+    except StoreError as exc:
+        raise UsageFailure(f"{prefix}{exc}") from None
 
 
 def db_option(f: Any) -> Any:
@@ -36,13 +110,15 @@ def db_path(ctx: click.Context, db: Path | None) -> Path:
 def open_store(ctx: click.Context, db: Path | None) -> Any:
     from portside.store import Store, StoreError
 
+    from .exit_codes import UsageFailure
+
     path = db_path(ctx, db)
     try:
         return Store(path)
     except StoreError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UsageFailure(str(exc)) from None
     except Exception as exc:  # sqlite3.DatabaseError on a file that is not a database
-        raise click.ClickException(f"{path}: cannot open as a portside database: {exc}") from None
+        raise UsageFailure(f"{shown(path)}: cannot open as a portside database: {exc}") from None
 
 
 def headless_policy(policy: str | None, headless: bool) -> str:

@@ -166,7 +166,22 @@ def make_server(command: str, port: int, token: str) -> Any:
     return GuardedServer(command, host=HOST, port=port, title="portside")
 
 
+def usable_port(port: int) -> int:
+    """``port`` if it can be listened on (else a usage error: the server died in a traceback
+    after printing a URL that another program answered), or a free one for 0."""
+    if not port:
+        return free_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp binds it
+        try:
+            s.bind((HOST, port))
+        except OSError as exc:
+            raise click.BadParameter(f"{HOST}:{port}: {exc.strerror}", param_hint="--port"
+                                     ) from None
+    return port
+
+
 def serve(args: Sequence[str], db: str | None = None, port: int = 0) -> None:
     command = app_command(args, db)
-    server = make_server(command, port or free_port(), secrets.token_urlsafe(24))
+    server = make_server(command, usable_port(port), secrets.token_urlsafe(24))
     server.serve()

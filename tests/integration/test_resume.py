@@ -154,7 +154,7 @@ def test_resume_refuses_ended_unknown_and_old_sessions(tmp_path: Path) -> None:
              "old-1": "recorded without the data resuming needs"}
     for ref, says in cases.items():
         res = runner.invoke(main, ["run", "--resume", ref, "--headless", "--db", str(db)])
-        assert res.exit_code == 1 and says in res.output, (ref, res.output)
+        assert res.exit_code == 2 and says in res.output, (ref, res.output)
 
 
 def test_started_meta_rebuilds_the_engine_without_secrets(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ def test_imported_session_is_not_resumed_without_trust(tmp_path: Path) -> None:
     res = runner.invoke(main, ["--db", str(db), "import", str(rec)])
     assert res.exit_code == 0, res.output
     res = runner.invoke(main, ["run", "--resume", "sess-1", "--headless", "--db", str(db)])
-    assert res.exit_code == 1
+    assert res.exit_code == 2  # a usage error, as in every command
     assert "was imported from" in res.output and "--trust" in res.output
     assert not marker.exists()
     with Store(db) as store:  # nothing appended to the imported log

@@ -54,17 +54,17 @@ def test_bad_recording_says_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")
     res = CliRunner().invoke(main, ["import", str(bad), "--db", str(tmp_path / "d.db")])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     assert f"{bad}:1: header is not JSON" in res.output
 
 
 def test_unknown_session_is_clear(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["show", "nope", "--db", str(tmp_path / "d.db")])
-    assert res.exit_code == 1 and "no session matches 'nope'" in res.output
+    assert res.exit_code == 2 and "no session matches 'nope'" in res.output
 
 
 def test_not_a_database(tmp_path: Path) -> None:
     bad = tmp_path / "x.db"
     bad.write_text("plain text " * 200)
     res = CliRunner().invoke(main, ["sessions", "--db", str(bad)])
-    assert res.exit_code == 1 and "cannot open as a portside database" in res.output
+    assert res.exit_code == 2 and "cannot open as a portside database" in res.output

@@ -79,12 +79,12 @@ def test_imported_ids_are_validated(tmp_path: Path, sid: str) -> None:
     # the header's id and --as: both refused with file:line when they are not plain ids
     out = _cli(tmp_path / "p.db", "import", str(rec), "--as", sid) if sid else None
     if out is not None:
-        assert out.returncode == 1 and f"{rec}:1:" in out.stderr
+        assert out.returncode == 2 and f"{rec}:1:" in out.stderr
         _clean(out.stderr)
     raw = rec.read_bytes().replace(b'"ok-1"', json.dumps(sid).encode())
     rec.write_bytes(raw)
     out = _cli(tmp_path / "p.db", "import", str(rec))
-    assert out.returncode == 1 and f"{rec}:1: header field session_id" in out.stderr
+    assert out.returncode == 2 and f"{rec}:1: header field session_id" in out.stderr
     _clean(out.stderr)
 
 
