@@ -33,10 +33,20 @@ def import_claude_code(store: Any, file: Path, rename_to: str | None, target: st
         events = read_claude_code(file, session_id=rename_to, target=target or "")
         if problem := session_id_problem(events[0].session_id):
             raise TranscriptError(f"{file}:1: session id: {problem}")
-        return import_events(store, events, str(file))
+        sid = import_events(store, events, str(file))
     except (TranscriptError, StoreError) as exc:
         store.close()
         _usage_error(str(exc))
+    _say_notes(getattr(events[0], "meta", {}).get("import_notes", []))
+    return sid
+
+
+def _say_notes(notes: list[str]) -> None:
+    """What the import skipped (repeated lines) is said, not only kept in the metadata."""
+    from portside.core.textsafe import clean_line
+
+    for note in notes:
+        click.echo(f"portside: note: {clean_line(note)}", err=True)
 
 
 @dataclass

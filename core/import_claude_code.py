@@ -30,8 +30,10 @@ lines are spread evenly over the ``result``'s ``duration_ms``, ending at the log
 time (meta ``timing: "estimated"``). Claude Code appends its conversation in time order, so a
 user or assistant line dated earlier than an earlier one (a spliced or hand-edited file) is
 refused as ``file:line: timestamp … is earlier than line N (…)``: the replay's timing would be
-made up. Other lines (attachments, queue operations) are left out of that check: Claude Code
-writes them a few milliseconds out of order, and they become no event.
+made up. Other lines (attachments, queue operations) are left out of that check and of the
+clock (placed between the conversation lines around them): Claude Code writes them out of order
+(an attachment a few ms before the prompt it follows; a fork's queue operations, dated at the
+fork, ahead of the history it copies), and they become no event.
 
 **Repeats.** A line whose ``uuid`` an earlier line of the same file had (a file concatenated
 with itself; Claude Code re-writing history into the file after a compaction, or with
@@ -255,6 +257,7 @@ def _place_in_time(lines: list[_Line], path: Path) -> str:
     """Give every line a time: "recorded" (each conversation line has one), "partly estimated"
     (a line without one between two with: interpolated), "estimated" (none has: an older
     stream-json log, spread over its ``duration_ms`` up to the log's modification time)."""
+    _conversation_clock(lines)
     known = [i for i, ln in enumerate(lines) if ln.ts is not None]
     if not known:
         end = path.stat().st_mtime
@@ -281,6 +284,17 @@ def _place_in_time(lines: list[_Line], path: Path) -> str:
     for i in range(known[0]):
         lines[i].ts = lines[known[0]].ts
     return "partly estimated" if missing else "recorded"
+
+
+def _conversation_clock(lines: list[_Line]) -> None:
+    """Where user or assistant lines carry times, they alone are the clock: the other lines
+    are placed between them. A forked session's file starts with queue operations dated at the
+    fork, then the earlier history with its own times; by file order those would squeeze that
+    history into one instant."""
+    if any(ln.ts is not None and ln.obj.get("type") in ("user", "assistant") for ln in lines):
+        for ln in lines:
+            if ln.obj.get("type") not in ("user", "assistant"):
+                ln.ts = None
 
 
 def _require(st: _State, ln: _Line, obj: Any, name: str, kind: type | tuple[type, ...],
