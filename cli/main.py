@@ -145,7 +145,6 @@ def show_cmd(ctx: click.Context, session: str, db: Path | None, limit: int) -> N
     from rich.console import Console
     from rich.text import Text
 
-    from portside.core.render import event_line
     from portside.store import StoreError
 
     store = _open_store(ctx, db)
@@ -176,13 +175,27 @@ def show_cmd(ctx: click.Context, session: str, db: Path | None, limit: int) -> N
     console.print(Text(
         f"cost: compute ${cost['compute_usd']:.4f}  tokens ${cost['tokens_usd']:.4f}  "
         f"human ${cost['human_usd']:.4f}  total ${cost['total_usd']:.4f}"))
+    _print_events(store, sid, limit)
+
+
+def _print_events(store: Any, sid: str, limit: int) -> None:
+    """One line per event, written as plain text: each line is cleaned by event_line, and
+    rich's print (a measure, a wrap and a flush per line) took 0.6 ms a line, nine tenths of
+    `show` on a long session."""
+    from portside.core.render import event_line
+
+    out = sys.stdout
     start = None
-    for n, event in enumerate(store.events(sid)):
-        if limit and n >= limit:
-            console.print(f"… {store.event_count(sid) - limit} more")
-            break
-        start = start or event.ts
-        console.print(event_line(event, start), markup=False)
+    try:
+        for n, event in enumerate(store.events(sid)):
+            if limit and n >= limit:
+                out.write(f"… {store.event_count(sid) - limit} more\n")
+                break
+            start = start or event.ts
+            out.write(event_line(event, start) + "\n")
+        out.flush()
+    except BrokenPipeError:  # `| head`: stop quietly
+        sys.stderr.close()
 
 
 @main.command("import")
