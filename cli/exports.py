@@ -155,13 +155,7 @@ def export(store: Any, session: str | None, what: str, fmt: str | None, output: 
         else [resolve_session(store, session or "")]
     )
     if what == "events":
-        if output is None and sys.stdout.isatty():
-            # To a terminal the bytes matter less than what they do: C1 controls as \u escapes.
-            from portside.core.textsafe import json_safe
-
-            export_session(store, sids[0], _JsonSafeOut(sys.stdout, json_safe))
-            sys.stdout.flush()
-        elif output is None:
+        if output is None:  # C1 and bidi controls are \u escapes in every export
             export_session(store, sids[0], sys.stdout.buffer)
         else:
             try:
@@ -188,18 +182,6 @@ def export(store: Any, session: str | None, what: str, fmt: str | None, output: 
             yield row
 
     _write(ex.render_iter(counted(), columns, fmt), output, lambda: f"{count} {what}")
-
-
-class _JsonSafeOut:
-    """A binary sink for a recording shown on a terminal: each write as text, C1 controls as
-    \\u escapes (lines are written whole, so no escape is split)."""
-
-    def __init__(self, out: Any, safe: Callable[[str], str]) -> None:
-        self.out, self.safe = out, safe
-
-    def write(self, data: bytes) -> int:
-        self.out.write(self.safe(data.decode()))
-        return len(data)
 
 
 # --- stats ----------------------------------------------------------------------------------

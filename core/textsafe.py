@@ -20,18 +20,26 @@ _ESCAPES = re.compile(
 )
 _INTRODUCER = re.compile(r"[\x1b\x9b\x9d]")
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Bidirectional controls (embeddings, overrides, isolates, marks) reorder what a terminal
+# shows ("Trojan Source": a line that reads as one thing and is another); shown by name.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 MAX_LINE = 4096
 
 
+def _named(m: re.Match[str]) -> str:
+    return f"<U+{ord(m.group()):04X}>"
+
+
 def clean_line(text: str, max_len: int = MAX_LINE) -> str:
-    """One display-safe line: escapes removed, `\\r` progress collapsed, controls shown as �."""
+    """One display-safe line: escapes removed, `\\r` progress collapsed, controls shown as �,
+    bidi controls by name (``<U+202E>``)."""
     if "\r" in text:
         # A progress bar redraws with \r: what a terminal would finally show is the last part.
         parts = [p for p in text.split("\r") if p]
         text = parts[-1] if parts else ""
     text = _ESCAPES.sub("", text)
     text = text.replace("\t", "    ")
-    text = _CONTROLS.sub("\ufffd", text)
+    text = _BIDI.sub(_named, _CONTROLS.sub("\ufffd", text))
     if len(text) > max_len:
         text = text[:max_len] + f" … [{len(text) - max_len} more chars]"
     return text
@@ -43,13 +51,14 @@ def decode_line(raw: bytes) -> str:
 
 
 _CONTROLS_KEEP_NL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_C1 = re.compile(r"[\x7f-\x9f]")
+# What JSON may hold raw but a terminal (or a bidi-aware viewer) would act on.
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def clean_text(text: str) -> str:
     """Multi-line text (a CSV or Markdown export) safe for a terminal: escape sequences
-    removed, control characters other than newline and tab shown as �."""
-    return _CONTROLS_KEEP_NL.sub("\ufffd", _ESCAPES.sub("", text))
+    removed, control characters other than newline and tab shown as �, bidi controls by name."""
+    return _BIDI.sub(_named, _CONTROLS_KEEP_NL.sub("\ufffd", _ESCAPES.sub("", text)))
 
 
 def clean_text_stream(chunks: Iterable[str]) -> Iterator[str]:
@@ -78,9 +87,12 @@ def clean_text_stream(chunks: Iterable[str]) -> Iterator[str]:
 
 
 def json_safe(text: str) -> str:
-    """JSON text with DEL and C1 controls (which JSON leaves raw, and some terminals obey)
-    written as \\u escapes: the same JSON value, inert on a terminal."""
-    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    """JSON text with DEL, C1 controls (which JSON leaves raw, and some terminals obey: U+009B
+    is CSI, U+009D OSC) and bidi controls written as \\u escapes: the same JSON value, inert
+    on a terminal. JSON holds such characters only inside strings, where \\u is valid."""
+    if not _JSON_UNSAFE.search(text):
+        return text
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def markup_free(value: object) -> str:

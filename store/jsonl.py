@@ -1,6 +1,8 @@
 """Portable recordings: one session as JSONL, a header line then one event per line.
 
-Export writes the events' canonical bytes, so export → import → export is byte-identical.
+Export writes the events' canonical bytes, with DEL, C1 and bidi controls as \\u escapes (the
+same JSON: nothing a run printed can drive the terminal the file is shown on), so export →
+import → export is byte-identical.
 Import validates the whole file before writing anything and commits it in one transaction:
 a malformed file is refused whole with ``file:line: what is wrong``.
 """
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from portside.core import events as ev
+from portside.core.textsafe import json_safe
 
 from .projections import Batch
 from .queries import Store
@@ -51,7 +54,7 @@ def export_session(store: Store, session_id: str, out: IO[bytes]) -> int:
     count = store.event_count(session_id)
     out.write(json.dumps(header(session_id, count), sort_keys=True).encode() + b"\n")
     for body in store.event_bodies(session_id):
-        out.write(body.encode() + b"\n")
+        out.write(json_safe(body).encode() + b"\n")
     return count
 
 

@@ -102,3 +102,59 @@ def test_headless_log_and_summary_are_clean(tmp_path: Path) -> None:
     assert out.returncode == 1, out.stderr
     _clean(out.stdout + out.stderr)
     assert "[/b][bold]" in out.stderr  # shown as text, not parsed as markup
+
+
+# C1 CSI and OSC, a DEL, and the bidi controls a Trojan Source line is made of.
+C1 = "\x9b2J\x9d0;t\x9c\x7f\x85"
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+SHOWN_RAW = [chr(c) for c in range(0x7f, 0xa0)] + list(BIDI)
+
+
+def test_jsonl_export_escapes_c1_and_bidi_and_stays_byte_identical(tmp_path: Path) -> None:
+    """`export` to a file or a pipe wrote U+009B/U+009D raw (only a terminal got them
+    escaped): `cat`ing the file drove the terminal. Now \\u escapes, the same JSON, and
+    export -> import -> export is still byte for byte the same."""
+    from portside.store import Store
+
+    sid = "c1-1"
+    with Store(tmp_path / "a.db") as store:
+        rec = store.recorder
+        rec.append(ev.SessionStarted(session_id=sid, project=f"/p{BIDI}", target="cpu"))
+        rec.append(ev.RunOutput(session_id=sid, run_id="r", lines=[f"loss{C1}", BIDI]))
+        rec.append(ev.AgentText(session_id=sid, text=f"ok {BIDI}{C1} {{\"k\": 1}} \\u009b"))
+        rec.flush()
+    first = tmp_path / "first.jsonl"
+    assert _cli(tmp_path / "a.db", "export", sid, "-o", str(first)).returncode == 0
+    piped = _cli(tmp_path / "a.db", "export", sid)
+    assert piped.returncode == 0, piped.stderr
+    data = first.read_bytes()
+    assert piped.stdout.encode() == data
+    text = data.decode()
+    for ch in SHOWN_RAW:
+        assert ch not in text, f"{ch!r} raw in the export"
+    lines = [json.loads(line) for line in text.splitlines()[1:]]
+    assert lines[1]["lines"] == [f"loss{C1}", BIDI]  # the same data, only escaped
+    assert lines[2]["text"] == f"ok {BIDI}{C1} {{\"k\": 1}} \\u009b"
+    assert _cli(tmp_path / "b.db", "import", str(first)).returncode == 0
+    second = tmp_path / "second.jsonl"
+    assert _cli(tmp_path / "b.db", "export", sid, "-o", str(second)).returncode == 0
+    assert second.read_bytes() == data
+
+
+def test_bidi_controls_are_shown_by_name_on_the_terminal(tmp_path: Path) -> None:
+    """`verify -v` (a run's lines, its crash message) and `show`: bidi overrides reached the
+    terminal raw (a line that reads as one thing and is another); now ``<U+202E>``."""
+    script = tmp_path / "t.py"
+    trojan = "access = 'user\u202e \u2066// admin\u2069 \u2066'"
+    script.write_text(f"import sys\nprint({trojan!r}, flush=True)\nsys.exit({trojan!r})\n")
+    db = tmp_path / "p.db"
+    out = _cli(db, "verify", "--reference", f"{sys.executable} t.py",
+               "--candidate", f"{sys.executable} t.py", "--target", "cpu", "--reference-runs",
+               "1", "--timeout", "60", "-v", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    shown = _cli(db, "show", "last")
+    assert shown.returncode == 0, shown.stderr
+    for text in (out.stdout + out.stderr, shown.stdout):
+        for ch in SHOWN_RAW:
+            assert ch not in text, f"{ch!r} reached the terminal"
+        assert "user<U+202E> <U+2066>// admin<U+2069>" in text
