@@ -123,6 +123,29 @@ def test_imported_transcripts_lose_their_tokens(tmp_path: Path) -> None:
     assert show.returncode == 0 and _leaks(show.stdout) == []
 
 
+def test_a_foreign_recording_loses_its_tokens_on_import(tmp_path: Path) -> None:
+    """`portside import FILE.jsonl` writes past the bus: a recording made elsewhere (or by an
+    older portside) carrying a token is masked there too (it was stored as it came)."""
+    from portside.core import events as ev_mod
+
+    events = _events("foreign")
+    for i, e in enumerate(events, 1):
+        e.seq, e.ts = i, 1_700_000_000.0 + i
+    rec = tmp_path / "foreign.jsonl"
+    header = {"events": len(events), "format": "portside-recording", "schema": 1,
+              "session_id": "foreign"}
+    rec.write_text(json.dumps(header, sort_keys=True) + "\n"
+                   + "".join(ev_mod.encode(e).decode() + "\n" for e in events))
+    assert _leaks(rec.read_text()) != []  # the file itself holds them
+    db = tmp_path / "s.db"
+    res = subprocess.run([sys.executable, "-m", "portside.cli", "import", str(rec),
+                          "--db", str(db)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    with Store(db) as store:
+        bodies = "\n".join(store.event_bodies("foreign"))
+    assert _leaks(bodies) == [] and "Train Epoch: 2" in bodies
+
+
 @pytest.mark.parametrize("name", ["MYSQL_PWD", "DB_PWD", "SENTRY_DSN", "SLACK_WEBHOOK_URL",
                                   "DISCORDWEBHOOK", "DATABASE_DSN"])
 def test_more_secret_names(name: str) -> None:
