@@ -295,6 +295,18 @@ def _when(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _output_cuts(store: Store, session_id: str) -> list[str]:
+    """Runs whose output was not all stored (core/runner.py keeps a run's first 32 MiB and
+    its last lines, and says so in the line that opens the tail)."""
+    rows = store.conn.execute(
+        "SELECT json_extract(body, '$.run_id'), json_extract(body, '$.lines[0]') FROM events"
+        " WHERE session_id = ? AND kind = 'run.output'"
+        " AND json_extract(body, '$.lines[0]') LIKE '[portside: % of output not stored%'",
+        (session_id,)).fetchall()
+    return ["", *(f"- Output of {run}: {_md_cell(str(note).strip('[]'))}" for run, note in rows)
+            ] if rows else []
+
+
 def report_md(store: Store, session_id: str) -> str:
     """A Markdown summary of one session, for a pull request."""
     s = store.session(session_id)
@@ -339,6 +351,7 @@ def report_md(store: Store, session_id: str) -> str:
             )
     else:
         out.append("No runs.")
+    out += _output_cuts(store, session_id)
     edits = list(store.events(session_id, kinds=["edit.proposed", "edit.applied",
                                                   "command.proposed", "edit.decided"]))
     proposed = [e for e in edits if ev.is_file_edit(e)]  # commands are not edits

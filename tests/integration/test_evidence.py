@@ -228,7 +228,20 @@ def test_output_past_the_cap_keeps_head_and_tail_and_says_so(tmp_path: Path,
     head = lines.index(note)
     gone = 20001 - head - 50
     assert f"{gone} lines" in note and "not stored" in note
-    assert os.path.basename(str(script)) and res.exit_code == 0
+    assert res.exit_code == 0
+    # ... and the report says so too.
+    from portside.core.bus import EventBus
+    from portside.store import Store
+    from portside.store.exports import report_md
+
+    with Store(tmp_path / "s.db") as store:
+        bus = EventBus(store.recorder)
+        bus.publish(ev.SessionStarted(session_id="s", project="/p", target="cpu"))
+        for e in events:
+            bus.publish(e)
+        store.recorder.flush()
+        report = report_md(store, "s")
+    assert f"- Output of cand1-x: portside: {gone} lines" in report, report
 
 
 def test_a_run_that_fills_its_disk_is_stopped_as_resource_limit(
