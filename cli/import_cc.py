@@ -114,4 +114,10 @@ def imported_trees(store: Any, session: str, tree: Path | None, before: Path | N
     source = tree or before
     assert source is not None
     meta = verify_meta(events, source.resolve(), tree is not None)
+    outside = meta.get("edits_outside_folder") or []
+    if outside:  # shown, never written: the copies hold only the session's folder
+        from portside.core.textsafe import clean_line
+
+        click.echo("portside: not verified, outside the session's folder (never written): "
+                   + ", ".join(clean_line(str(p)) for p in outside), err=True)
     return ImportedTrees(ref, cand, meta, imported_claim(events), home)

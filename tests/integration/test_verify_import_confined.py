@@ -119,3 +119,5 @@ def test_verify_never_writes_outside_its_copies(tmp_path: Path, mode: str) -> No
     shown = started.meta["edits_outside_folder"]
     assert str(outside / "victim.txt") in shown and "data/loader.py" in shown
     assert any(p.endswith(f"../{outside.name}/other.txt") for p in shown), shown
+    assert "not verified, outside the session's folder (never written)" in res.stderr
+    assert str(outside / "victim.txt") in res.stderr  # the reviewer is told, by name
