@@ -99,7 +99,10 @@ class SessionsApp(App[str | None]):
         self.refill()
         table.focus()
 
-    def visible(self) -> list[dict[str, Any]]:
+    # Not `visible`: that is Textual's DOMNode property (a bool every widget's inherited
+    # visibility reads up the tree to the app), which a method here would replace.
+    def shown_rows(self) -> list[dict[str, Any]]:
+        """The rows the filter keeps, in the chosen order."""
         needle = self.text.lower()
         rows = [r for r in self.all_rows
                 if not needle or needle in " ".join(str(r.get(k) or "") for k, _ in COLUMNS).lower()]
@@ -113,7 +116,7 @@ class SessionsApp(App[str | None]):
     def refill(self) -> None:
         table = self.query_one(DataTable)
         table.clear()
-        rows = self.visible()
+        rows = self.shown_rows()
         for r in rows:
             table.add_row(*(_cell(k, r.get(k)) for k, _ in COLUMNS), key=r["session_id"])
         title = dict(COLUMNS)[self.sort_key]

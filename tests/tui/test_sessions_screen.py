@@ -43,3 +43,22 @@ async def test_filter_sort_and_choose(tmp_path: Path) -> None:
         assert str(table.coordinate_to_cell_key((0, 0)).row_key.value) == "s-a"
         await pilot.press("enter")
     assert app.return_value == "s-a"
+
+
+async def test_visibility_stays_textuals(tmp_path: Path) -> None:
+    """The app keeps Textual's `visible` (a bool property every widget's inherited visibility
+    reads up to the app): a method of that name made it a bound method, so each widget's
+    `visible` was a method too, and Textual's own `app.visible = False` replaced the method
+    and broke the next refill."""
+    app = SessionsApp(_rows(tmp_path), "s.db")
+    async with app.run_test(size=(140, 30)) as pilot:
+        table = app.query_one(DataTable)
+        assert app.visible is True
+        assert table.visible is True  # no rule of its own: inherited from the app
+        app.visible = False  # Textual's setter: the whole tree hides
+        assert table.visible is False and not table.focusable
+        app.visible = True
+        assert table.focusable
+        await pilot.press("slash", *"resnet")
+        await pilot.pause()
+        assert table.row_count == 1
