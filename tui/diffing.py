@@ -64,7 +64,7 @@ def highlight_lines(text: str, path: str) -> list[Text]:
         return [Text(line) for line in lines]
     code = "\n".join(lines)
     lexer = KNOWN_LEXERS.get(PurePosixPath(path).suffix.lower()) or Syntax.guess_lexer(path, code)
-    out = Syntax(code, lexer, theme=THEME).highlight(code).split("\n", allow_blank=True)
+    out = list(Syntax(code, lexer, theme=THEME).highlight(code).split("\n", allow_blank=True))
     _BUILT.add(lexer)
     for t in out:
         t.style = ""  # drop the theme's background: the diff sets its own
@@ -87,7 +87,7 @@ class EditDiff:
         self._sm = SequenceMatcher(None, self.a, self.b, autojunk=False)
         # A copy: difflib's get_grouped_opcodes trims the matcher's own cached list in place,
         # which would cut the start and end off the whole-file view after the hunks were shown.
-        self.opcodes = list(self._sm.get_opcodes())
+        self.opcodes: list[tuple[str, int, int, int, int]] = list(self._sm.get_opcodes())
         added = sum(j2 - j1 for tag, _, _, j1, j2 in self.opcodes if tag in ("insert", "replace"))
         removed = sum(i2 - i1 for tag, i1, i2, _, _ in self.opcodes if tag in ("delete", "replace"))
         self.stats = DiffStats(added, removed)

@@ -257,7 +257,8 @@ class SessionModel:
 
     def undecided(self) -> bool:
         """Does an edit or a command await the reviewer?"""
-        return any(v.decided is None for v in [*self.edits.values(), *self.commands.values()])
+        return (any(e.decided is None for e in self.edits.values())
+                or any(c.decided is None for c in self.commands.values()))
 
 
 def _num(value: Any, default: float | None = None) -> float | None:

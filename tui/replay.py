@@ -57,6 +57,8 @@ _TRANSCRIPT_ONLY = (ev.AgentClaimed, ev.EditProposed, ev.CommandProposed, ev.Edi
 class ReplayApp(PortsideApp):
     """PortsideApp whose events come from a Replayer; its screen is a ReplayScreen."""
 
+    live: ReplayScreen  # every screen this app shows is a replay one (_new_screen)
+
     def __init__(self, replayer: Replayer, *, bus: EventBus, gate: ReviewGate,
                  info: dict[str, Any], autoplay: bool = True, batch: int = BATCH) -> None:
         super().__init__(bus=bus, gate=gate, info=info, mode="replay",
@@ -85,7 +87,7 @@ class ReplayApp(PortsideApp):
 
     WARM_UP_ON_MOUNT = False  # started after the first frame (_start), not competing with it
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         # Runs before PortsideApp.on_mount (Textual calls each class's handler, subclass
         # first): start once the screen is up. The replayer's index and the imports are
         # long-lived: frozen, the collections that building the first frame triggers skip them

@@ -59,7 +59,7 @@ COMPARE_BINDINGS = [
 
 
 class CompareScreen(Screen[None]):
-    BINDINGS = COMPARE_BINDINGS
+    BINDINGS = [*COMPARE_BINDINGS]
     PALETTE = COMPARE_BINDINGS
     HELP_TITLE = "portside · keys of the compare view"
 
@@ -150,8 +150,8 @@ class CompareScreen(Screen[None]):
             col = self.query_one(f"#compare-{side}-col", Vertical)
             for old in col.query(LogView):
                 await old.remove()
-            for old in col.query(f"#{side}-log-box"):
-                await old.remove()
+            for box in col.query(f"#{side}-log-box"):
+                await box.remove()
             run = self.model.runs.get(run_id or "")
             title = self.query_one(f"#{side}-title", TextLine)
             if run is None:

@@ -103,7 +103,7 @@ class Column(Vertical):
 
 
 class LiveScreen(Screen[None]):
-    BINDINGS = REVIEW_BINDINGS + VIEW_BINDINGS
+    BINDINGS = [*REVIEW_BINDINGS, *VIEW_BINDINGS]
     ALLOW_IN_MAXIMIZED_VIEW = "#top-bar, ReviewFooter"
     PALETTE = REVIEW_BINDINGS + VIEW_BINDINGS
     HELP_TITLE = "portside · keys of the live review"

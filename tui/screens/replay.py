@@ -74,7 +74,7 @@ REPLAY_VIEW_BINDINGS = [b for b in VIEW_BINDINGS if b.id not in ("view.next-edit
 
 
 class ReplayScreen(LiveScreen, inherit_bindings=False):
-    BINDINGS = REPLAY_BINDINGS + DISABLED_BINDINGS + REPLAY_VIEW_BINDINGS
+    BINDINGS = [*REPLAY_BINDINGS, *DISABLED_BINDINGS, *REPLAY_VIEW_BINDINGS]
     PALETTE = REPLAY_BINDINGS + REPLAY_VIEW_BINDINGS
     HELP_TITLE = "portside · keys of the replay"
 
@@ -107,7 +107,7 @@ class ReplayScreen(LiveScreen, inherit_bindings=False):
             super()._refresh_layout(size, scroll)
             return
         before = {w: (getattr(w, "_layout_required", True), _bars(w))
-                  for w in self.walk_children()}
+                  for w in self.walk_children(Widget)}
         super()._refresh_layout(size, scroll)
         for widget, _ in self._compositor.layers:
             asked, bars = before.get(widget, (False, (0, 0)))

@@ -156,7 +156,8 @@ class ChecksPanel(Vertical):
         self._alarm_order = order
         if order:
             wanted, self._wanted = self._wanted, None
-            keep = next((a for a in (wanted, self.selected) if a in order), order[0])
+            keep = next((a for a in (wanted, self.selected) if a is not None and a in order),
+                        order[0])
             olist.highlighted = order.index(keep)
             self._show_evidence(keep)
         return order
@@ -196,6 +197,7 @@ class ChecksPanel(Vertical):
         width = max(10, self.size.width - 8) if self.size.width else 30
         alarm = self.model.alarms.get(self.selected or "")
         spark = alarm.event.evidence.get("spark") if alarm else None
+        chart: Text | None
         if isinstance(spark, dict) and spark.get("candidate"):
             key: tuple[Any, ...] = ("alarm", self.selected, width)
             if key == self._chart_key:
