@@ -246,10 +246,3 @@ def compare(ref_s: float, ref_usd: float, cand_s: float, cand_usd: float) -> dic
         else:
             parts.append("same cost")
     return {"speedup": speedup, "cost_ratio": cost_ratio, "line": ", ".join(parts)}
-
-
-def compare_steps(ref_step_s: float, ref_usd_per_hour: float,
-                  cand_step_s: float, cand_usd_per_hour: float) -> dict[str, Any]:
-    """`compare` on steady-state step times and hourly prices (price × devices)."""
-    return compare(ref_step_s, ref_step_s * ref_usd_per_hour / 3600.0,
-                   cand_step_s, cand_step_s * cand_usd_per_hour / 3600.0)

@@ -10,8 +10,6 @@ import numpy as np
 
 from .checks import Alarm, RunRecords, device_facts, steady_step_s
 
-OUTCOMES = ("passed", "failed-error", "failed-timeout", "failed-silent")
-
 
 def classify_outcome(exit_code: int | None, timed_out: bool, stalled: bool,
                      alarms: Iterable[Alarm]) -> str:

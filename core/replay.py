@@ -627,20 +627,6 @@ class Replayer:
         self._anchor_wall = self.clock()
         return state
 
-    def seek_start(self) -> ReplayState:
-        return self.seek(0)
-
-    def seek_end(self) -> ReplayState:
-        return self.seek(self.index.last_seq)
-
-    def seek_time(self, seconds: float) -> ReplayState:
-        """Seek to ``seconds`` after the session's first event, on the original clock."""
-        if not len(self.index):
-            return self.seek(0)
-        t = float(self.index.ts[0]) + seconds
-        pos = int(np.searchsorted(self.index.ts, t, side="right")) - 1
-        return self.seek(int(self.index.seqs[pos]) if pos >= 0 else 0)
-
     def next_marker(self, kinds: Iterable[str] | None = None, after: int | None = None) -> int | None:
         """Seq of the first marker after ``after`` (default: the position), or None."""
         positions = self._marker_positions(kinds)

@@ -235,10 +235,6 @@ def _md_cell(value: Any) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def md_table(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> str:
-    return "".join(iter_md(rows, columns))
-
-
 def iter_md(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> Iterator[str]:
     yield "| " + " | ".join(columns) + " |\n" + "|" + "---|" * len(columns) + "\n"
     for row in rows:

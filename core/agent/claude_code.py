@@ -38,7 +38,6 @@ import os
 import re
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from .. import events as ev
@@ -697,12 +696,6 @@ def _notebook_after(text: str, ti: dict[str, Any]) -> str:
     else:
         cells[idx] = {**cells[idx], "source": source, **({"cell_type": kind} if kind else {})}
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
-
-
-def transcript_dir(config_dir: str | os.PathLike[str] | None, cwd: Path) -> Path:
-    """Where Claude Code writes this workspace's transcripts."""
-    base = Path(config_dir) if config_dir else Path.home() / ".claude"
-    return base / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(cwd))
 
 
 __all__ = ["ClaudeCodeAgent", "claims_success", "command_for_run", "default_task"]

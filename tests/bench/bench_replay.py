@@ -329,7 +329,7 @@ def main() -> None:
               f"{state.interventions} interventions, last line {last_run.tail[-1]!r}")
 
         t = time.perf_counter()
-        start = rp.seek_start()
+        start = rp.seek(0)
         t_back = time.perf_counter() - t
         t = time.perf_counter()
         first = rp.step()

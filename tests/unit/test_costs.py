@@ -7,7 +7,6 @@ import pytest
 from portside.core.costs import (
     PriceError,
     compare,
-    compare_steps,
     cost_per_successful_run,
     default_prices,
     device_price_name,
@@ -91,6 +90,6 @@ def test_compare_line():
     assert r["line"] == "1.86× faster, 25% cheaper"
     assert compare(100.0, 1.0, 200.0, 1.5)["line"] == "2.00× slower, 50% dearer"
     assert compare(0.0, 0.0, 1.0, 1.0)["line"] == ""
-    # per step: 0.03 s on one H100 vs 0.02 s on one v5e chip
-    s = compare_steps(0.03, 6.88, 0.02, 1.20)
+    # per step: 0.03 s on one H100 ($6.88/h) vs 0.02 s on one v5e chip ($1.20/h)
+    s = compare(0.03, 0.03 * 6.88 / 3600, 0.02, 0.02 * 1.20 / 3600)
     assert s["speedup"] == pytest.approx(1.5) and s["cost_ratio"] == pytest.approx(0.02 * 1.2 / (0.03 * 6.88))

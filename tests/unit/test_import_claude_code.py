@@ -142,7 +142,7 @@ def test_imported_session_replays_with_its_timing(tmp_path: Path, project: Path)
         events = list(store.events(sid))
         # The replay fold over the imported log: what the replay screen shows at the end.
         replayer = Replayer(StoreSource(store, sid), idle_limit=0)
-        end = replayer.seek_end()
+        end = replayer.seek(replayer.index.last_seq)
         assert replayer.duration == pytest.approx(events[-1].ts - events[0].ts)
         mid = next(e for e in events if isinstance(e, ev.EditApplied))
         assert replayer.offset_of(mid.seq) == pytest.approx(mid.ts - events[0].ts)
