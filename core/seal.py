@@ -18,7 +18,6 @@ own few lines; ``seal_line`` here is the reference a test holds it to.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import secrets
 
@@ -35,7 +34,8 @@ def new_key() -> str:
 
 
 def _mac(key: bytes, body: bytes) -> bytes:
-    return hmac.new(key, body, hashlib.sha256).hexdigest()[: 2 * MAC_BYTES].encode()
+    # hmac.digest: OpenSSL's one-shot HMAC, about twice as fast as hmac.new(...).hexdigest()
+    return hmac.digest(key, body, "sha256")[:MAC_BYTES].hex().encode()
 
 
 def seal_line(key: str, body: str) -> str:

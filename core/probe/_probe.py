@@ -1384,16 +1384,16 @@ class Probe:
                 os.makedirs(d, exist_ok=True)
             self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             self.path = path
+        import hmac
+
         lines = []
+        key = self.seal
         for r in recs:
             body = json.dumps(r, default=str, allow_nan=False)
             body = f'{body[:-1]}, "seq": {self.seq}}}'
             self.seq += 1
-            if self.seal is not None:  # the format of core/seal.py: seal_line
-                import hashlib
-                import hmac
-
-                tag = hmac.new(self.seal, body.encode(), hashlib.sha256).hexdigest()[:32]
+            if key is not None:  # the format of core/seal.py: seal_line
+                tag = hmac.digest(key, body.encode(), "sha256")[:16].hex()
                 body = f'{body[:-1]}, "mac": "{tag}"}}'
             lines.append(body + "\n")
         data = "".join(lines).encode()
