@@ -3,7 +3,7 @@
 Producers (agent, runner, checks, the reviewer's gate) publish; the store assigns ``seq``;
 subscribers (the TUI, the headless console, the engine itself) receive the event afterwards, on
 the publisher's thread. Every published event is masked first (core/secrets.py mask_event). The core never imports the store: anything with ``append`` and
-``append_durable`` will do (the store's Recorder, or a list for tests).
+``append_durable`` will do (the store's Recorder; tests/doubles.py's MemorySink).
 """
 
 from __future__ import annotations
@@ -26,25 +26,6 @@ class Sink(Protocol):
     def append(self, event: ev.Event) -> ev.Event: ...
 
     def append_durable(self, event: ev.Event, timeout: float = 30.0) -> ev.Event: ...
-
-
-class MemorySink:
-    """Assigns seq like the store does, keeps events in memory (replay, tests)."""
-
-    def __init__(self) -> None:
-        self.events: list[ev.Event] = []
-        self._lock = threading.Lock()
-
-    def append(self, event: ev.Event) -> ev.Event:
-        with self._lock:
-            event.seq = len(self.events) + 1
-            if not event.ts:
-                event.ts = ev.now()
-            self.events.append(event)
-        return event
-
-    def append_durable(self, event: ev.Event, timeout: float = 30.0) -> ev.Event:
-        return self.append(event)
 
 
 class EventBus:

@@ -11,11 +11,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from portside.core.bus import EventBus, MemorySink
+from portside.core.bus import EventBus
 from portside.core.criteria import parse_criteria
 from portside.core.verify import Verifier
 
 from .cases import CASES, Case
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
+from doubles import MemorySink  # noqa: E402
 
 REFERENCES = 3
 

@@ -26,11 +26,11 @@ pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not ins
                     "(pip install -e '.[claude-code]'; `make venv` does)")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from doubles import MemorySink  # noqa: E402
 from loopback_api import LoopbackAPI, text, tool  # noqa: E402
 
 from portside.core import events as ev  # noqa: E402
 from portside.core.agent.claude_code import ClaudeCodeAgent, claims_success  # noqa: E402
-from portside.core.bus import MemorySink  # noqa: E402
 from portside.core.engine import SessionConfig, SessionEngine  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -309,7 +309,6 @@ DRIVER = textwrap.dedent("""
     from pathlib import Path
     from portside.core import events as ev
     from portside.core.agent.claude_code import ClaudeCodeAgent
-    from portside.core.bus import MemorySink
     from portside.core.engine import SessionConfig, SessionEngine
 
     project, work, flag = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])

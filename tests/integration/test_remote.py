@@ -21,13 +21,14 @@ from pathlib import Path
 import pytest
 
 from portside.core import events as ev
-from portside.core.bus import EventBus, MemorySink
+from portside.core.bus import EventBus
 from portside.core.criteria import load_criteria
 from portside.core.remote import SSHExecutor, parse_host
 from portside.core.verify import RunReport, Verifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from doubles import MemorySink  # noqa: E402
 from loopback_sshd import ALIAS, LoopbackSSHD, why_not  # noqa: E402
 from treehash import tree_hash  # noqa: E402
 

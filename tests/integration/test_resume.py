@@ -22,6 +22,9 @@ from pathlib import Path
 from portside.core import events as ev
 from portside.store import Store
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
+from doubles import MemorySink  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
 DRIVER = Path(__file__).with_name("resume_driver.py")
@@ -159,7 +162,6 @@ def test_resume_refuses_ended_unknown_and_old_sessions(tmp_path: Path) -> None:
 
 def test_started_meta_rebuilds_the_engine_without_secrets(tmp_path: Path) -> None:
     from portside.core.agent.scripted import ScriptedAgent
-    from portside.core.bus import MemorySink
     from portside.core.criteria import Criteria, load_criteria
     from portside.core.engine import SessionConfig, SessionEngine
     from portside.core.resume import engine_from_log
@@ -286,7 +288,6 @@ def test_claude_agent_conversation_is_rebuilt_from_the_log(tmp_path: Path) -> No
 
 
 def test_a_live_session_cannot_be_resumed_twice(tmp_path: Path) -> None:
-    from portside.core.bus import MemorySink
     from portside.core.engine import SessionConfig, SessionEngine
     from portside.core.resume import ResumeError
 
@@ -310,7 +311,6 @@ def test_an_aborted_reference_never_vouches_for_a_candidate(tmp_path: Path) -> N
     """Issue 13.2: killed during the reference phase twice, the first resume had marked the
     cut-off reference `aborted`; the second resume restored it as a reference, so a candidate
     was judged against a 1-step envelope and passed. Aborted references are run again."""
-    from portside.core.bus import MemorySink
     from portside.core.engine import SessionConfig, SessionEngine
     from portside.core.resume import engine_from_log, restore
 
@@ -341,7 +341,7 @@ def test_an_aborted_reference_never_vouches_for_a_candidate(tmp_path: Path) -> N
 
 async def test_a_candidate_without_a_valid_reference_cannot_pass(tmp_path: Path) -> None:
     """No reference that finished `passed` → `reference-failed` on the candidate, never a pass."""
-    from portside.core.bus import EventBus, MemorySink
+    from portside.core.bus import EventBus
     from portside.core.criteria import Criteria
     from portside.core.verify import Verifier
 
@@ -359,7 +359,6 @@ def test_a_command_whose_inline_secret_the_log_does_not_keep_is_not_resumed(tmp_
                                                                             ) -> None:
     """`HF_TOKEN=hf_… python train.py` is stored as `HF_TOKEN=*** python train.py`: resuming
     would silently run another command, so it is refused with the reason."""
-    from portside.core.bus import MemorySink
     from portside.core.engine import SessionConfig, SessionEngine
     from portside.core.resume import ResumeError, engine_from_log
 

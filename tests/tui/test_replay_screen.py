@@ -23,7 +23,7 @@ from scenario import INFO, SID, at, full_session
 from screen_text import screen_lines
 
 from portside.core import events as ev
-from portside.core.bus import EventBus, MemorySink
+from portside.core.bus import EventBus
 from portside.core.replay import Replayer, SequenceSource
 from portside.core.review import ReviewGate
 from portside.store import Store
@@ -35,6 +35,9 @@ from portside.tui.screens.dialogs import TextDialog
 from portside.tui.screens.replay import ReplayScreen
 from portside.tui.widgets.checks import ChecksPanel
 from portside.tui.widgets.runs import RunsPanel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
+from doubles import MemorySink  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"

@@ -10,6 +10,7 @@ The host is a small test double over a real Workspace and a real EventBus.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,11 @@ from portside.core import events as ev
 from portside.core.agent.base import AgentAPIError, AgentStopped, EditOutcome
 from portside.core.agent.claude import ClaudeAgent, usage_cost
 from portside.core.agent.prompt import NUDGE
-from portside.core.bus import EventBus, MemorySink
+from portside.core.bus import EventBus
 from portside.core.workspace import Edit, Workspace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
+from doubles import MemorySink  # noqa: E402
 
 MODEL = "claude-haiku-4-5"  # priced in core/prices.toml, not deprecated in this SDK
 KEY = "sk-ant-api03-TESTKEY-0123456789abcdef"

@@ -12,8 +12,11 @@ import pytest
 from portside.core import events as ev
 from portside.core.agent.base import AgentStopped, EditOutcome
 from portside.core.agent.scripted import ScriptedAgent, ScriptError, load_script
-from portside.core.bus import EventBus, MemorySink
+from portside.core.bus import EventBus
 from portside.core.workspace import Edit, Workspace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
+from doubles import MemorySink  # noqa: E402
 
 TRAIN_PY = """\
 import torch

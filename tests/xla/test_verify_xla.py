@@ -14,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from portside.core.bus import EventBus, MemorySink
+from portside.core.bus import EventBus
 from portside.core.criteria import parse_criteria
 from portside.core.verify import Verifier
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
+from doubles import MemorySink  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
