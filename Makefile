@@ -46,7 +46,7 @@ bench: venv
 
 lint: venv
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy core store --explicit-package-bases
+	$(VENV)/bin/mypy core store tui cli --explicit-package-bases
 
 clean:
 	rm -rf $(VENV) build *.egg-info
