@@ -1,0 +1,73 @@
+"""checks/evidence.py as pure functions: printed metrics held against the probe's where the
+references agree with theirs; facts held to what was seen from outside; the live fold and the
+rebuild see the same evidence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from portside.core.checks import RunRecords
+from portside.core.checks.evidence import check_evidence
+from portside.core.checks.records_live import LiveRecords
+
+
+def _run(losses: list[float], printed: list[float] | None, offset: int = 0,
+         extra: list[dict[str, Any]] | None = None) -> RunRecords:
+    recs: list[dict[str, Any]] = [
+        {"type": "step", "t": 1.0 + i, "pid": 1, "rank": 0, "step": i, "loss": v}
+        for i, v in enumerate(losses)]
+    for i, v in enumerate(printed or []):  # as the runner makes them from an [output] pattern
+        recs.append({"type": "metric", "name": "loss", "value": v, "step": i + offset,
+                     "source": "output", "t": 1.0 + i})
+    return RunRecords.from_records(recs + (extra or []))
+
+
+LOSS = [1.0 / (i + 1) for i in range(40)]
+
+
+def test_printed_loss_that_is_not_the_trained_loss_is_tampered() -> None:
+    refs = [_run(LOSS, [round(v, 4) for v in LOSS])]  # the reference prints what it trains
+    honest = _run(LOSS, [round(v, 4) for v in LOSS], offset=1)  # 1-based counter: fine
+    forged = _run(LOSS, [v * 0.5 for v in LOSS])  # prints a better loss than it trains
+    assert check_evidence(refs, honest) == []
+    alarms = check_evidence(refs, forged)
+    assert [a.key for a in alarms] == ["evidence-tampered:printed:loss"]
+    assert alarms[0].severity == "critical" and alarms[0].evidence["agreement"] < 0.2
+
+
+def test_no_yardstick_when_the_references_print_something_else() -> None:
+    running_mean = [sum(LOSS[: i + 1]) / (i + 1) for i in range(40)]  # a running average
+    refs = [_run(LOSS, running_mean)]
+    assert check_evidence(refs, _run(LOSS, [v * 0.5 for v in LOSS])) == []
+
+
+def test_facts_claiming_a_tpu_against_what_was_seen() -> None:
+    facts = {"type": "facts", "t": 10.0, "pid": 1, "rank": 0, "backend": "torch_xla",
+             "device_kind": "TPU", "device_name": "TPU v5 lite"}
+
+    def seen(at: float | None, kinds: dict[str, list[str]]) -> dict[str, Any]:
+        return {"type": "observed", "source": "portside", "t": 20.0, "samples": 3,
+                "processes": 2, "seen": kinds, "python_at": at, "torch_at": at}
+
+    no_tpu = seen(12.0, {"torch": ["/x/libtorch_cpu.so"]})
+    tpu = seen(12.0, {"tpu": ["/x/libtpu.so"], "torch": ["/x/libtorch_cpu.so"]})
+    early = seen(9.0, {"torch": ["/x/libtorch_cpu.so"]})  # read only before the claim
+    keys = [[a.key for a in check_evidence([], _run(LOSS, None, extra=[facts, o]))]
+            for o in (no_tpu, tpu, early)]
+    assert keys == [["evidence-tampered:hardware"], [], []]
+
+
+def test_the_live_fold_sees_the_same_evidence() -> None:
+    recs: list[dict[str, Any]] = [
+        {"type": "tamper", "source": "portside", "why": "unsealed record", "file": "a"},
+        {"type": "metric", "name": "loss", "value": 0.5, "step": 3, "source": "output"},
+        {"type": "observed", "source": "portside", "seen": {}, "python_at": 1.0},
+        {"type": "tamper", "source": "portside", "why": "3 more", "count": 3, "file": ""}]
+    live = LiveRecords()
+    live.add(recs[:2])
+    live.add(recs[2:])
+    a, b = live.snapshot().evidence, RunRecords.from_records(recs).evidence
+    assert (a.failed, a.failures, a.observed, a.printed) == (b.failed, b.failures, b.observed,
+                                                            b.printed) == (
+        4, [{"why": "unsealed record", "file": "a", "line": None},
+            {"why": "3 more", "file": "", "line": None}], recs[2], {"loss": [(3, 0.5)]})
