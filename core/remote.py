@@ -14,9 +14,12 @@ The probe and the host-side agent (core/remote_agent.py) go the first time; then
 runs the command there.
 One connection carries everything back: output lines as they are, probe record lines behind a
 per-run random marker (written here into the local probe files the runner already tails), the
-exit status last. A connection that ends without the exit status is ``connection-lost``.
-The agent's watchdog kills the run's process group when the connection drops; kill requests
-travel as control lines. Nothing of portside's environment goes to the host but what the run's
+exit status last. A connection that ends without the exit status is ``connection-lost``; one
+that goes silent (a cut link, a frozen host: TCP never closes) is ended by ssh's ServerAlive
+probes within LINK_LOST_S. The agent's watchdog kills the run's process group when its
+connection closes, or when portside's pings stop for AGENT_HEARTBEAT_S; and the session's end
+reaches the host once more to stop any agent still alive (the keeper does it, or a last
+connection when the keeper's went too). Kill requests travel as control lines. Nothing of portside's environment goes to the host but what the run's
 env sets explicitly (scrubbed of secrets); agent/X11 forwarding are off; BatchMode=yes, so a
 key that does not work is an error, never a password prompt.
 """
@@ -47,7 +50,13 @@ from typing import Any
 from .runner import scrub_env
 
 CONNECT_TIMEOUT_S = 10
-PING_S = 5.0
+PING_S = 2.0  # portside's pings to each agent and keeper
+# ssh gives up on a connection whose server has not answered SERVER_ALIVE_COUNT probes sent
+# SERVER_ALIVE_S apart: a silent link is connection-lost after about LINK_LOST_S.
+SERVER_ALIVE_S = 2
+SERVER_ALIVE_COUNT = 4
+LINK_LOST_S = SERVER_ALIVE_S * (SERVER_ALIVE_COUNT + 1)
+AGENT_HEARTBEAT_S = 15.0  # an agent without a ping for this long kills its run
 HARD_KILL_S = 3.0
 SKIP_DIRS = {".git", "__pycache__"}
 # Never sent, even when the run's env names them: the host's own login sets these.
@@ -124,8 +133,8 @@ def ssh_argv(host: Host, remote_command: str, config: Path | None = None) -> lis
 def ssh_options(host: Host, config: Path | None = None) -> list[str]:
     """The ssh command line up to the destination (rsync's ``-e`` takes it as it is)."""
     argv = ["ssh", "-T", "-a", "-x", "-o", "BatchMode=yes",
-            "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}", "-o", "ServerAliveInterval=5",
-            "-o", "ServerAliveCountMax=3", "-o", "ClearAllForwardings=yes",
+            "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}", "-o", f"ServerAliveInterval={SERVER_ALIVE_S}",
+            "-o", f"ServerAliveCountMax={SERVER_ALIVE_COUNT}", "-o", "ClearAllForwardings=yes",
             "-o", "ForwardAgent=no", "-o", "LogLevel=ERROR"]
     if config is not None:
         argv += ["-F", str(config)]
@@ -477,7 +486,8 @@ class SSHExecutor:
         make = await self._ship(run_dir, Path(cwd), role)
         marker = b"\x1e" + secrets.token_hex(8).encode()
         job = {"command": command, "cwd": run_dir, "env": remote_env(env), "records": "records",
-               "prefix": prefix, "marker": marker.decode(), "keep": self.keep}
+               "prefix": prefix, "marker": marker.decode(), "keep": self.keep,
+               "heartbeat_s": AGENT_HEARTBEAT_S}
         proc = await asyncio.create_subprocess_exec(
             *ssh_argv(self.host, f"cd {shlex.quote(self.remote_dir)} && {make}exec "
                       f"{shlex.quote(self.python)} agent.py", self.config),
@@ -504,12 +514,28 @@ class SSHExecutor:
                 keeper.wait()
             if keeper.returncode == 0:
                 return
-        if self.keep or not self._used:
+        if not self._used:
             return
         with contextlib.suppress(Exception):  # the keeper's connection had ended: ask again
-            subprocess.run(ssh_argv(self.host, f"rm -rf -- {self.dir_expr}", self.config),
+            subprocess.run(ssh_argv(self.host, self._sweep_command(), self.config),
                            stdin=subprocess.DEVNULL, capture_output=True,
                            timeout=CONNECT_TIMEOUT_S + 20)
+
+    def _sweep_command(self) -> str:
+        """What the keeper would have done, as one shell line: SIGTERM each of the session's
+        agents still alive (its cwd the session's folder), wait for them; then, unless kept,
+        remove the folder and the parents the keeper made (``.made``) while empty."""
+        where = shlex.quote(self.remote_dir) if self.remote_dir else self.dir_expr
+        stop = ('for f in "$D"/records/*.pid; do p=$(cat "$f" 2>/dev/null) || continue; '
+                '[ "$(readlink /proc/$p/cwd 2>/dev/null)" = "$D" ] || continue; '
+                'kill -TERM "$p" 2>/dev/null; n=0; while [ $n -lt 50 ] && '
+                'grep -qv "^[^)]*) Z" /proc/$p/stat 2>/dev/null; do sleep 0.1; n=$((n+1)); '
+                'done; done')
+        if self.keep:
+            return f"D={where}; {stop}"
+        return (f'D={where}; {stop}; T=$(cat "$D/.made" 2>/dev/null); rm -rf -- "$D"; d=$D; '
+                'while [ -n "$T" ] && [ "$d" != "$T" ]; do d=$(dirname "$d"); '
+                'rmdir -- "$d" 2>/dev/null || break; done')
 
 
 def _keeper_answer(keeper: subprocess.Popen[bytes]) -> tuple[str, bool]:

@@ -4,9 +4,13 @@ Protocol. stdin: one JSON line ``{command, cwd, env, records, prefix, marker}``,
 lines (``ping``, ``kill N``). stdout: the run's output lines as they are, interleaved with
 ``<marker> R <file> <line>`` (a new line of one of the probe's record files) and, last,
 ``<marker> X <returncode>``. The run is ``/bin/sh -c command`` in its own process group. The
-watchdog: stdin closing (the connection dropped, portside exited), no ping for HEARTBEAT_S, or
-stdout breaking kills the whole group, and every descendant seen, at once, and removes the
-run's folder (unless kept). The session's folder is the keeper's (core/remote_keeper.py).
+watchdog: stdin closing (the connection dropped, portside exited), no ping for the job's
+``heartbeat_s`` (a link gone silent: a network cut, a frozen sshd; checked on a thread of its
+own, so a write blocked on a full pipe cannot hold it up), stdout breaking, or SIGTERM/SIGHUP
+(portside reaching the host again after losing the link) kills the whole group, and every
+descendant seen, at once, and removes the run's folder (unless kept). While it runs, the
+agent's pid is in ``records/<prefix>.pid`` so that a later connection can find it. The
+session's folder is the keeper's (core/remote_keeper.py).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import sys
 import threading
 import time
 
-HEARTBEAT_S = 60.0
+HEARTBEAT_S = 60.0  # when the job names none
 TAIL_S = 0.05
 GRACE_S = 1.0
 
@@ -31,6 +35,8 @@ _seen: set[int] = set()
 _proc: subprocess.Popen[bytes] | None = None
 _last_ping = time.monotonic()
 _run_dir: str | None = None  # removed when the run dies with its connection (unless kept)
+_pid_file: str | None = None  # records/<prefix>.pid: where a later connection finds this agent
+_dying = threading.Lock()  # the first cause of death does the killing; the others wait
 
 
 def _children_of(root: int) -> set[int]:
@@ -67,13 +73,40 @@ def _kill(sig: int) -> None:
 
 def _die(why: str) -> None:
     """The watchdog's end: nobody is listening, so nothing of the run may go on."""
+    if not _dying.acquire(blocking=False):
+        while True:  # another thread is already ending the run; it exits the process
+            time.sleep(60)
     _kill(signal.SIGTERM)
     time.sleep(GRACE_S)
     _kill(signal.SIGKILL)
     if _run_dir is not None:  # the session's keeper sweeps the rest when portside is gone
         shutil.rmtree(_run_dir, ignore_errors=True)
-    sys.stderr.write(f"portside remote: run killed ({why})\n")
+    _drop_pid_file()
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"portside remote: run killed ({why})\n")
     os._exit(3)
+
+
+def _drop_pid_file() -> None:
+    if _pid_file is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(_pid_file)
+
+
+def _watchdog(heartbeat_s: float) -> None:
+    """No ping for heartbeat_s: the link went silent without closing (a cut cable, a frozen
+    sshd), so stdin never ends; the run must not go on burning the host."""
+    while True:
+        time.sleep(min(0.5, heartbeat_s / 4))
+        if time.monotonic() - _last_ping > heartbeat_s:
+            _die(f"no word from portside for {heartbeat_s:g} s")
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    # Already ending (maybe in this very thread, the handler interrupting _die's grace sleep:
+    # waiting on our own lock there would leave the agent alive for ever): let that finish.
+    if not _dying.locked():
+        _die(f"signal {signal.Signals(signum).name}")
 
 
 def _write(data: bytes) -> None:
@@ -132,6 +165,14 @@ class _Tail:
                 _write(batch)
 
 
+def _write_pid_file(records: str, prefix: str) -> None:
+    global _pid_file
+    path = os.path.join(records, prefix + ".pid")
+    with contextlib.suppress(OSError), open(path, "w") as fh:
+        fh.write(str(os.getpid()))
+        _pid_file = path
+
+
 def main() -> None:
     global _proc, _run_dir
     job = json.loads(sys.stdin.buffer.readline())
@@ -140,6 +181,9 @@ def main() -> None:
     marker = job["marker"].encode()
     records = os.path.abspath(job["records"])
     os.makedirs(records, exist_ok=True)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+    _write_pid_file(records, job["prefix"])
     env = dict(os.environ)
     env.update(job["env"])
     inject = os.path.abspath("probe/inject")
@@ -148,6 +192,8 @@ def main() -> None:
         [inject, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
     env["PORTSIDE_PROBE_OUT"] = os.path.join(records, job["prefix"] + ".jsonl")
     threading.Thread(target=_control, daemon=True).start()
+    threading.Thread(target=_watchdog, args=(float(job.get("heartbeat_s", HEARTBEAT_S)),),
+                     daemon=True).start()
     _proc = subprocess.Popen(["/bin/sh", "-c", job["command"]], cwd=os.path.abspath(job["cwd"]),
                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, start_new_session=True)
@@ -162,13 +208,12 @@ def main() -> None:
         if now >= next_seen:
             _seen.update(_children_of(_proc.pid))
             next_seen = now + 0.5
-        if now - _last_ping > HEARTBEAT_S:
-            _die(f"no word from portside for {HEARTBEAT_S:g} s")
     code = _proc.returncode
     _kill(signal.SIGKILL)  # as for a local run: nothing the run started outlives it
     pump.join(timeout=5)
     tail.poll()
     _write(marker + b" X " + str(code).encode() + b"\n")
+    _drop_pid_file()
     if not job.get("keep"):  # one copy of the folder per run: a long session must not fill the disk
         shutil.rmtree(os.path.abspath(job["cwd"]), ignore_errors=True)
         for name in os.listdir(records):

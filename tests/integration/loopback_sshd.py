@@ -97,6 +97,21 @@ class LoopbackSSHD:
         self.proc.wait()
         self.proc = None
 
+    def drop_links(self, sig: int = signal.SIGKILL) -> int:
+        """Signal every per-connection sshd, not the listener: SIGKILL drops each live
+        connection (the host stays reachable), SIGSTOP freezes them (TCP stays open and
+        nothing answers, as on a cut link). Returns how many were signalled."""
+        import psutil
+
+        assert self.proc is not None
+        hit = 0
+        for child in psutil.Process(self.proc.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if child.name().startswith("sshd"):
+                    child.send_signal(sig)
+                    hit += 1
+        return hit
+
     def listing(self) -> dict[str, str]:
         """The remote home: every path and its content hash."""
         import hashlib
