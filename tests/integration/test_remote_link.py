@@ -84,10 +84,10 @@ def _agent_of(training: int) -> int:
 @pytest.mark.parametrize("how", ["killed", "frozen"])
 def test_dropped_link_under_a_hung_candidate_ends_verify_and_the_remote_job(
         tmp_path: Path, how: str) -> None:
-    """Before the fix, frozen: verify ended ~21 s after the drop (ssh's ServerAlive 5 s x 3)
-    and the hung training was still alive on the host when verify had exited (the agent only
-    gave up after 60 s without pings). Killed passed before too (the TCP close reaches ssh at
-    once); it stays here as the promise of the README."""
+    """Before the fix, frozen: verify ended ~20 s after the drop (ssh's ServerAlive 5 s x 3)
+    and the hung training was still alive on the host for ~56 s (the agent gave up only after
+    60 s without pings). Killed: classified at once before too (the TCP close reaches ssh), but
+    the host-side agent was still alive when verify had exited (gone ~0.5 s later)."""
     server = LoopbackSSHD(tmp_path / "sshd").start()
     project = tmp_path / "project"
     project.mkdir()
