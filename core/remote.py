@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .runner import scrub_env
+from .secrets import scrub_env
 
 CONNECT_TIMEOUT_S = 10
 PING_S = 2.0  # portside's pings to each agent and keeper
