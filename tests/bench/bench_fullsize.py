@@ -139,6 +139,10 @@ async def live_run(args: argparse.Namespace, tmp: Path) -> None:
     raised: list[tuple[float, ev.AlarmRaised]] = []
     bus.subscribe(lambda e: raised.append((time.time(), e)) if isinstance(e, ev.AlarmRaised)
                   else None)
+    own = [0]  # records portside makes itself (what it saw of the run's processes)
+    bus.subscribe(lambda e: own.__setitem__(0, own[0] + sum(
+        1 for r in e.records if r.get("source") == "portside"))
+                  if isinstance(e, ev.RunRecord) else None)
     ver = Verifier(bus, "bench-fullsize", DEFAULT_CRITERIA, "cpu", tmp / "probe")
     ver.references = [as_report(r, i + 1) for i, r in enumerate(refs)]
     cmd = (f"{sys.executable} -S {TRAINER} {n} {ranks} {args.lines} {drift_at} 7")
@@ -163,7 +167,8 @@ async def live_run(args: argparse.Namespace, tmp: Path) -> None:
         # For the comparisons below, read what the probe wrote (the runner did not keep it):
         # ~2 KB a record as dicts, so a full-size run is measured with --compare (none).
         res.records = probe_records(res.probe_files)
-        assert len(res.records) == res.record_count, (len(res.records), res.record_count)
+        assert len(res.records) + own[0] == res.record_count, (len(res.records), own[0],
+                                                               res.record_count)
     drift = [(t, e) for t, e in raised if e.check == "numeric-drift"]
     if not drift:
         print("DRIFT NOT RAISED: " + ", ".join(e.check for _, e in raised))
