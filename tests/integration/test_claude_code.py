@@ -304,9 +304,11 @@ def _status(p: Any) -> str:
         return "gone"
 
 
-DRIVER = textwrap.dedent("""
+DRIVER = textwrap.dedent(f"""
     import asyncio, sys
     from pathlib import Path
+    sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})  # tests/: the doubles
+    from doubles import MemorySink
     from portside.core import events as ev
     from portside.core.agent.claude_code import ClaudeCodeAgent
     from portside.core.engine import SessionConfig, SessionEngine
