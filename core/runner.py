@@ -144,6 +144,7 @@ class _LocalHandle:
         self.pgid = proc.pid  # start_new_session: the shell (or bwrap) leads its own group
         self.sandboxed = sandboxed
         self._seen: set[int] = set()
+        self.live: list[int] = []  # the run's processes at the last remember()
         _LIVE.add(self)
 
     def _descendants(self) -> set[int]:
@@ -152,25 +153,15 @@ class _LocalHandle:
         try:
             import psutil
 
-            kids = psutil.Process(self.pid).children(recursive=True)
-            self._seen.update(k.pid for k in kids)
+            self.live = [k.pid for k in psutil.Process(self.pid).children(recursive=True)]
+            self._seen.update(self.live)
         except Exception:
-            pass
+            self.live = []
         return self._seen
 
     def remember(self) -> None:
+        """Note the run's processes alive now (``live``; all ever seen, for the kill)."""
         self._descendants()
-
-    def live_pids(self) -> list[int]:
-        """The run's processes alive now (remembered too, for the kill at the end)."""
-        try:
-            import psutil
-
-            kids = [k.pid for k in psutil.Process(self.pid).children(recursive=True)]
-        except Exception:
-            return []
-        self._seen.update(kids)
-        return kids
 
     async def wait(self) -> int:
         return await self.proc.wait()
@@ -388,10 +379,9 @@ class _Watch:
         self.partial: dict[Path, bytes] = {}
         self.skipping: dict[Path, int] = {}  # bytes of an over-long record being dropped
         self.seqs: dict[tuple[str, Any], int] = {}  # (file, pid) → the next record's seq
-        self.tampered = 0
-        self.refused_records = 0
+        self.notes: dict[str, int] = {}  # portside's own records about the files, by type
         self.out_bytes = 0  # output stored so far (the head)
-        self.out_dropped = [0, 0]  # lines, bytes read but not stored past the head
+        self.cut_lines = self.cut_bytes = 0  # output read past the head, not stored as it came
         self.out_tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
         self.sighting = observe.Sighting()
         self.observed_at = 0.0
@@ -431,9 +421,9 @@ class _Watch:
         """Output goes to the log up to OUTPUT_HEAD_BYTES a run; past it lines are counted,
         and the last OUTPUT_TAIL_LINES are stored when the run ends (``_flush_tail``)."""
         size = len(line) + 4
-        if self.out_dropped[0] or self.out_bytes + size > OUTPUT_HEAD_BYTES:  # once cut, in order
-            self.out_dropped[0] += 1
-            self.out_dropped[1] += len(line.encode("utf-8", "surrogateescape"))
+        if self.cut_lines or self.out_bytes + size > OUTPUT_HEAD_BYTES:  # once cut, in order
+            self.cut_lines += 1
+            self.cut_bytes += len(line.encode("utf-8", "surrogateescape"))
             self.out_tail.append(line)
             return
         self.out_bytes += size
@@ -444,12 +434,11 @@ class _Watch:
     def _flush_tail(self) -> None:
         """The end of an output cut at the head: a line saying how much was left out, then
         the tail as it was printed."""
-        lines, nbytes = self.out_dropped
-        if not lines:
+        if not self.cut_lines:
             return
         kept = list(self.out_tail)
         kept_bytes = sum(len(x.encode("utf-8", "surrogateescape")) for x in kept)
-        gone, gone_bytes = lines - len(kept), nbytes - kept_bytes
+        gone, gone_bytes = self.cut_lines - len(kept), self.cut_bytes - kept_bytes
         note = (f"[portside: {gone} lines ({gone_bytes} bytes) of output not stored: a run keeps "
                 f"its first {OUTPUT_HEAD_BYTES >> 20} MiB and its last {len(kept)} lines]")
         self._flush_output()
@@ -542,21 +531,20 @@ class _Watch:
             self.partial[path] = last
         return lines
 
+    def _note(self, typ: str, path: Path, **fields: Any) -> None:
+        """A record of portside's own about this run's files: the first MAX_TAMPER_RECORDS of
+        each type in detail, the rest counted (``_end_evidence`` says how many)."""
+        n = self.notes[typ] = self.notes.get(typ, 0) + 1
+        if n <= MAX_TAMPER_RECORDS:
+            self._add_records([{"type": typ, "file": path.name, "t": time.time(), **fields}], 200)
+
     def _refuse(self, path: Path, size: int) -> None:
-        self.refused_records += 1
-        if self.refused_records <= MAX_TAMPER_RECORDS:
-            self._add_records([{"type": "probe-error", "file": path.name, "t": time.time(),
-                                "line": f"record of {size} bytes refused (over "
-                                        f"{MAX_RECORD_BYTES} bytes)"}], 100)
+        self._note("probe-error", path,
+                   line=f"record of {size} bytes refused (over {MAX_RECORD_BYTES} bytes)")
 
     def _tamper(self, path: Path, why: str, raw: bytes = b"") -> None:
-        self.tampered += 1
-        if self.tampered <= MAX_TAMPER_RECORDS:
-            rec: dict[str, Any] = {"type": "tamper", "source": "portside", "t": time.time(),
-                                   "file": path.name, "why": why}
-            if raw:
-                rec["line"] = decode_line(raw[:160])
-            self._add_records([rec], 200)
+        line = {"line": decode_line(raw[:160])} if raw else {}
+        self._note("tamper", path, source="portside", why=why, **line)
 
     def _record(self, path: Path, raw: bytes) -> dict[str, Any] | None:
         if not raw.strip():
@@ -595,13 +583,14 @@ class _Watch:
         """The run's last word on its evidence: what was seen of it from outside, how many
         records failed their check or were refused past the detailed ones."""
         self._observe(handle, final=True)
-        for n, what in ((self.tampered, "tamper"), (self.refused_records, "probe-error")):
-            if n > MAX_TAMPER_RECORDS:
-                more = n - MAX_TAMPER_RECORDS
-                self._add_records([{"type": what, "source": "portside", "t": time.time(),
-                                    "count": more, "file": "", "why": f"{more} more records failed"
-                                    " their check" if what == "tamper" else "",
-                                    "line": f"{more} more records refused"}], 200)
+        said = {"tamper": ("why", "failed their check"), "probe-error": ("line", "refused")}
+        for typ, n in self.notes.items():
+            more = n - MAX_TAMPER_RECORDS
+            if more > 0:
+                key, what = said[typ]
+                self._add_records([{"type": typ, "source": "portside", "t": time.time(),
+                                    "count": more, "file": "", key: f"{more} more records {what}"}],
+                                  200)
 
     def _observe(self, handle: Handle, final: bool = False) -> None:
         """Read the run's processes from outside (local runs): what they mapped and opened."""
@@ -611,7 +600,7 @@ class _Watch:
         if not isinstance(handle, _LocalHandle):
             return
         self.observed_at = now
-        pids = [] if final else handle.live_pids()
+        pids = [] if final else handle.live  # remember() read them this tick
         if not pids and not final:
             return
         if observe.sample(self.sighting, pids) or final or self.sighting.samples == 1:
