@@ -95,14 +95,18 @@ def test_a_host_python_is_still_exposed(tmp_path: Path) -> None:
 
 # --- item 2: no capability, no mount, no new namespace, no ptrace -------------------------
 
-ATTACKS = """
-import ctypes, os, subprocess
-libc = ctypes.CDLL(None, use_errno=True)
+# Each attack's result, or its error, on a line of its own for the test to read.
+ATTEMPT = """\
 def attempt(name, fn):
     try:
         print("ATTACK", name, "->", fn(), flush=True)
     except Exception as e:
         print("ATTACK", name, "-> ERROR", type(e).__name__, e, flush=True)
+"""
+
+ATTACKS = ATTEMPT + """
+import ctypes, os, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
 def sh(cmd):
     p = subprocess.run(cmd, shell=True, capture_output=True, text=True)
     return f"exit {{p.returncode}} {{p.stderr.strip()[:80]}}"
@@ -278,13 +282,8 @@ def test_torchrun_gloo_with_dataloader_workers_trains_in_the_sandbox(tmp_path: P
 
 # --- end to end: a hostile candidate under --policy auto, portside as root ------------------
 
-ESCAPE = """\
+ESCAPE = ATTEMPT + """\
 import os, subprocess
-def attempt(name, fn):
-    try:
-        print("ATTACK", name, "->", fn(), flush=True)
-    except Exception as e:
-        print("ATTACK", name, "-> ERROR", type(e).__name__, e, flush=True)
 def sh(cmd):
     p = subprocess.run(cmd, shell=True, capture_output=True, text=True)
     return f"exit {{p.returncode}}"
