@@ -42,10 +42,9 @@ class Sighting:
         self.seen: dict[str, list[str]] = {}
         self.samples = 0
         self.pids: set[int] = set()
-        # The last sample that saw a Python process alive, and one with torch loaded: a claim
-        # written before either is not held to what was seen.
+        # The last sample that saw a Python process alive: a claim written after it is not
+        # held to what was seen.
         self.python_at: float | None = None
-        self.torch_at: float | None = None
 
     def add(self, kind: str, path: str) -> bool:
         paths = self.seen.setdefault(kind, [])
@@ -57,7 +56,7 @@ class Sighting:
     def record(self, t: float, final: bool = False) -> dict[str, object]:
         return {"type": "observed", "source": "portside", "t": t, "samples": self.samples,
                 "processes": len(self.pids), "seen": {k: list(v) for k, v in self.seen.items()},
-                "python_at": self.python_at, "torch_at": self.torch_at, "final": final}
+                "python_at": self.python_at, "final": final}
 
 
 def _maps(pid: int) -> Iterable[str]:
@@ -90,8 +89,7 @@ def _fds(pid: int) -> Iterable[str]:
 def sample(sighting: Sighting, pids: Iterable[int]) -> bool:
     """Read each process's maps and open files into ``sighting``; True when it saw anything
     new (a kind, or a new example of one)."""
-    new = False
-    torch = python = False
+    new = python = False
     pids = list(pids)
     sighting.samples += bool(pids)
     for pid in pids:
@@ -102,14 +100,10 @@ def sample(sighting: Sighting, pids: Iterable[int]) -> bool:
             for kind, rx in _LIBS:
                 if rx.search(path):
                     new |= sighting.add(kind, path)
-                    torch |= kind == "torch"
         for path in _fds(pid):
             for kind, rx in _DEVICES:
                 if rx.match(path):
                     new |= sighting.add(kind, path)
-    now = time.time()
     if python:
-        sighting.python_at = now
-    if torch:
-        sighting.torch_at = now
+        sighting.python_at = time.time()
     return new

@@ -47,7 +47,7 @@ def test_facts_claiming_a_tpu_against_what_was_seen() -> None:
 
     def seen(at: float | None, kinds: dict[str, list[str]]) -> dict[str, Any]:
         return {"type": "observed", "source": "portside", "t": 20.0, "samples": 3,
-                "processes": 2, "seen": kinds, "python_at": at, "torch_at": at}
+                "processes": 2, "seen": kinds, "python_at": at}
 
     no_tpu = seen(12.0, {"torch": ["/x/libtorch_cpu.so"]})
     tpu = seen(12.0, {"tpu": ["/x/libtpu.so"], "torch": ["/x/libtorch_cpu.so"]})
