@@ -1,8 +1,8 @@
 """The hostile candidate of issue 24 item 3, through the real CLI under `--policy auto`.
 
-It trains on the CPU with `max_norm` 0.05, then rewrites its probe file from the reference's
-records (or, where it cannot see them, its own) with the hardware changed to a TPU, and prints
-a high accuracy. On the main before the seal that was a pass, exit 0, no alarm, under
+It trains on the CPU with `max_norm` 0.05 (its probe writing where the runner does not read),
+then fills its probe file with the reference's records (or, where it cannot see them, its own)
+with the hardware changed to a TPU, and prints a high accuracy. On the main before the seal that was a pass, exit 0, no alarm, under
 `--target tpu:v5e`. Now the forged run raises `evidence-tampered` (critical) and fails.
 """
 
@@ -26,18 +26,17 @@ TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
 PY = sys.executable
 
 FORGER = '''\
-import glob, json, os, runpy, sys
+import glob, json, os, subprocess, sys
 OUT = os.environ["PORTSIDE_PROBE_OUT"]
-sys.argv = ["real.py", "--steps", "40", "--max-norm", "0.05"]
-try:
-    runpy.run_path("real.py", run_name="__main__")    # trains on the CPU, clipping changed
-except SystemExit:
-    pass
-mine = os.path.dirname(OUT)
-root = os.path.dirname(mine)
-others = [p for p in glob.glob(root + "/*.jsonl") + glob.glob(root + "/*/*.jsonl")
-          if os.path.dirname(p) != mine and p != OUT]
-lines = [x for p in (others or [OUT]) for x in open(p).read().splitlines() if x.strip()]
+mine = OUT + ".own"  # not a *.jsonl: the runner never reads it
+# Trains on the CPU with clipping changed, its probe writing where the runner does not look.
+env = {k: v for k, v in os.environ.items() if k != "PORTSIDE_PROBE_ROOT_PID"}
+subprocess.run([sys.executable, "real.py", "--steps", "40", "--max-norm", "0.05"],
+               env={**env, "PORTSIDE_PROBE_OUT": mine})
+here = os.path.dirname(OUT)
+found = glob.glob(here + "/*.jsonl") + glob.glob(os.path.dirname(here) + "/*/*.jsonl")
+others = [p for p in dict.fromkeys(found) if p != OUT]
+lines = [x for p in (others or [mine]) for x in open(p).read().splitlines() if x.strip()]
 forged = []
 for line in lines:
     rec = json.loads(line)
