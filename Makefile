@@ -44,9 +44,11 @@ test-fast: venv
 bench: venv
 	@for b in tests/bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
+# ruff, mypy, and the import contracts (pyproject.toml [tool.importlinter]): no cycle, layers kept.
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy core store tui cli --explicit-package-bases
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -43,8 +43,8 @@ def demo_config(*, policy: str, speed: float, xla_python: str | None, headless: 
                 workdir: Path | None) -> tuple[Any, str]:
     """The session config for the demo, and the banner that says how it will run."""
     from portside.core.agent.scripted import ScriptedAgent
-    from portside.core.criteria import load_criteria
-    from portside.core.engine import SessionConfig
+    from portside.core.log.criteria import load_criteria
+    from portside.core.session.config import SessionConfig
 
     d = demo_dir()
     py = shlex.quote(sys.executable)

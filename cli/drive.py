@@ -39,7 +39,7 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
         err = Console(stderr=True, highlight=False)
         log = ConsoleLog(err, show_output=show_output)
         engine.bus.subscribe(lambda e: log(e) if e.seq > after_seq else None)
-        from portside.core.bus import RecordingFailed
+        from portside.core.log.bus import RecordingFailed
 
         try:
             result = asyncio.run(engine.run())
@@ -98,7 +98,7 @@ def _quiet_stdio() -> None:
 
 def _interrupted(err: Any, engine: Any, said: str, signum: int) -> int:
     """Say that a signal ended the session, and how to continue it; the exit status 128+N."""
-    from portside.core.engine import INTERRUPTED
+    from portside.core.session.config import INTERRUPTED
 
     err.print(said or "interrupted: runs killed; the session is recorded as failed")
     if engine.result is not None and engine.result.outcome == INTERRUPTED:
@@ -116,7 +116,7 @@ def recording_failed(store: Any, session_id: str, exc: BaseException) -> int:
     the file takes a write again, say what happened in one line, exit non-zero."""
     import click
 
-    from portside.core.textsafe import clean_line
+    from portside.core.safety.terminal_text import clean_line
     from portside.store import DatabaseGone
 
     reason = clean_line(f"recording failed: {exc}", 400)
@@ -140,7 +140,7 @@ def run_config(config: Any, store: Any, **how: Any) -> int:
 
 
 def new_engine(config: Any, store: Any, session_id: str | None = None) -> Any:
-    from portside.core.engine import SessionEngine
+    from portside.core.session.engine import SessionEngine
 
     if config.workdir is None and config.work_root is None:
         config.work_root = Path(store.path).resolve().parent / "work"  # durable: --resume

@@ -51,8 +51,8 @@ def _write(text: str | Iterable[str], output: Path | None, what: str | Callable[
 
 def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str | None,
            headless: bool, idle_limit: float) -> None:
-    from portside.core.render import event_line
-    from portside.core.replay import Replayer, ReplayError, SequenceSource
+    from portside.core.log.render import event_line
+    from portside.core.replay.player import Replayer, ReplayError, SequenceSource
 
     if speed < 0:
         _fail(f"--speed {speed}: must be >= 0 (0 plays as fast as possible)")
@@ -66,7 +66,7 @@ def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str 
         try:
             events = read_recording(path)
         except RecordingError as exc:
-            from portside.core.textsafe import clean_line
+            from portside.core.safety.terminal_text import clean_line
 
             _fail(clean_line(str(exc)))
         session_id = events[0].session_id

@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from portside.core import events as ev
-from portside.core.render import describe
-from portside.core.textsafe import markup_free as _safe
+from portside.core.log import events as ev
+from portside.core.log.render import describe
+from portside.core.safety.terminal_text import markup_free as _safe
 
 _STYLE = {"critical": "bold white on red", "error": "bold red", "warning": "yellow", "info": "dim"}
 

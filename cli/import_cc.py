@@ -1,5 +1,5 @@
 """`portside import --claude-code FILE` and `portside verify --session ID`: thin glue over
-core/import_claude_code.py and core/verify_import.py."""
+core/claude_code/transcript.py and core/claude_code/trees.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import click
 
 
 def _usage_error(message: str) -> NoReturn:
-    from portside.core.textsafe import clean_line
+    from portside.core.safety.terminal_text import clean_line
 
     click.echo(f"portside: {clean_line(message)}", err=True)
     sys.exit(2)
@@ -23,7 +23,7 @@ def _usage_error(message: str) -> NoReturn:
 def import_claude_code(store: Any, file: Path, rename_to: str | None, target: str | None) -> str:
     """Read the whole transcript or log, then write it in one transaction: a malformed file
     (exit 2, ``file:line: what``) or a session already present writes nothing."""
-    from portside.core.import_claude_code import TranscriptError, read_claude_code
+    from portside.core.claude_code.transcript import TranscriptError, read_claude_code
     from portside.store import StoreError
     from portside.store.jsonl import import_events, session_id_problem
 
@@ -43,7 +43,7 @@ def import_claude_code(store: Any, file: Path, rename_to: str | None, target: st
 
 def _say_notes(notes: list[str]) -> None:
     """What the import skipped (repeated lines) is said, not only kept in the metadata."""
-    from portside.core.textsafe import clean_line
+    from portside.core.safety.terminal_text import clean_line
 
     for note in notes:
         click.echo(f"portside: note: {clean_line(note)}", err=True)
@@ -73,13 +73,13 @@ class ImportedTrees:
 
 def imported_trees(store: Any, session: str, tree: Path | None, before: Path | None
                    ) -> ImportedTrees:
-    from portside.core import events as ev
-    from portside.core.verify_import import (
+    from portside.core.claude_code.trees import (
         TreeError,
         imported_claim,
         prepare_trees,
         verify_meta,
     )
+    from portside.core.log import events as ev
     from portside.store import StoreError
 
     from .options import is_utf8, shown
@@ -116,7 +116,7 @@ def imported_trees(store: Any, session: str, tree: Path | None, before: Path | N
     meta = verify_meta(events, source.resolve(), tree is not None)
     outside = meta.get("edits_outside_folder") or []
     if outside:  # shown, never written: the copies hold only the session's folder
-        from portside.core.textsafe import clean_line
+        from portside.core.safety.terminal_text import clean_line
 
         click.echo("portside: not verified, outside the session's folder (never written): "
                    + ", ".join(clean_line(str(p)) for p in outside), err=True)

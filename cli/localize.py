@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from portside.core.localize import summary_line
-from portside.core.localize_run import localize
+from portside.core.localize.runs import localize
+from portside.core.localize.traces import summary_line
 
 
 def localize_cmd_body(reference: str, candidate: str, steps: int, cwd: Path, as_json: bool,

@@ -70,7 +70,7 @@ def sessions_cmd(ctx: click.Context, db: Path | None = None, plain: bool = False
     from rich.table import Table
     from rich.text import Text
 
-    from portside.core.textsafe import markup_free
+    from portside.core.safety.terminal_text import markup_free
 
     store = _open_store(ctx, db)
     rows = store.sessions()
@@ -126,7 +126,7 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
             r["compute_usd"] = None
     chosen = SessionsApp(rows, str(store.path)).run()
     if chosen:
-        from portside.core.replay import Replayer
+        from portside.core.replay.player import Replayer
         from portside.store.replay_source import StoreSource
         from portside.tui.replay import run_replay
 
@@ -153,7 +153,7 @@ def show_cmd(ctx: click.Context, session: str, db: Path | None, limit: int) -> N
         info = store.session(sid)
     except StoreError as exc:
         raise UsageFailure(str(exc)) from None
-    from portside.core.textsafe import markup_free
+    from portside.core.safety.terminal_text import markup_free
 
     led = store.ledger(sid)
     cost = led.cost()
@@ -182,7 +182,7 @@ def _print_events(store: Any, sid: str, limit: int) -> None:
     """One line per event, written as plain text: each line is cleaned by event_line, and
     rich's print (a measure, a wrap and a flush per line) took 0.6 ms a line, nine tenths of
     `show` on a long session."""
-    from portside.core.render import event_line
+    from portside.core.log.render import event_line
 
     out = sys.stdout
     start = None
@@ -222,7 +222,7 @@ def import_cmd(ctx: click.Context, file: Path, db: Path | None, rename_to: str |
         else:
             sid = import_file(store, file, rename_to)
     except (RecordingError, StoreError) as exc:
-        from portside.core.textsafe import clean_line
+        from portside.core.safety.terminal_text import clean_line
 
         raise UsageFailure(clean_line(str(exc))) from None
     warm(store, sid)
@@ -338,7 +338,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
     meta = claude_code_task(agent, target, task, task_file)
     if agent is not None and project is None:
         raise click.UsageError("an agent session needs PROJECT (the folder to port)")
-    from portside.core.sandbox import auto_refusal
+    from portside.core.run.sandbox import auto_refusal
 
     if refusal := auto_refusal(policy, agent is not None, no_sandbox):
         raise click.UsageError(refusal)

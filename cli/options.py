@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from portside.core.checks.runtime import TARGETS
-from portside.core.review import POLICIES
+from portside.core.session.review import POLICIES
 
 POLICY = click.Choice(POLICIES)
 TARGET_HELP = ", ".join(TARGETS)
@@ -138,7 +138,7 @@ def agent_from_option(spec: str, model: str | None) -> Any:
 
         return ScriptedAgent(Path(spec.removeprefix("scripted:")))
     if spec == "claude-code" or spec.startswith("claude-code:"):
-        from portside.core.agent.claude_code import ClaudeCodeAgent
+        from portside.core.claude_code.live import ClaudeCodeAgent
 
         return ClaudeCodeAgent(spec.partition(":")[2] or model or None)
     if spec == "claude" or spec.startswith("claude:"):
@@ -153,7 +153,7 @@ def agent_from_option(spec: str, model: str | None) -> Any:
 def claude_code_task(agent: Any, target: str, task: str | None,
                      task_file: Path | None) -> dict[str, Any]:
     """--task / --task-file for a Claude Code agent; its session id for the session's meta."""
-    from portside.core.agent.claude_code import ClaudeCodeAgent, default_task
+    from portside.core.claude_code.live import ClaudeCodeAgent, default_task
 
     if not isinstance(agent, ClaudeCodeAgent):
         if task or task_file:
@@ -174,7 +174,7 @@ def load_criteria(command: str, criteria_file: Path | None, target: str,
                   reference_target: str) -> Any:
     """The criteria of a run or verify session, its targets checked; a usage error exits 2."""
     from portside.core.checks import validate_target
-    from portside.core.criteria import CriteriaError, load_criteria
+    from portside.core.log.criteria import CriteriaError, load_criteria
 
     try:
         criteria = load_criteria(criteria_file)
@@ -191,7 +191,7 @@ def session_config(command: str, *, project: Path, target: str, reference: str,
                    reference_target: str, timeout_s: float | None, stall_s: float | None,
                    policy: str, mode: str, agent: Any = None) -> Any:
     """The one builder of a SessionConfig from command-line options."""
-    from portside.core.engine import SessionConfig
+    from portside.core.session.config import SessionConfig
 
     criteria = load_criteria(command, criteria_file, target, reference_target)
     return SessionConfig(
@@ -232,7 +232,8 @@ def remote_hosts(command: str, reference_host: str | None, candidate_host: str |
     """role → its hosts (one, or a comma-separated slice), each reached once before the
     session starts: a host that cannot be used is a clear error and exit 2, not a session of
     failed runs."""
-    from portside.core.remote import TRANSPORTS, RemoteError, check_host, parse_hosts
+    from portside.core.log.ssh_hosts import parse_hosts
+    from portside.core.run.ssh import TRANSPORTS, RemoteError, check_host
 
     hosts: dict[str, Any] = {}
     checked: set[Any] = set()
@@ -285,7 +286,7 @@ def attach_hosts(engine: Any, hosts: dict[str, Any], ssh_config: Path | None,
                  keep_remote: bool) -> list[Any]:
     """Give each role in ``hosts`` its executor (a role sharing the other's hosts shares its
     executor, so one keeper and one folder per host); returns them, for closing."""
-    from portside.core.remote import SliceExecutor, SSHExecutor
+    from portside.core.run.ssh import SliceExecutor, SSHExecutor
 
     executors: list[Any] = []
     by_hosts: dict[Any, Any] = {}

@@ -1,7 +1,7 @@
 """`portside run --resume SESSION`: continue a session whose engine was killed, from its log.
 
 The log is the truth: the engine is rebuilt from ``session.started`` (its ``meta.resume``), the
-runs and alarms already recorded, and the agent's events; see ``core/resume.py``. Runs that
+runs and alarms already recorded, and the agent's events; see ``core/session/resume.py``. Runs that
 went to hosts (``meta.hosts``) go to the same hosts again, each reached once before.
 Headless, a session recorded with policy ``ask`` continues with ``auto`` (nobody to ask).
 """
@@ -19,8 +19,9 @@ def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: b
     from rich.console import Console
     from rich.text import Text
 
-    from portside.core import events as ev
-    from portside.core.resume import ResumeError, engine_from_log, final_end
+    from portside.core.log import events as ev
+    from portside.core.session.config import SessionLocked
+    from portside.core.session.resume import ResumeError, engine_from_log, final_end
     from portside.store import StoreError
     from portside.store.jsonl import refuse_untrusted_resume
 
@@ -48,7 +49,7 @@ def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: b
             engine = engine_from_log(log, store.recorder, policy=policy,
                                      mode="headless" if headless else "live")
             engine.lock()  # refused while the first engine still runs
-        except ResumeError as exc:
+        except (ResumeError, SessionLocked) as exc:
             raise click.ClickException(f"cannot resume {sid}: {exc}") from None
         last = log[-1].seq
         hosts, ssh_config, keep = recorded_hosts(engine.config.meta)

@@ -4,7 +4,7 @@ The bulky kinds (run output, probe records: nearly every row of a long run) are 
 the envelope keys that are columns of the same row already (kind, session_id, seq, ts): at a
 line per event the envelope was most of the row. ``json_extract(body, '$.lines')`` and every
 other field of the kind still read as before. :func:`full_body` puts the envelope back
-byte for byte, so readers get the canonical encoding (core/events.py) whatever the row holds;
+byte for byte, so readers get the canonical encoding (core/log/events.py) whatever the row holds;
 a body stored whole (schema v4 and before) is returned as it is.
 """
 
@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import msgspec
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 
 SLIM_KINDS = frozenset({"run.output", "run.record"})
 _WHOLE = '{"kind":'

@@ -1,7 +1,7 @@
 """Exports and the study's table, read from the store (no Textual; used by the CLI and tests).
 
 Every number (costs, counts, human time, goal met) comes from the session's ledger
-(``core/ledger.py``), folded from the log; rows come from the derived tables, written in the same
+(``core/log/ledger.py``), folded from the log; rows come from the derived tables, written in the same
 transaction as their events, or (interventions) from the log itself. Secrets never reach the store (the runner
 scrubs them), so nothing here needs to filter them.
 
@@ -21,11 +21,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from portside.core import costs
-from portside.core import events as ev
-from portside.core.ledger import attention_s
-from portside.core.risk import linked_edits
-from portside.core.textsafe import clean_text, clean_text_stream, json_safe
+from portside.core.log import costs
+from portside.core.log import events as ev
+from portside.core.log.ledger import attention_s
+from portside.core.safety.terminal_text import clean_text, clean_text_stream, json_safe
+from portside.core.workspace.risk import linked_edits
 
 from .queries import Store
 
@@ -292,7 +292,7 @@ def _when(ts: float | None) -> str:
 
 
 def _output_cuts(store: Store, session_id: str) -> list[str]:
-    """Runs whose output was not all stored (core/runner.py keeps a run's first 32 MiB and
+    """Runs whose output was not all stored (core/run/runner.py keeps a run's first 32 MiB and
     its last lines, and says so in the line that opens the tail)."""
     rows = store.conn.execute(
         "SELECT json_extract(body, '$.run_id'), json_extract(body, '$.lines[0]') FROM events"

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
-from portside.core.events import EVENT_TYPES
+from portside.core.log.events import EVENT_TYPES
 
 BLOCK = 4096  # events a block holds: a batch rewrites at most ~36 KB of its last block
-KINDS: tuple[str, ...] = tuple(EVENT_TYPES)  # the same order as portside.core.replay.KINDS
+KINDS: tuple[str, ...] = tuple(EVENT_TYPES)  # the same order as portside.core.replay.player.KINDS
 KINDS_JSON = json.dumps(list(KINDS))
 _CODE: dict[str, int] = {k: i for i, k in enumerate(KINDS)}
 _SID, _SEQ, _TS, _KIND = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)

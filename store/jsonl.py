@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from portside.core import events as ev
-from portside.core.secrets import mask_event
-from portside.core.textsafe import json_safe
+from portside.core.log import events as ev
+from portside.core.safety.secrets import mask_event
+from portside.core.safety.terminal_text import json_safe
 
 from .projections import Batch
 from .queries import Store

@@ -9,7 +9,7 @@ from collections import defaultdict
 from itertools import chain
 from typing import Any
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 
 from . import index_blocks
 from .codec import ROW_COLUMNS, decode_row, stored_body

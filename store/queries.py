@@ -10,8 +10,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from portside.core import events as ev
-from portside.core.ledger import LEDGER_KINDS, Ledger, fold
+from portside.core.log import events as ev
+from portside.core.log.ledger import LEDGER_KINDS, Ledger, fold
 
 from .codec import ROW_COLUMNS, full_body
 from .recorder import DatabaseGone, Recorder

@@ -17,7 +17,7 @@ import time
 from concurrent.futures import Future
 from pathlib import Path
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 
 from .projections import Batch, event_row, has_projection
 from .schema import StoreError, connect, migrate

@@ -1,6 +1,6 @@
 """The store as a replay source: the index from a cached table, bodies only where asked.
 
-``portside.core.replay.Replayer`` reads a session through this; nothing here loads a whole
+``portside.core.replay.player.Replayer`` reads a session through this; nothing here loads a whole
 session into memory. The index (seq, ts, kind code per event) is what a seek needs;
 fetching it row by row costs about 1-2 µs an event in Python and a scan of the whole log, so the
 writer keeps it, packed in blocks (``replay_blocks``, migration v4, store/index_blocks.py). A
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from portside.core import events as ev
-from portside.core.replay import KIND_CODE, KINDS, IndexArrays
+from portside.core.log import events as ev
+from portside.core.replay.player import KIND_CODE, KINDS, IndexArrays
 
 from .codec import ROW_COLUMNS, decode_row
 from .queries import Store

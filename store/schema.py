@@ -100,7 +100,7 @@ METRICS_COLUMNS: dict[str, type] = {
 }
 
 # One row per session with the study's counts: what `portside sessions` and Datasette show.
-# The same rules as core/ledger.py (a test holds them equal): a run cut off by a kill of
+# The same rules as core/log/ledger.py (a test holds them equal): a run cut off by a kill of
 # portside (reason engine-killed, outcome aborted) is no attempt and no failure.
 SESSION_SUMMARY_SQL = """
         SELECT s.session_id, s.project, s.target, s.agent, s.mode, s.started_at, s.ended_at,
@@ -193,7 +193,7 @@ def _v2(db: sqlite_utils.Database) -> None:
             "upto_seq": int,
             "seqs": bytes,  # int64; NULL when seq == position + 1 (every store session)
             "ts": bytes,  # float64
-            "codes": bytes,  # uint8, per portside.core.replay.KINDS order when built
+            "codes": bytes,  # uint8, per portside.core.replay.player.KINDS order when built
             "kinds": str,  # JSON list: the kind order the codes refer to
         },
         pk="session_id",

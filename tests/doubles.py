@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 
 
 class MemorySink:

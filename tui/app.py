@@ -24,9 +24,9 @@ from textual.driver import Driver
 from textual.message import Message
 from textual.worker import Worker, WorkerState
 
-from portside.core import events as ev
-from portside.core.bus import EventBus
-from portside.core.review import ReviewGate
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.session.review import ReviewGate
 
 from .commands import ReviewCommands
 from .messages import EventsApplied, EventsArrived

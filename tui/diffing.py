@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from rich.syntax import Syntax
 from rich.text import Text
 
-from portside.core.textsafe import clean_line
+from portside.core.safety.terminal_text import clean_line
 
 DEL_LINE = "on #3a1c1c"
 DEL_MARK = "bold on #8b2c2c"

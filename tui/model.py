@@ -12,9 +12,9 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from portside.core import events as ev
-from portside.core.compare import StepColumns
-from portside.core.ledger import LEDGER_KINDS, Ledger
+from portside.core.checks.side_by_side import StepColumns
+from portside.core.log import events as ev
+from portside.core.log.ledger import LEDGER_KINDS, Ledger
 
 from .linestore import LineStore
 
@@ -86,7 +86,7 @@ class AlarmView:
     event: ev.AlarmRaised
     acknowledged: bool = False
     cleared: bool = False
-    localized: ev.AlarmLocalized | None = None  # where the runs first part (core/localize.py)
+    localized: ev.AlarmLocalized | None = None  # where the runs first part (core/localize/traces.py)
 
     @property
     def rank(self) -> int:

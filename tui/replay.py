@@ -1,4 +1,4 @@
-"""`portside replay` on screen: the live screen fed by a :class:`~portside.core.replay.Replayer`.
+"""`portside replay` on screen: the live screen fed by a :class:`~portside.core.replay.player.Replayer`.
 
     app = make_replay_app(replayer, session_id=sid, sink=store.recorder)
 
@@ -8,7 +8,7 @@ fold and the same widgets as a live session, so a replay played to its end shows
 screen showed.
 
 Seeking never folds from the first event. A far jump folds the *compact history* of the target
-point (``core/replay_history.py``) into a fresh screen. A jump a little ahead (≤ FORWARD_LIMIT
+point (``core/replay/history.py``) into a fresh screen. A jump a little ahead (≤ FORWARD_LIMIT
 events) just plays the events in between.
 
 Review notes (`n`) go through a gate on a bus of their own whose sink is the store's recorder:
@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 from textual.screen import Screen
 
-from portside.core import events as ev
-from portside.core.bus import EventBus, Sink
-from portside.core.replay import Replayer, ReplayState
-from portside.core.replay_history import StructuralCache, compact_history, session_info
-from portside.core.review import ReviewGate
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus, Sink
+from portside.core.replay.history import StructuralCache, compact_history, session_info
+from portside.core.replay.player import Replayer, ReplayState
+from portside.core.session.review import ReviewGate
 
 from .app import PortsideApp
 from .model import SessionModel

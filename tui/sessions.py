@@ -13,7 +13,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Static
 
-from portside.core.textsafe import clean_line
+from portside.core.safety.terminal_text import clean_line
 
 # (key in session_summary, column title, sort key)
 COLUMNS: list[tuple[str, str]] = [

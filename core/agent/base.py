@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from .. import events as ev
+from portside.core.log import events as ev
 
 if TYPE_CHECKING:
-    from ..costs import PriceTable
-    from ..workspace import Workspace
+    from portside.core.log.costs import PriceTable
+    from portside.core.workspace.copy import Workspace
 
 
 @dataclass

@@ -33,8 +33,9 @@ from typing import Any
 
 import anthropic
 
-from .. import events as ev
-from ..costs import PriceTable, default_prices, token_cost
+from portside.core.log import events as ev
+from portside.core.log.costs import PriceTable, default_prices, token_cost
+
 from . import tools
 from .base import AgentAPIError, AgentHost, AgentStopped
 from .prompt import NUDGE, SYSTEM_PROMPT, first_message
@@ -58,7 +59,7 @@ def usage_cost(
     cache_write: int = 0,
     table: PriceTable | None = None,
 ) -> float | None:
-    """USD for one turn from core/prices.toml (per MTok); None when the model has no price."""
+    """USD for one turn from core/log/prices.toml (per MTok); None when the model has no price."""
     return token_cost(model, input_tokens, output_tokens, table or default_prices(),
                       cache_read=cache_read, cache_write=cache_write)
 

@@ -11,7 +11,7 @@ from .base import Agent, AgentSpecError
 AGENT_KINDS: dict[str, str] = {
     "scripted": "portside.core.agent.scripted:ScriptedAgent",
     "claude": "portside.core.agent.claude:ClaudeAgent",
-    "claude-code": "portside.core.agent.claude_code:ClaudeCodeAgent",
+    "claude-code": "portside.core.claude_code.live:ClaudeCodeAgent",
 }
 
 

@@ -46,7 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import events as ev
+from portside.core.log import events as ev
+
 from . import tools
 from .base import AgentHost, AgentSpecError
 

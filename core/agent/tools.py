@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..workspace import WorkspaceError
+from portside.core.workspace.copy import WorkspaceError
+
 from .base import AgentHost, AgentStopped, EditOutcome
 
 #: Longest tool result handed to the model (and published); longer text is cut with a note.

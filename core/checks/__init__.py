@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses as dc
 
-from ..criteria import Criteria
+from portside.core.log.criteria import Criteria
+
 from .alarms import (
     KINDS,
     SEVERITIES,

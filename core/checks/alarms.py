@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import events as ev
+from portside.core.log import events as ev
 
-SEVERITIES = ev.SEVERITIES  # one severity table: core/events.py
+SEVERITIES = ev.SEVERITIES  # one severity table: core/log/events.py
 SEVERITY_RANK = ev.SEVERITY_RANK
 
 KINDS = (

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ..criteria import Criteria
+from portside.core.log.criteria import Criteria
+
 from .alarms import Alarm
 from .numeric import check_lr
 from .records import RunRecords

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ..criteria import Criteria
+from portside.core.log.criteria import Criteria
+
 from . import carry
 from .alarms import Alarm
 from .ranks import diverged

@@ -1,9 +1,9 @@
 """Is the evidence the run's own? ``evidence-tampered`` (critical) when it is not.
 
 Three tests, each of something the candidate's code could fake alone but not all together:
-- the seal (core/seal.py): every probe record checked by the runner as it was read; a record
+- the seal (core/run/seal.py): every probe record checked by the runner as it was read; a record
   that failed is a ``tamper`` record of portside's, and one is enough;
-- the hardware seen from outside (core/observe.py): facts that claim a TPU or a GPU while the
+- the hardware seen from outside (core/run/observe.py): facts that claim a TPU or a GPU while the
   run's processes, read by portside after those facts were written (a Python process among
   them), had no TPU or CUDA library mapped and no such device open;
 - printed metrics against the probe's: an ``[output]`` pattern named like a probe series

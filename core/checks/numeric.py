@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..criteria import Criteria
+from portside.core.log.criteria import Criteria
+
 from . import carry
 from .alarms import Alarm
 from .progress import align, has_progress, map_to, steps_per_epoch

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import events as ev
+from portside.core.log import events as ev
+
 from . import carry
 from .evidence import Evidence
 from .steps import increasing

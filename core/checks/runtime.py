@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from ..costs import tpu_generation
-from ..criteria import Criteria
+from portside.core.log.costs import tpu_generation
+from portside.core.log.criteria import Criteria
+
 from .alarms import Alarm
 from .records import RunRecords
 

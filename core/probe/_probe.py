@@ -213,7 +213,7 @@ class Probe:
             os.environ["PORTSIDE_PROBE_ROOT_PID"] = str(self.pid)
             root = str(self.pid)
         self.is_root = root == str(self.pid)
-        # The run's seal key (core/seal.py): every line this probe writes is numbered and
+        # The run's seal key (core/run/seal.py): every line this probe writes is numbered and
         # tagged with it, so records copied from another run or edited afterwards show.
         seal = os.environ.get("PORTSIDE_PROBE_SEAL")
         self.seal = seal.encode() if seal else None
@@ -1392,7 +1392,7 @@ class Probe:
             body = json.dumps(r, default=str, allow_nan=False)
             body = f'{body[:-1]}, "seq": {self.seq}}}'
             self.seq += 1
-            if key is not None:  # the format of core/seal.py: seal_line
+            if key is not None:  # the format of core/run/seal.py: seal_line
                 tag = hmac.digest(key, body.encode(), "sha256")[:16].hex()
                 body = f'{body[:-1]}, "mac": "{tag}"}}'
             lines.append(body + "\n")

@@ -3,7 +3,7 @@
 Runs inside the user's training process like ``_probe.py`` (stdlib at import, torch once the
 program imports it, never the rest of portside); loaded by ``inject/sitecustomize.py`` only when
 ``PORTSIDE_TRACE_OUT`` is set, so with trace mode off nothing here is even imported. Records and
-environment variables: the "Trace mode" section of FORMAT.md. ``core/localize.py`` compares two
+environment variables: the "Trace mode" section of FORMAT.md. ``core/localize/traces.py`` compares two
 traces and names the first place where they part.
 """
 

@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from portside.core.checks import RunEnd, RunRecords, run_checks
-from portside.core.criteria import parse_criteria
+from portside.core.log.criteria import parse_criteria
 
 
 def make_run(seed: int, n: int, drift: float = 1.0) -> RunRecords:

@@ -40,9 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_tui_flood import PaintLog  # noqa: E402
 from loopback_api import LoopbackAPI, text, tool  # noqa: E402
 
-from portside.core import events as ev  # noqa: E402
-from portside.core.agent.claude_code import ClaudeCodeAgent  # noqa: E402
-from portside.core.engine import SessionConfig, SessionEngine  # noqa: E402
+from portside.core.claude_code.live import ClaudeCodeAgent  # noqa: E402
+from portside.core.log import events as ev  # noqa: E402
+from portside.core.session.config import SessionConfig  # noqa: E402
+from portside.core.session.engine import SessionEngine  # noqa: E402
 from portside.store import Store  # noqa: E402
 from portside.tui.app import make_app  # noqa: E402
 

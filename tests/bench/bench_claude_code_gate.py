@@ -22,9 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from doubles import MemorySink  # noqa: E402
 from loopback_api import LoopbackAPI, text, tool  # noqa: E402
 
-from portside.core import events as ev  # noqa: E402
-from portside.core.agent.claude_code import ClaudeCodeAgent  # noqa: E402
-from portside.core.engine import SessionConfig, SessionEngine  # noqa: E402
+from portside.core.claude_code.live import ClaudeCodeAgent  # noqa: E402
+from portside.core.log import events as ev  # noqa: E402
+from portside.core.session.config import SessionConfig  # noqa: E402
+from portside.core.session.engine import SessionEngine  # noqa: E402
 
 N = int(os.environ.get("BENCH_EDITS", "30"))
 

@@ -8,7 +8,7 @@ keyed by a run number), side by side in one run.
 A run is written through the real Recorder: each step prints one log line and the probe writes
 one step record. The pacings: a step each 0.1 s, 0.5 s and 2 s, and "fast" (1000 steps/s).
 Which lines (records) share an event is decided by the runner's own policy: before, every 0.1 s
-tick's; after, core/batching.py's Batcher with the runner's constants, on a simulated clock
+tick's; after, core/run/batching.py's Batcher with the runner's constants, on a simulated clock
 (lines join their batch as they come, records at the tick that polls them). The "before" file is
 the same rows in v4's layout: slim bodies written whole again, v4's metrics table in place of
 v5's. Sizes come from SQLite's dbstat (pages of each table and index, after VACUUM), output and
@@ -28,9 +28,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from portside.core import events as ev
-from portside.core import runner
-from portside.core.batching import Batcher
+from portside.core.log import events as ev
+from portside.core.run import runner
+from portside.core.run.batching import Batcher
 from portside.store import Store
 from portside.store.codec import full_body
 from portside.store.schema import METRICS_V4

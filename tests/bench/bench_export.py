@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.store import Store
 from portside.store.jsonl import import_events
 

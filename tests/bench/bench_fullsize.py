@@ -38,14 +38,14 @@ from typing import Any
 
 import numpy as np
 
-from portside.core import events as ev
-from portside.core.bus import EventBus
 from portside.core.checks import RunEnd, RunRecords, run_checks
 from portside.core.checks import steps as steps_mod
 from portside.core.checks.records_live import LiveRecords
-from portside.core.criteria import DEFAULT_CRITERIA
-from portside.core.runner import RunResult
-from portside.core.verify import LIVE_CHECK_IDLE, LIVE_CHECK_S, RunReport, Verifier
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.log.criteria import DEFAULT_CRITERIA
+from portside.core.run.runner import RunResult
+from portside.core.session.verify import LIVE_CHECK_IDLE, LIVE_CHECK_S, RunReport, Verifier
 from portside.store import Store
 
 HERE = Path(__file__).resolve().parent

@@ -10,7 +10,7 @@ import time
 import timeit
 from pathlib import Path
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.store import recorder as rec_mod
 
 

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.store import Store
 from portside.store.projections import event_row
 from portside.store.schema import connect, migrate

@@ -1,4 +1,4 @@
-"""Masking token-shaped strings (core/secrets.py mask_event) on the events bench_ingest.py
+"""Masking token-shaped strings (core/safety/secrets.py mask_event) on the events bench_ingest.py
 stores, against what storing them costs (Recorder.append + commit), in the same process.
     python tests/bench/bench_mask.py [N]
 Prints ns per event for each, best of three; the lines carry no secret (the common case), and
@@ -14,8 +14,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_ingest  # noqa: E402
 
-from portside.core import events as ev  # noqa: E402
-from portside.core.secrets import mask_event  # noqa: E402
+from portside.core.log import events as ev  # noqa: E402
+from portside.core.safety.secrets import mask_event  # noqa: E402
 
 N = bench_ingest.N
 

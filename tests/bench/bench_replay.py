@@ -43,8 +43,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from portside.core import events as ev
-from portside.core.replay import Replayer, fold
+from portside.core.log import events as ev
+from portside.core.replay.player import Replayer, fold
 from portside.store import Store
 from portside.store.projections import Batch
 from portside.store.replay_source import StoreSource

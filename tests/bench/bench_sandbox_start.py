@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from portside.core import limits, seccomp
-from portside.core.limits import Limits
-from portside.core.sandbox import Sandbox, unavailable
+from portside.core.run import limits, seccomp
+from portside.core.run.limits import Limits
+from portside.core.run.sandbox import Sandbox, unavailable
 
 
 def _bare(argv: list[str], cwd: Path) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from portside.core import seal  # noqa: E402
+from portside.core.run import seal  # noqa: E402
 
 STEP = {"type": "step", "t": 1796170319.8086743, "pid": 1234, "rank": 0, "step": 1234,
         "loss": 0.41234567890123, "grad_norm": 0.5123456789, "max_norm": 1.0, "lr": [0.1],

@@ -24,13 +24,13 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 from loopback_sshd import ALIAS, LoopbackSSHD, why_not  # noqa: E402
 
-from portside.core import events as ev  # noqa: E402
-from portside.core.remote import SSHExecutor  # noqa: E402
-from portside.core.runner import Executor, LocalExecutor, Runner, RunSpec  # noqa: E402
+from portside.core.log import events as ev  # noqa: E402
+from portside.core.run.runner import Executor, LocalExecutor, Runner, RunSpec  # noqa: E402
+from portside.core.run.ssh import SSHExecutor  # noqa: E402
 
 PRINTER = ("import time\nfor i in range({n}):\n    print(f'stamp {{time.time()!r}}', flush=True)\n"
            "    time.sleep(0.02)\n")
-# Sealed as the probe seals its lines (core/seal.py): the runner refuses anything else.
+# Sealed as the probe seals its lines (core/run/seal.py): the runner refuses anything else.
 WRITER = ("import hashlib, hmac, json, os, time\nout = open(os.environ['PORTSIDE_PROBE_OUT'], 'a')\n"
           "key = os.environ['PORTSIDE_PROBE_SEAL'].encode()\n"
           "for i in range({n}):\n    b = json.dumps({{'type': 'hold', 'value': i, 't': time.time(),"

@@ -29,9 +29,9 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 from loopback_sshd import ALIAS, LoopbackSSHD, why_not  # noqa: E402
 
-from portside.core import events as ev  # noqa: E402
-from portside.core.remote import SSHExecutor  # noqa: E402
-from portside.core.runner import Runner, RunSpec  # noqa: E402
+from portside.core.log import events as ev  # noqa: E402
+from portside.core.run.runner import Runner, RunSpec  # noqa: E402
+from portside.core.run.ssh import SSHExecutor  # noqa: E402
 
 
 def _project(root: Path, files: int, data_mb: int) -> Path:

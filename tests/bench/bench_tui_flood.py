@@ -33,9 +33,9 @@ from textual import events  # noqa: E402
 from textual._compositor import CompositorUpdate  # noqa: E402
 from textual.app import App  # noqa: E402
 
-from portside.core import events as ev  # noqa: E402
-from portside.core.bus import EventBus  # noqa: E402
-from portside.core.review import ReviewGate  # noqa: E402
+from portside.core.log import events as ev  # noqa: E402
+from portside.core.log.bus import EventBus  # noqa: E402
+from portside.core.session.review import ReviewGate  # noqa: E402
 from portside.store import Store  # noqa: E402
 from portside.tui.app import make_app  # noqa: E402
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.store.projections import event_row, insert_rows
 from portside.store.schema import connect, migrate
 

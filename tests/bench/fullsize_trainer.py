@@ -30,7 +30,7 @@ seqs = [0] * ranks
 
 
 def sealed(r: int, body: str) -> str:
-    """A record line as the probe seals it (core/seal.py): numbered per file, tagged."""
+    """A record line as the probe seals it (core/run/seal.py): numbered per file, tagged."""
     body = f'{body[:-1]},"seq":{seqs[r]}}}'
     seqs[r] += 1
     if KEY:

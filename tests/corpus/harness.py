@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from portside.core.bus import EventBus
-from portside.core.criteria import parse_criteria
-from portside.core.verify import Verifier
+from portside.core.log.bus import EventBus
+from portside.core.log.criteria import parse_criteria
+from portside.core.session.verify import Verifier
 
 from .cases import CASES, Case
 

@@ -10,7 +10,7 @@ from .cases import XLA_PYTHON
 from .harness import run, table
 
 pytestmark = [
-    pytest.mark.xla, pytest.mark.slow,
+    pytest.mark.xla, pytest.mark.slow, pytest.mark.timeout(3600),
     pytest.mark.skipif(not XLA_PYTHON.exists(), reason=f"no torch_xla venv at {XLA_PYTHON}"),
 ]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.store import Store
 
 db, sid, tag = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -14,9 +14,10 @@ import asyncio
 import sys
 from pathlib import Path
 
-from portside.core import events as ev
 from portside.core.agent.scripted import ScriptedAgent
-from portside.core.engine import SessionConfig, SessionEngine
+from portside.core.log import events as ev
+from portside.core.session.config import SessionConfig
+from portside.core.session.engine import SessionEngine
 from portside.store import Store
 
 db, project, script, reference, candidate = sys.argv[1:6]

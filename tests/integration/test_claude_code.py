@@ -25,13 +25,13 @@ if os.environ.get("PORTSIDE_CI") and not __import__("importlib").util.find_spec(
 pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not installed "
                     "(pip install -e '.[claude-code]'; `make venv` does)")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from doubles import MemorySink  # noqa: E402
-from loopback_api import LoopbackAPI, text, tool  # noqa: E402
+from doubles import MemorySink
+from loopback_api import LoopbackAPI, text, tool
 
-from portside.core import events as ev  # noqa: E402
-from portside.core.agent.claude_code import ClaudeCodeAgent, claims_success  # noqa: E402
-from portside.core.engine import SessionConfig, SessionEngine  # noqa: E402
+from portside.core.claude_code.live import ClaudeCodeAgent, claims_success
+from portside.core.log import events as ev
+from portside.core.session.config import SessionConfig
+from portside.core.session.engine import SessionEngine
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
@@ -310,8 +310,9 @@ DRIVER = textwrap.dedent(f"""
     sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})  # tests/: the doubles
     from doubles import MemorySink
     from portside.core import events as ev
-    from portside.core.agent.claude_code import ClaudeCodeAgent
-    from portside.core.engine import SessionConfig, SessionEngine
+    from portside.core.claude_code.live import ClaudeCodeAgent
+    from portside.core.session.config import SessionConfig
+    from portside.core.session.engine import SessionEngine
 
     project, work, flag = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     config = SessionConfig(project=project, target="cpu", reference_command="true",

@@ -20,12 +20,10 @@ import pytest
 pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not installed "
                     "(pip install -e '.[claude-code]'; `make venv` does)")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loopback_api import LoopbackAPI, text, tool  # noqa: E402
-from test_claude_code import KEY, MODEL, _env, _project, _tree, ws_of  # noqa: E402
+from loopback_api import LoopbackAPI, text, tool
+from test_claude_code import KEY, MODEL, _env, _project, _tree, ws_of
 
-from portside.core import events as ev  # noqa: E402
+from portside.core.log import events as ev
 
 PY = sys.executable
 OLD, NEW = "import argparse\n", "import argparse  # ported to XLA\n"  # OLD is not in NEW

@@ -49,7 +49,7 @@ def test_demo_port_with_clipping_kept_passes(tmp_path: Path) -> None:
     the defaults must raise no error alarm on it, on XLA:CPU when available, else on the CPU."""
     from portside.cli.demo import demo_config, find_xla_python
     from portside.core.agent.scripted import ScriptedAgent
-    from portside.core.engine import SessionEngine
+    from portside.core.session.engine import SessionEngine
 
     lines = (REPO / "sessions" / "demo" / "agent.jsonl").read_text().splitlines()
     fixed = []

@@ -21,11 +21,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from portside.core import events as ev
-from portside.core import runner as runner_mod
 from portside.core.checks import RunRecords, run_checks
-from portside.core.criteria import Criteria
-from portside.core.runner import Runner, RunSpec
+from portside.core.log import events as ev
+from portside.core.log.criteria import Criteria
+from portside.core.run import runner as runner_mod
+from portside.core.run.runner import Runner, RunSpec
 
 PY = sys.executable
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "train_tiny.py"
@@ -133,7 +133,7 @@ def test_a_rewound_or_replaced_file_fails(tmp_path: Path) -> None:
 
 
 def test_another_runs_records_are_not_even_visible_in_the_sandbox(tmp_path: Path) -> None:
-    from portside.core.sandbox import Sandbox, unavailable
+    from portside.core.run.sandbox import Sandbox, unavailable
 
     if unavailable():
         pytest.skip(f"no sandbox here: {unavailable()}")
@@ -230,7 +230,7 @@ def test_output_past_the_cap_keeps_head_and_tail_and_says_so(tmp_path: Path,
     assert f"{gone} lines" in note and "not stored" in note
     assert res.exit_code == 0
     # ... and the report says so too.
-    from portside.core.bus import EventBus
+    from portside.core.log.bus import EventBus
     from portside.store import Store
     from portside.store.exports import report_md
 

@@ -13,13 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from treehash import tree_hash
 
-from portside.core import events as ev
-from portside.core.sandbox import unavailable
+from portside.core.log import events as ev
+from portside.core.run.sandbox import unavailable
 from portside.store import Store
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from treehash import tree_hash  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"

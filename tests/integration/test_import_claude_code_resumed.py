@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_verify_imported_claude_code import _bundled_cli
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_verify_imported_claude_code import _bundled_cli  # noqa: E402
-
-from portside.core import events as ev  # noqa: E402
-from portside.store import Store  # noqa: E402
+from portside.core.log import events as ev
+from portside.store import Store
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.store import Store
 
 REPO = Path(__file__).resolve().parents[2]

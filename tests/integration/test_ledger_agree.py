@@ -27,18 +27,19 @@ import pytest
 from click.testing import CliRunner
 
 from portside.cli.main import main
-from portside.core import events as ev
 from portside.core.agent.claude import ClaudeAgent
-from portside.core.bus import EventBus
-from portside.core.criteria import load_criteria
-from portside.core.engine import SessionConfig, SessionEngine
-from portside.core.review import ReviewGate
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.log.criteria import load_criteria
+from portside.core.session.config import SessionConfig
+from portside.core.session.engine import SessionEngine
+from portside.core.session.review import ReviewGate
 from portside.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
 PY = sys.executable
-MODEL = "claude-haiku-4-5"  # $1 / $5 per MTok in core/prices.toml
+MODEL = "claude-haiku-4-5"  # $1 / $5 per MTok in core/log/prices.toml
 KEY = "sk-ant-api03-LEDGER-TEST-0123456789"
 CRITERIA = """
 [budget]
@@ -183,7 +184,7 @@ def test_every_reader_agrees_with_the_ledger(tmp_path: Path) -> None:
     assert led.interventions == 2 and led.review_notes == 1  # approve, verdict; the note apart
     assert led.compute_usd > 0 and len(led.valid_references()) == 2
     # Priced as the engine did before the ledger (no cache tokens), the budget was not reached.
-    from portside.core.costs import token_cost
+    from portside.core.log.costs import token_cost
 
     old = token_cost(MODEL, 1000, 500, led.prices) or 0.0
     assert old + led.compute_usd + led.human_usd < 0.05 < led.total_usd

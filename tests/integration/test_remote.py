@@ -19,18 +19,16 @@ import time
 from pathlib import Path
 
 import pytest
+from doubles import MemorySink
+from loopback_sshd import ALIAS, LoopbackSSHD, why_not
+from treehash import tree_hash
 
-from portside.core import events as ev
-from portside.core.bus import EventBus
-from portside.core.criteria import load_criteria
-from portside.core.remote import SSHExecutor, parse_host
-from portside.core.verify import RunReport, Verifier
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from doubles import MemorySink  # noqa: E402
-from loopback_sshd import ALIAS, LoopbackSSHD, why_not  # noqa: E402
-from treehash import tree_hash  # noqa: E402
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.log.criteria import load_criteria
+from portside.core.log.ssh_hosts import parse_host
+from portside.core.run.ssh import SSHExecutor
+from portside.core.session.verify import RunReport, Verifier
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
@@ -348,9 +346,9 @@ def test_portside_killed_mid_run_leaves_no_run_on_the_host(tmp_path: Path, sshd:
 _BETWEEN_RUNS = """
 import asyncio, sys, time
 from pathlib import Path
-sys.path.insert(0, sys.argv[3])
+sys.path[:0] = [sys.argv[3], str(Path(sys.argv[3]).parent)]  # test_remote, and tests/ (doubles)
 from test_remote import _runner_parts
-from portside.core.remote import SSHExecutor
+from portside.core.run.ssh import SSHExecutor
 verifier, _ = _runner_parts(Path(sys.argv[1]))
 verifier.executors["candidate"] = SSHExecutor("portside-test", "sess-idle", ssh_config=Path(sys.argv[2]))
 report = asyncio.run(verifier.run_candidate("echo done", Path(sys.argv[1])))
@@ -461,7 +459,8 @@ def test_two_host_slice_is_one_run_with_both_hosts_ranks(tmp_path: Path, sshd: L
         config.write_text(
             sshd.client_config(str(sshd.root / "userkey"), name="w0", alias="w0").read_text()
             + other.client_config(str(other.root / "userkey"), name="w1", alias="w1").read_text())
-        from portside.core.remote import SliceExecutor, parse_hosts
+        from portside.core.log.ssh_hosts import parse_hosts
+        from portside.core.run.ssh import SliceExecutor
 
         workers = [SSHExecutor(h, "sess-slice", ssh_config=config) for h in parse_hosts("w0,w1")]
         verifier, _ = _runner_parts(tmp_path)

@@ -22,13 +22,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+from loopback_sshd import ALIAS, LoopbackSSHD, why_not
+from test_remote import _runner_parts
 
-from portside.core import remote
-from portside.core.remote import SSHExecutor
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loopback_sshd import ALIAS, LoopbackSSHD, why_not  # noqa: E402
-from test_remote import _runner_parts  # noqa: E402
+from portside.core.run import ssh as remote
+from portside.core.run.ssh import SSHExecutor
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"

@@ -19,11 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-from portside.core import events as ev
-from portside.store import Store
+from doubles import MemorySink
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
+from portside.core.log import events as ev
+from portside.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
@@ -162,9 +161,10 @@ def test_resume_refuses_ended_unknown_and_old_sessions(tmp_path: Path) -> None:
 
 def test_started_meta_rebuilds_the_engine_without_secrets(tmp_path: Path) -> None:
     from portside.core.agent.scripted import ScriptedAgent
-    from portside.core.criteria import Criteria, load_criteria
-    from portside.core.engine import SessionConfig, SessionEngine
-    from portside.core.resume import engine_from_log
+    from portside.core.log.criteria import Criteria, load_criteria
+    from portside.core.session.config import SessionConfig
+    from portside.core.session.engine import SessionEngine
+    from portside.core.session.resume import engine_from_log
 
     (tmp_path / "p").mkdir()
     crit = tmp_path / "c.toml"
@@ -245,7 +245,7 @@ def test_scripted_agent_continues_inside_a_rejection_chain(tmp_path: Path) -> No
 
 def test_claude_agent_conversation_is_rebuilt_from_the_log(tmp_path: Path) -> None:
     from portside.core.agent.claude import ClaudeAgent
-    from portside.core.workspace import Workspace
+    from portside.core.workspace.copy import Workspace
 
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "train.py").write_text("print(1)\n")
@@ -288,8 +288,8 @@ def test_claude_agent_conversation_is_rebuilt_from_the_log(tmp_path: Path) -> No
 
 
 def test_a_live_session_cannot_be_resumed_twice(tmp_path: Path) -> None:
-    from portside.core.engine import SessionConfig, SessionEngine
-    from portside.core.resume import ResumeError
+    from portside.core.session.config import SessionConfig, SessionLocked
+    from portside.core.session.engine import SessionEngine
 
     config = SessionConfig(project=tmp_path, target="cpu", reference_command="true",
                            workdir=tmp_path / "w")
@@ -298,7 +298,7 @@ def test_a_live_session_cannot_be_resumed_twice(tmp_path: Path) -> None:
     second = SessionEngine(config, MemorySink(), session_id=first.session_id)
     try:
         second.lock()
-    except ResumeError as exc:
+    except SessionLocked as exc:
         assert "still running" in str(exc)
     else:
         raise AssertionError("two engines on one session")
@@ -311,8 +311,9 @@ def test_an_aborted_reference_never_vouches_for_a_candidate(tmp_path: Path) -> N
     """Issue 13.2: killed during the reference phase twice, the first resume had marked the
     cut-off reference `aborted`; the second resume restored it as a reference, so a candidate
     was judged against a 1-step envelope and passed. Aborted references are run again."""
-    from portside.core.engine import SessionConfig, SessionEngine
-    from portside.core.resume import engine_from_log, restore
+    from portside.core.session.config import SessionConfig
+    from portside.core.session.engine import SessionEngine
+    from portside.core.session.resume import engine_from_log
 
     config = SessionConfig(project=tmp_path, target="cpu", reference_command="true",
                            reference_runs=2, workdir=tmp_path / "w")
@@ -334,16 +335,16 @@ def test_an_aborted_reference_never_vouches_for_a_candidate(tmp_path: Path) -> N
         e.seq = n
     engine = engine_from_log(log, MemorySink())
     assert engine.resumed is not None
-    restore(engine, engine.resumed)
+    engine._restore(engine.resumed)
     assert engine.verifier.references == []  # run again, never counted
     assert engine.ledger.valid_references() == []
 
 
 async def test_a_candidate_without_a_valid_reference_cannot_pass(tmp_path: Path) -> None:
     """No reference that finished `passed` → `reference-failed` on the candidate, never a pass."""
-    from portside.core.bus import EventBus
-    from portside.core.criteria import Criteria
-    from portside.core.verify import Verifier
+    from portside.core.log.bus import EventBus
+    from portside.core.log.criteria import Criteria
+    from portside.core.session.verify import Verifier
 
     sink = MemorySink()
     verifier = Verifier(EventBus(sink), "s", Criteria(), "cpu", tmp_path / "probe", stall_s=30)
@@ -359,8 +360,9 @@ def test_a_command_whose_inline_secret_the_log_does_not_keep_is_not_resumed(tmp_
                                                                             ) -> None:
     """`HF_TOKEN=hf_… python train.py` is stored as `HF_TOKEN=*** python train.py`: resuming
     would silently run another command, so it is refused with the reason."""
-    from portside.core.engine import SessionConfig, SessionEngine
-    from portside.core.resume import ResumeError, engine_from_log
+    from portside.core.session.config import SessionConfig
+    from portside.core.session.engine import SessionEngine
+    from portside.core.session.resume import ResumeError, engine_from_log
 
     secret = "hf_" + "a1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuV"
     config = SessionConfig(project=tmp_path, target="cpu", workdir=tmp_path / "w",

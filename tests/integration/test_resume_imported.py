@@ -11,7 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from portside.cli.main import main
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.store import Store
 from portside.store.jsonl import export_session
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from portside.core import events as ev
-from portside.core.runner import OutputPattern, Runner, RunSpec, parse_traceback, scrub_env
+from portside.core.log import events as ev
+from portside.core.run.runner import OutputPattern, Runner, RunSpec, parse_traceback, scrub_env
 
 PY = sys.executable
 
@@ -227,7 +227,7 @@ def _alive(token: str) -> list[int]:
 def test_fifty_daemons_do_not_outlive_their_run(tmp_path: Path, sandboxed: bool,
                                                 ending: str) -> None:
     """Issue 13: children that setsid() or double-fork escaped the reaper (48 of 50 alive)."""
-    from portside.core.sandbox import Sandbox, unavailable
+    from portside.core.run.sandbox import Sandbox, unavailable
 
     if sandboxed and unavailable():
         pytest.skip(f"no sandbox here: {unavailable()}")

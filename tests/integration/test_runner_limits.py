@@ -10,8 +10,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from portside.core import events as ev
-from portside.core.runner import MAX_LINE_BYTES, Runner, RunSpec
+from portside.core.log import events as ev
+from portside.core.run.runner import MAX_LINE_BYTES, Runner, RunSpec
 
 
 def _lines(tmp: Path, body: str) -> list[str]:

@@ -17,13 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from treehash import tree_hash
 
-from portside.core import events as ev
-from portside.core.sandbox import unavailable
+from portside.core.log import events as ev
+from portside.core.run.sandbox import unavailable
 from portside.store import Store
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from treehash import tree_hash  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
@@ -177,7 +175,7 @@ def test_auto_is_refused_without_a_sandbox_unless_asked(tmp_path: Path) -> None:
 def test_sandbox_hides_and_confines(tmp_path: Path, base: Path) -> None:
     """The profile itself, on a plain command: read-only root, hidden dirs, private /tmp,
     no network, the cwd writable, the Python visible."""
-    from portside.core.sandbox import Sandbox
+    from portside.core.run.sandbox import Sandbox
 
     project, work = base / "proj", tmp_path / "work"
     project.mkdir()
@@ -219,8 +217,8 @@ def test_sandbox_hides_and_confines(tmp_path: Path, base: Path) -> None:
 KILLED_ENGINE = """
 import asyncio, sys
 from pathlib import Path
-from portside.core.runner import Runner, RunSpec
-from portside.core.sandbox import Sandbox
+from portside.core.run.runner import Runner, RunSpec
+from portside.core.run.sandbox import Sandbox
 cwd, token = Path(sys.argv[1]), sys.argv[2]
 runner = Runner("s", lambda e: None, cwd / "probe")
 runner.use_sandbox(Sandbox.for_project(cwd / "no-project"))
@@ -262,7 +260,7 @@ def test_kill_9_of_portside_takes_the_sandboxed_run_with_it(tmp_path: Path) -> N
 @needs_bwrap
 def test_wrap_command_confines_a_shell_string(tmp_path: Path) -> None:
     """The form an agent's Bash tool takes: one string, run by a shell."""
-    from portside.core.sandbox import Sandbox
+    from portside.core.run.sandbox import Sandbox
 
     project, ws = tmp_path / "proj", tmp_path / "ws"
     project.mkdir()
@@ -279,8 +277,8 @@ def test_wrap_command_confines_a_shell_string(tmp_path: Path) -> None:
 def test_agent_commands_run_in_their_sessions_sandbox(tmp_path: Path) -> None:
     """Claude Code's Bash commands go through command_for_run → wrap_shell: inside the
     session's sandbox when its workspace holds the cwd; unchanged for a session without one."""
-    from portside.core.agent.claude_code import command_for_run
-    from portside.core.sandbox import Sandbox, register_workspace
+    from portside.core.claude_code.live import command_for_run
+    from portside.core.run.sandbox import Sandbox, register_workspace
 
     project, tree = tmp_path / "proj", tmp_path / "ws" / "tree"
     project.mkdir()

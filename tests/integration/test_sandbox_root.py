@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from portside.core.limits import Limits, mechanism
-from portside.core.runner import Runner, RunResult, RunSpec
-from portside.core.sandbox import Sandbox, unavailable
+from portside.core.run.limits import Limits, mechanism
+from portside.core.run.runner import Runner, RunResult, RunSpec
+from portside.core.run.sandbox import Sandbox, unavailable
 
 PY = sys.executable
 needs_bwrap = pytest.mark.skipif(unavailable() is not None,

@@ -8,10 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from portside.store import Store
+from treehash import tree_hash
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from treehash import tree_hash  # noqa: E402
+from portside.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"

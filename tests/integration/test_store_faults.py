@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.store import Store, StoreError
 from portside.store.recorder import Recorder
 

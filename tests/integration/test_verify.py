@@ -14,15 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from doubles import MemorySink
 
-from portside.core import events as ev
-from portside.core.bus import EventBus
 from portside.core.checks import RunRecords
-from portside.core.criteria import load_criteria
-from portside.core.verify import RunReport, Verifier
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.log.criteria import load_criteria
+from portside.core.session.verify import RunReport, Verifier
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"

@@ -14,12 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from cc_transcript import CLIP, TIGHT, Session, text, tool
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cc_transcript import CLIP, TIGHT, Session, text, tool  # noqa: E402
-
-from portside.core import events as ev  # noqa: E402
-from portside.store import Store  # noqa: E402
+from portside.core.log import events as ev
+from portside.store import Store
 
 pytestmark = pytest.mark.slow
 

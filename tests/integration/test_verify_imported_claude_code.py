@@ -17,13 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cc_transcript import CLIP, TIGHT, clipping_port
+from treehash import tree_hash
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cc_transcript import CLIP, TIGHT, clipping_port  # noqa: E402
-from treehash import tree_hash  # noqa: E402
-
-from portside.core import events as ev  # noqa: E402
-from portside.store import Store  # noqa: E402
+from portside.core.log import events as ev
+from portside.store import Store
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from portside.core.localize_run import compare_files, trace_run
-from portside.core.runner import Runner
+from portside.core.localize.runs import compare_files, trace_run
+from portside.core.run.runner import Runner
 
 SCRIPT = Path(__file__).parent / "scripts" / "train.py"
 

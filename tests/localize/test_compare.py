@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from portside.core.localize import TraceError, compare, differs, parse_trace, read_trace
+from portside.core.localize.traces import TraceError, compare, differs, parse_trace, read_trace
 
 
 def ev(kind: str, name: str, norm: float, step: int = 0, dtype: str = "float32",

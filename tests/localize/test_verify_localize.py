@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 
 from ._util import clean_env, command
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 
 SID = "20260101-120000-test"
 T0 = 1_767_268_800.0  # 2026-01-01 12:00:00 UTC
@@ -159,7 +159,7 @@ LONG_AFTER = LONG_BEFORE.replace("clip_max_norm=1.0)", "clip_max_norm=0.05)")
 
 def long_edit_session() -> list[ev.Event]:
     """An edit awaiting a decision whose only change lies past column 90 of its line."""
-    from portside.core.risk import scan
+    from portside.core.workspace.risk import scan
 
     e = edit("e-long", path="fit.py", before=LONG_BEFORE, after=LONG_AFTER, dt=5)
     e.rationale = "same clip as the TPU recipe"

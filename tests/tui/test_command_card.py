@@ -9,8 +9,8 @@ from scenario import SID, at, edit, session_start
 from screen_text import screen_text
 from textual.widgets import TextArea
 
-from portside.core import events as ev
-from portside.core.review import Decision
+from portside.core.log import events as ev
+from portside.core.session.review import Decision
 from portside.tui.screens.live import LiveScreen
 from portside.tui.widgets.command_card import CommandCard
 from portside.tui.widgets.diff_card import DiffCard

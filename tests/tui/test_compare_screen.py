@@ -3,20 +3,16 @@ progress, the differing numbers marked, the selected alarm's step moving both lo
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 from conftest import until
+from doubles import MemorySink
 from scenario import SID, at, run_started, session_start
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.tui.screens.compare import CompareScreen
 from portside.tui.widgets.log_view import LogView
 from portside.tui.widgets.step_rows import DIFF_STYLE, StepRows
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 
 def _run(run_id: str, role: str, attempt: int, batches: int, dt: float,
@@ -175,7 +171,7 @@ async def test_compare_view_at_large_size_stays_responsive(harness):
 
 
 async def test_compare_view_opens_from_the_replay_screen():
-    from portside.core.replay import Replayer, SequenceSource
+    from portside.core.replay.player import Replayer, SequenceSource
     from portside.tui.replay import make_replay_app
 
     sink = MemorySink()

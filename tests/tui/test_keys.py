@@ -10,8 +10,8 @@ from conftest import Harness, type_text, until
 from scenario import SID, edit, run_started, session_start
 from textual.widgets import TextArea
 
-from portside.core import events as ev
-from portside.core.review import Decision
+from portside.core.log import events as ev
+from portside.core.session.review import Decision
 from portside.tui.screens.dialogs import TextDialog, VerdictDialog
 from portside.tui.screens.help import HelpScreen
 from portside.tui.screens.live import LiveScreen

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import until
 
-from portside.core import events as ev
-from portside.core.engine import SessionConfig, SessionEngine
+from portside.core.log import events as ev
+from portside.core.session.config import SessionConfig
+from portside.core.session.engine import SessionEngine
 from portside.store import Store
 from portside.tui.app import make_app
 from portside.tui.widgets.checks import ChecksPanel

@@ -18,8 +18,8 @@ from scenario import output as run_output
 from scenario import run_started, session_start, train_lines
 from screen_text import screen_lines
 
-from portside.core import events as ev
-from portside.core.replay import Replayer, SequenceSource
+from portside.core.log import events as ev
+from portside.core.replay.player import Replayer, SequenceSource
 from portside.tui.replay import ReplayApp, make_replay_app
 from portside.tui.widgets import transcript as transcript_widget
 from portside.tui.widgets.runs import RunPane, RunsPanel

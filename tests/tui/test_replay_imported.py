@@ -3,22 +3,19 @@ text, its diffs as decided (by the imported run, not a reviewer) and no interven
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+from cc_transcript import CLAIM, clipping_port
 from conftest import until
 from screen_text import screen_text
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cc_transcript import CLAIM, clipping_port  # noqa: E402
-
-from portside.core.import_claude_code import read_claude_code  # noqa: E402
-from portside.core.replay import Replayer  # noqa: E402
-from portside.store import Store  # noqa: E402
-from portside.store.jsonl import import_events  # noqa: E402
-from portside.store.replay_source import StoreSource  # noqa: E402
-from portside.tui.replay import make_replay_app  # noqa: E402
-from portside.tui.screens.replay import ReplayScreen  # noqa: E402
+from portside.core.claude_code.transcript import read_claude_code
+from portside.core.replay.player import Replayer
+from portside.store import Store
+from portside.store.jsonl import import_events
+from portside.store.replay_source import StoreSource
+from portside.tui.replay import make_replay_app
+from portside.tui.screens.replay import ReplayScreen
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "train_tiny.py"
 

@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 from conftest import FROZEN, type_text, until
+from doubles import MemorySink
 from scenario import INFO, SID, at, full_session
 from screen_text import screen_lines
 
-from portside.core import events as ev
-from portside.core.bus import EventBus
-from portside.core.replay import Replayer, SequenceSource
-from portside.core.review import ReviewGate
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.replay.player import Replayer, SequenceSource
+from portside.core.session.review import ReviewGate
 from portside.store import Store
 from portside.store.replay_source import StoreSource
 from portside.tui.app import make_app
@@ -35,9 +36,6 @@ from portside.tui.screens.dialogs import TextDialog
 from portside.tui.screens.replay import ReplayScreen
 from portside.tui.widgets.checks import ChecksPanel
 from portside.tui.widgets.runs import RunsPanel
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
@@ -113,7 +111,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[
     """A scripted agent session on the tiny trainer: one reference run, an edit that changes
     clipping, a candidate run, a claim; the reviewer writes a note and acknowledges an alarm."""
     from portside.core.agent.scripted import ScriptedAgent
-    from portside.core.engine import SessionConfig, SessionEngine
+    from portside.core.session.config import SessionConfig
+    from portside.core.session.engine import SessionEngine
 
     tmp = tmp_path_factory.mktemp("recorded")
     project = tmp / "tiny"

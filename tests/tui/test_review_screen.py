@@ -3,25 +3,21 @@ failure bar that stays until dismissed, the Agent column that widens while an ed
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 from conftest import FROZEN, until
+from doubles import MemorySink
 from scenario import INFO, SID, TRAIN_AFTER, TRAIN_BEFORE, at, clipping_alarm, edit, session_start
 from screen_text import screen_text
 from textual.widgets import Static
 
-from portside.core import events as ev
-from portside.core.bus import EventBus
-from portside.core.review import ReviewGate
-from portside.core.risk import scan
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.session.review import ReviewGate
+from portside.core.workspace.risk import scan
 from portside.tui.app import make_app
 from portside.tui.screens import live as live_screen
 from portside.tui.widgets.checks import ChecksPanel
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 
 def _app(events: list[ev.Event], engine_run: Any = None) -> Any:

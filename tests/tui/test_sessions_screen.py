@@ -6,7 +6,7 @@ from pathlib import Path
 
 from textual.widgets import DataTable
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.store import Store
 from portside.tui.sessions import SessionsApp
 

@@ -7,23 +7,19 @@ Update with `pytest tests/tui/test_snapshots.py --snapshot-update` after a delib
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import FROZEN
+from doubles import MemorySink
 from scenario import INFO, SID, full_session, long_edit_session
 from screen_text import screen_lines
 
-from portside.core.bus import EventBus
-from portside.core.review import ReviewGate
+from portside.core.log.bus import EventBus
+from portside.core.session.review import ReviewGate
 from portside.tui.app import PortsideApp, make_app
 from portside.tui.screens.live import LiveScreen
 from portside.tui.widgets.checks import ChecksPanel
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 SIZE = (120, 40)
 

@@ -20,8 +20,6 @@ import pytest
 pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not installed")
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "integration"))
 from loopback_api import LoopbackAPI, text, tool  # noqa: E402
 from test_claude_code import MODEL, _env, _project, ws_of  # noqa: E402

@@ -14,7 +14,7 @@ from scenario import SID, TRAIN_AFTER, edit, output, run_started, session_start,
 from screen_text import screen_lines
 from textual.widgets import Input, TextArea
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.tui.screens.dialogs import EditDialog
 from portside.tui.screens.live import LiveScreen
 from portside.tui.widgets.diff_card import DiffBody, DiffCard

@@ -10,25 +10,22 @@ The host is a small test double over a real Workspace and a real EventBus.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import anthropic
 import httpx2
 import pytest
+from doubles import MemorySink
 
-from portside.core import events as ev
 from portside.core.agent.base import AgentAPIError, AgentStopped, EditOutcome
 from portside.core.agent.claude import ClaudeAgent, usage_cost
 from portside.core.agent.prompt import NUDGE
-from portside.core.bus import EventBus
-from portside.core.workspace import Edit, Workspace
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.workspace.copy import Edit, Workspace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
-
-MODEL = "claude-haiku-4-5"  # priced in core/prices.toml, not deprecated in this SDK
+MODEL = "claude-haiku-4-5"  # priced in core/log/prices.toml, not deprecated in this SDK
 KEY = "sk-ant-api03-TESTKEY-0123456789abcdef"
 
 TRAIN_PY = """\

@@ -8,15 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doubles import MemorySink
 
-from portside.core import events as ev
 from portside.core.agent.base import AgentStopped, EditOutcome
 from portside.core.agent.scripted import ScriptedAgent, ScriptError, load_script
-from portside.core.bus import EventBus
-from portside.core.workspace import Edit, Workspace
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.workspace.copy import Edit, Workspace
 
 TRAIN_PY = """\
 import torch

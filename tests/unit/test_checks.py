@@ -19,7 +19,7 @@ from portside.core.checks import (
     check_drift,
     run_checks,
 )
-from portside.core.criteria import DEFAULT_CRITERIA, parse_criteria
+from portside.core.log.criteria import DEFAULT_CRITERIA, parse_criteria
 
 CPU_FACTS = {"type": "facts", "backend": "cpu", "device_kind": "CPU", "device_name": "cpu",
              "device_count": 1, "real_devices": ["CPU:0"], "pjrt_device": None}

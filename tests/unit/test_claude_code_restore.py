@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from portside.core import events as ev
-from portside.core.agent.claude_code import ClaudeCodeAgent
-from portside.core.workspace import Workspace
+from portside.core.claude_code.live import ClaudeCodeAgent
+from portside.core.log import events as ev
+from portside.core.workspace.copy import Workspace
 
 SID = "20261201-restore-0001"
 

@@ -1,4 +1,4 @@
-"""The compare view's pairing of two runs (core/compare.py), on hand-worked cases."""
+"""The compare view's pairing of two runs (core/checks/side_by_side.py), on hand-worked cases."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from portside.core.compare import (
+from portside.core.checks.side_by_side import (
     StepColumns,
     alarm_step,
     differing,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portside.core.costs import (
+from portside.core.log.costs import (
     PriceError,
     compare,
     cost_per_successful_run,
@@ -16,7 +16,7 @@ from portside.core.costs import (
     run_cost_from_facts,
     token_cost,
 )
-from portside.core.criteria import parse_criteria
+from portside.core.log.criteria import parse_criteria
 
 
 def test_shipped_table_rows_have_source_and_date():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from portside.core.criteria import (
+from portside.core.log.criteria import (
     DEFAULT_CRITERIA,
     DEFAULT_TOML_PATH,
     CriteriaError,
@@ -133,7 +133,7 @@ def test_criteria_are_frozen():
 
 
 def test_hosts_section_names_where_each_role_runs() -> None:
-    from portside.core.criteria import CriteriaError, parse_criteria
+    from portside.core.log.criteria import CriteriaError, parse_criteria
 
     c = parse_criteria('[hosts]\ncandidate = "ssh://root@tpu-vm:2222/work,tpu-vm-2"\n', "c.toml")
     assert c.hosts.candidate.startswith("ssh://root@tpu-vm") and c.hosts.reference == ""

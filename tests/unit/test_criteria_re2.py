@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from portside.core.criteria import CriteriaError, PatternError, compile_pattern, parse_criteria
+from portside.core.log.criteria import CriteriaError, PatternError, compile_pattern, parse_criteria
 
 CATASTROPHIC = r"^(?P<value>(x+x+)+y)$"  # exponential for a backtracking engine on "xxx…x"
 

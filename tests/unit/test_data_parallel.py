@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from portside.core.checks import RunEnd, RunRecords, global_batch, run_checks
-from portside.core.criteria import DEFAULT_CRITERIA
+from portside.core.log.criteria import DEFAULT_CRITERIA
 
 OK = RunEnd(exit_code=0, wall_s=1.0)
 SAMPLES = 1024

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 
 text = st.text(max_size=40)
 floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
@@ -19,7 +19,7 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
     max_leaves=12,
 )
-times = st.floats(0.0, ev.MAX_TS)  # the bounds decode enforces (see core/events.py)
+times = st.floats(0.0, ev.MAX_TS)  # the bounds decode enforces (see core/log/events.py)
 int64s = st.integers(ev.INT64_MIN, ev.INT64_MAX)
 common = {"session_id": st.text(min_size=1, max_size=20), "seq": st.integers(0, 2**40), "ts": times}
 
@@ -42,7 +42,7 @@ def _strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
         elif name in overrides:
             fields[name] = overrides[name]
         elif hints[name] is float:
-            fields[name] = floats  # finite by contract (see core/events.py)
+            fields[name] = floats  # finite by contract (see core/log/events.py)
         elif hints[name] == ev.Ts:
             fields[name] = times
         elif hints[name] == ev.Int:

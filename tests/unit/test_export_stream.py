@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from test_export import fixture_events
 
 from portside.cli.main import main
-from portside.core import events as ev
-from portside.core.textsafe import clean_text, clean_text_stream
+from portside.core.log import events as ev
+from portside.core.safety.terminal_text import clean_text, clean_text_stream
 from portside.store import Store
 from portside.store.jsonl import import_events
 

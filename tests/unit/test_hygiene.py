@@ -13,7 +13,7 @@ def _run(code: str) -> str:
 
 def test_core_and_store_do_not_import_textual() -> None:
     out = _run(
-        "import sys, portside.core, portside.core.events, portside.core.render, portside.store, "
+        "import sys, portside.core, portside.core.log.events, portside.core.log.render, portside.store, "
         "portside.store.jsonl; print(sorted(m for m in sys.modules "
         "if m.split('.')[0] in ('textual', 'torch', 'anthropic')))"
     )

@@ -8,35 +8,23 @@ import datetime as dt
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cc_transcript import CLAIM, CLIP, TIGHT, clipping_port, structured_patch
+from cli_run import cli_in_process
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cc_transcript import CLAIM, CLIP, TIGHT, clipping_port, structured_patch  # noqa: E402
-
-from portside.core import events as ev  # noqa: E402
-from portside.core.import_claude_code import (  # noqa: E402
-    TranscriptError,
-    edited_files,
-    read_claude_code,
-)
-from portside.core.replay import Replayer, fold  # noqa: E402
-from portside.store import Store  # noqa: E402
-from portside.store.replay_source import StoreSource  # noqa: E402
+from portside.core.claude_code.transcript import TranscriptError, edited_files, read_claude_code
+from portside.core.log import events as ev
+from portside.core.replay.player import Replayer, fold
+from portside.store import Store
+from portside.store.replay_source import StoreSource
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
 START = dt.datetime(2026, 11, 30, 9, 15, 0, 250000, tzinfo=dt.UTC)
-
-
-def _cli(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "portside.cli", *args, "--db", str(db)],
-                          capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture
@@ -66,7 +54,7 @@ def test_transcript_imports_with_counts_diffs_and_original_times(tmp_path: Path,
     s = clipping_port(project, START)
     path = s.write(tmp_path / f"{s.session_id}.jsonl")
     db = tmp_path / "p.db"
-    res = _cli("import", "--claude-code", str(path), "--target", "tpu", db=db)
+    res = cli_in_process("import", "--claude-code", str(path), "--target", "tpu", db=db)
     assert res.returncode == 0, res.stderr
     sid = f"cc-{s.session_id}"
     assert sid in res.stdout
@@ -136,7 +124,7 @@ def test_imported_session_replays_with_its_timing(tmp_path: Path, project: Path)
     s = clipping_port(project, START)
     path = s.write(tmp_path / "t.jsonl")
     db = tmp_path / "p.db"
-    assert _cli("import", "--claude-code", str(path), db=db).returncode == 0
+    assert cli_in_process("import", "--claude-code", str(path), db=db).returncode == 0
     sid = f"cc-{s.session_id}"
     with Store(db) as store:
         events = list(store.events(sid))
@@ -156,7 +144,7 @@ def test_imported_session_replays_with_its_timing(tmp_path: Path, project: Path)
     assert "PORTING.md" not in {e.path for e in at_edit.edits.values()}
     assert end.interventions == 0 and end.verdict == "undecided"
     # Headless replay prints each event at its original offset.
-    res = _cli("replay", sid, "--headless", "--speed", "0", "--idle-limit", "0", db=db)
+    res = cli_in_process("replay", sid, "--headless", "--speed", "0", "--idle-limit", "0", db=db)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert len(lines) == len(events)
@@ -233,7 +221,7 @@ def test_mangled_transcript_names_file_and_line_and_writes_nothing(
     s = clipping_port(project, START)
     good = s.write(tmp_path / "good.jsonl")
     db = tmp_path / "p.db"
-    assert _cli("import", "--claude-code", str(good), "--as", "first", db=db).returncode == 0
+    assert cli_in_process("import", "--claude-code", str(good), "--as", "first", db=db).returncode == 0
     before = _db_state(db)
     lines = good.read_text().splitlines()
     no = {json.loads(x).get("message", {}).get("content", [{}])[0].get("id")
@@ -253,7 +241,7 @@ def test_mangled_transcript_names_file_and_line_and_writes_nothing(
     }[case]
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join(_mangle(lines, n, fn)) + "\n")
-    res = _cli("import", "--claude-code", str(bad), db=db)
+    res = cli_in_process("import", "--claude-code", str(bad), db=db)
     assert res.returncode == 2, res.stdout + res.stderr
     assert f"{bad}:{n}: " in res.stderr and what in res.stderr, res.stderr
     assert _db_state(db) == before  # all or nothing
@@ -265,16 +253,16 @@ def test_same_session_twice_is_refused_unchanged(tmp_path: Path, project: Path) 
     s = clipping_port(project, START)
     path = s.write(tmp_path / "t.jsonl")
     db = tmp_path / "p.db"
-    assert _cli("import", "--claude-code", str(path), db=db).returncode == 0
+    assert cli_in_process("import", "--claude-code", str(path), db=db).returncode == 0
     before = _db_state(db)
-    res = _cli("import", "--claude-code", str(path), db=db)
+    res = cli_in_process("import", "--claude-code", str(path), db=db)
     assert res.returncode == 2 and "already in" in res.stderr
     assert _db_state(db) == before
 
 
 def test_patch_with_line_numbers_applies_exactly() -> None:
     """The structuredPatch is what happened: applied hunk by hunk at its line numbers."""
-    from portside.core.import_claude_code import _apply_patch
+    from portside.core.claude_code.transcript import _apply_patch
 
     before = "".join(f"line {i}\n" for i in range(1, 40))
     after = before.replace("line 5\n", "line five\n").replace("line 30\n", "")
@@ -381,7 +369,7 @@ def test_reversed_timestamp_is_refused_naming_both_lines(tmp_path: Path, project
     lines = s.write(tmp_path / "good.jsonl").read_text().splitlines()
     conv = _conversation(lines)
     db = tmp_path / "p.db"
-    assert _cli("import", "--claude-code", str(tmp_path / "good.jsonl"), "--as", "first",
+    assert cli_in_process("import", "--claude-code", str(tmp_path / "good.jsonl"), "--as", "first",
                 db=db).returncode == 0
     before = _db_state(db)
     if case == "edited":  # one line's time moved back before the line ahead of it
@@ -395,7 +383,7 @@ def test_reversed_timestamp_is_refused_naming_both_lines(tmp_path: Path, project
         assert _stamp(lines[earlier - 1]) > _stamp(lines[n - 1])
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join(lines) + "\n")
-    res = _cli("import", "--claude-code", str(bad), db=db)
+    res = cli_in_process("import", "--claude-code", str(bad), db=db)
     assert res.returncode == 2, res.stdout + res.stderr
     want = (f"{bad}:{n}: timestamp {_stamp(lines[n - 1])} is earlier than line {earlier} "
             f"({_stamp(lines[earlier - 1])})")
@@ -418,7 +406,7 @@ def test_claude_codes_own_millisecond_reorders_are_accepted(tmp_path: Path,
                       "%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z", "cwd": str(project)}
     path = tmp_path / "real-order.jsonl"
     path.write_text("\n".join([*lines[:2], json.dumps(attachment), *lines[2:]]) + "\n")
-    res = _cli("import", "--claude-code", str(path), db=tmp_path / "p.db")
+    res = cli_in_process("import", "--claude-code", str(path), db=tmp_path / "p.db")
     assert res.returncode == 0, res.stderr
     assert "note:" not in res.stderr
 
@@ -441,8 +429,8 @@ def test_file_concatenated_with_itself_imports_once_and_says_so(tmp_path: Path,
     doubled = tmp_path / "doubled.jsonl"
     doubled.write_text("\n".join(lines + lines) + "\n")
     db = tmp_path / "p.db"
-    assert _cli("import", "--claude-code", str(once), "--as", "once", db=db).returncode == 0
-    res = _cli("import", "--claude-code", str(doubled), "--as", "twice", db=db)
+    assert cli_in_process("import", "--claude-code", str(once), "--as", "once", db=db).returncode == 0
+    res = cli_in_process("import", "--claude-code", str(doubled), "--as", "twice", db=db)
     assert res.returncode == 0, res.stderr
     k1, led1, _ = _ledger_and_kinds(db, "once")
     k2, led2, meta = _ledger_and_kinds(db, "twice")
@@ -474,9 +462,9 @@ def test_history_written_again_is_not_doubled_and_a_changed_copy_is_named(
     again = tmp_path / "again.jsonl"
     again.write_text("\n".join([*lines[:at], *map(json.dumps, copies), *lines[at:]]) + "\n")
     db = tmp_path / "p.db"
-    assert _cli("import", "--claude-code", str(tmp_path / "t.jsonl"), "--as", "orig",
+    assert cli_in_process("import", "--claude-code", str(tmp_path / "t.jsonl"), "--as", "orig",
                 db=db).returncode == 0
-    res = _cli("import", "--claude-code", str(again), "--as", "again", db=db)
+    res = cli_in_process("import", "--claude-code", str(again), "--as", "again", db=db)
     assert res.returncode == 0, res.stderr
     k1, led1, _ = _ledger_and_kinds(db, "orig")
     k2, led2, meta = _ledger_and_kinds(db, "again")

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portside.core import events as ev
-from portside.core.replay import KIND_CODE, Replayer, fold
+from portside.core.log import events as ev
+from portside.core.replay.player import KIND_CODE, Replayer, fold
 from portside.store import Store, index_blocks
 from portside.store.replay_source import StoreSource
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.store import Store
 from portside.store.jsonl import RecordingError, export_session, import_file
 

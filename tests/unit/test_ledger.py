@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from portside.core import events as ev
-from portside.core.ledger import Ledger, fold
+from portside.core.log import events as ev
+from portside.core.log.ledger import Ledger, fold
 
 SID = "led-1"
 TPU = {"backend": "torch_xla", "device_kind": "TPU", "device_name": "TPU v5e", "device_count": 1}
@@ -141,6 +141,6 @@ def test_a_run_cut_off_by_a_kill_of_portside_is_not_an_attempt() -> None:
 
 
 def costs_of(seconds: float) -> float:
-    from portside.core.costs import default_prices
+    from portside.core.log.costs import default_prices
 
     return seconds / 3600 * default_prices().usd("tpu-v5e")

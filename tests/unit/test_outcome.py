@@ -7,7 +7,7 @@ import json
 import pytest
 
 from portside.core.checks import Alarm, RunRecords
-from portside.core.outcome import classify_outcome, summarize_run
+from portside.core.session.outcome import classify_outcome, summarize_run
 
 ERR = Alarm("numeric-drift", "error", "drift")
 CRIT = Alarm("non-finite", "critical", "nan")

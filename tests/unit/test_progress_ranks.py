@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from portside.core.checks import RunEnd, RunRecords, run_checks
-from portside.core.criteria import DEFAULT_CRITERIA
+from portside.core.log.criteria import DEFAULT_CRITERIA
 
 OK = RunEnd(exit_code=0, wall_s=1.0)
 FACTS = {"type": "facts", "backend": "cpu", "device_kind": "CPU", "device_name": "cpu",
@@ -152,7 +152,7 @@ def test_clipping_before_the_reduction_is_clipping_changed():
 
 
 def test_rank_device_count_across_ranks():
-    from portside.core.criteria import parse_criteria
+    from portside.core.log.criteria import parse_criteria
 
     crit = parse_criteria("[hardware]\ndevices = 4\n")
     alarms = run_checks([], RunRecords.from_records(ranked(world=2), OK), crit, "cpu", True)

@@ -25,7 +25,7 @@ from portside.core.checks.numeric import rolling_mean, smoothed
 from portside.core.checks.records import EXTRA
 from portside.core.checks.records_live import LiveRecords
 from portside.core.checks.steps import index_of, intersect
-from portside.core.criteria import DEFAULT_CRITERIA
+from portside.core.log.criteria import DEFAULT_CRITERIA
 
 OK = RunEnd(exit_code=0, wall_s=1.0)
 

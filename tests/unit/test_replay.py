@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from portside.cli.main import main
-from portside.core import events as ev
-from portside.core.replay import (
+from portside.core.log import events as ev
+from portside.core.replay.player import (
     DEFAULT_IDLE_LIMIT,
     STRUCTURAL_KINDS,
     Replayer,
@@ -336,7 +336,7 @@ def test_replay_without_screen_falls_back(tmp_path: Path) -> None:
 def test_a_screen_opened_at_the_seek_reuses_its_state_and_structural_events() -> None:
     """The compact history at the point of the last seek, from the seek's own state and the
     replayer's structural events, equals one computed from scratch (and reads no state)."""
-    from portside.core.replay_history import StructuralCache, compact_history
+    from portside.core.replay.history import StructuralCache, compact_history
 
     events = _session(n_runs=6)
     fresh = Replayer(SequenceSource(events))
@@ -367,7 +367,7 @@ def test_index_position_lists_match_a_scan_of_the_codes() -> None:
 
     import numpy as np
 
-    from portside.core.replay import (
+    from portside.core.replay.player import (
         KIND_CODE,
         KINDS,
         MARKER_KINDS,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from portside.core import events as ev
-from portside.core.risk import linked_edits, risk_marks, scan
+from portside.core.log import events as ev
+from portside.core.workspace.risk import linked_edits, risk_marks, scan
 
 LOOP = """\
 def train(args, model, device, loader, optimizer, epoch):

@@ -1,4 +1,4 @@
-"""The runner's batching policy (core/batching.py) on a simulated clock: no item held past its
+"""The runner's batching policy (core/run/batching.py) on a simulated clock: no item held past its
 limit, the first after quiet not held at all, slow trickles kept in page-local rows."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from portside.core.batching import Batcher
+from portside.core.run.batching import Batcher
 
 TICK = 0.1
 
 
 def _simulate(gaps: list[float], size: int, hold: float) -> list[tuple[float, list[float]]]:
-    """Items arrive after ``gaps``; the owner ticks every TICK (as core/runner.py does)."""
+    """Items arrive after ``gaps``; the owner ticks every TICK (as core/run/runner.py does)."""
     b: Batcher[float] = Batcher(hold_s=hold, tick_s=TICK)
     arrivals, t = [], 0.0
     for g in gaps:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from portside.core import seccomp
+from portside.core.run import seccomp
 
 HEADERS = {"x86_64": Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
            "aarch64": Path("/usr/include/asm-generic/unistd.h")}

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from portside.core import events as ev
-from portside.core.runner import Runner, RunSpec
-from portside.core.secrets import is_secret_name, redact_command, scrub_env
+from portside.core.log import events as ev
+from portside.core.run.runner import Runner, RunSpec
+from portside.core.safety.secrets import is_secret_name, redact_command, scrub_env
 
 MISSED_BEFORE = ["API_KEY", "SECRET_KEY", "PGPASSWORD", "SSH_PRIVATE_KEY", "AWS_ACCESS_KEY_ID",
                  "KAGGLE_KEY", "OPENAI_KEY", "GH_PAT"]

@@ -11,15 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from cc_transcript import Session, text, tool
 
-from portside.core import events as ev
-from portside.core.bus import EventBus
-from portside.core.secrets import is_secret_name, scrub_env
-from portside.core.workspace import Workspace
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.safety.secrets import is_secret_name, scrub_env
+from portside.core.workspace.copy import Workspace
 from portside.store import Store
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cc_transcript import Session, text, tool  # noqa: E402
 
 # Built from pieces so that this file itself holds no token a scanner would flag.
 GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -126,7 +124,7 @@ def test_imported_transcripts_lose_their_tokens(tmp_path: Path) -> None:
 def test_a_foreign_recording_loses_its_tokens_on_import(tmp_path: Path) -> None:
     """`portside import FILE.jsonl` writes past the bus: a recording made elsewhere (or by an
     older portside) carrying a token is masked there too (it was stored as it came)."""
-    from portside.core import events as ev_mod
+    from portside.core.log import events as ev_mod
 
     events = _events("foreign")
     for i, e in enumerate(events, 1):

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.store import Store
 
 EVENTS = 30_000

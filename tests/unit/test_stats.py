@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from portside.cli.main import main
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.store import Store
 from portside.store.jsonl import import_events
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 from portside.store import Store, StoreError
 from portside.store.schema import SCHEMA_USER_VERSION
 

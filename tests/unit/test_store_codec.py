@@ -12,8 +12,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from portside.core import events as ev
-from portside.core.textsafe import json_safe
+from portside.core.log import events as ev
+from portside.core.safety.terminal_text import json_safe
 from portside.store import Store
 from portside.store.codec import SLIM_KINDS, full_body, stored_body
 from portside.store.jsonl import export_session

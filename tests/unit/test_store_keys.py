@@ -4,11 +4,11 @@ session's runs, alarms or interventions (issue 13 item 3), and a v2 database is 
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
-from portside.core import events as ev
+from cli_run import cli_in_process
+
+from portside.core.log import events as ev
 from portside.store import Store
 from portside.store.schema import SCHEMA_USER_VERSION
 from tests.old_schema import database_at
@@ -16,16 +16,11 @@ from tests.old_schema import database_at
 RECORDING = Path(__file__).parents[2] / "sessions" / "recordings" / "demo.jsonl"
 
 
-def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "portside.cli", "--db", str(db), *args],
-                          capture_output=True, text=True, timeout=120)
-
-
 def test_import_twice_keeps_both_sessions_runs(tmp_path: Path) -> None:
     db = tmp_path / "p.db"
-    first = _cli(db, "import", str(RECORDING))
+    first = cli_in_process("import", str(RECORDING), db=db)
     assert first.returncode == 0, first.stderr
-    copy = _cli(db, "import", str(RECORDING), "--as", "COPY")
+    copy = cli_in_process("import", str(RECORDING), "--as", "COPY", db=db)
     assert copy.returncode == 0, copy.stderr
     with Store(db) as store:
         (orig,) = [r["session_id"] for r in store.sessions() if r["session_id"] != "COPY"]
@@ -38,7 +33,7 @@ def test_import_twice_keeps_both_sessions_runs(tmp_path: Path) -> None:
             assert len(store.runs(sid)) == n_runs
             assert len(store.alarms(sid)) == n_alarms
     for sid in (orig, "COPY"):
-        report = _cli(db, "export", sid, "--what", "report")
+        report = cli_in_process("export", sid, "--what", "report", db=db)
         assert report.returncode == 0, report.stderr
         assert "No runs." not in report.stdout
         run_id = next(e.run_id for e in events if isinstance(e, ev.RunStarted))

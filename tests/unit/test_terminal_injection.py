@@ -4,21 +4,16 @@ rich markup (`[/`) never crash `show` / `sessions` (issue 13 item 6)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_run import cli_in_process
 
-from portside.core import events as ev
+from portside.core.log import events as ev
 
 EVIL = "\x1b]52;c;cHduZWQ=\x07\x1b]0;title\x07\x1b[2J\x9b31m[/b][bold]"
 BAD = ("\x1b", "\x07", "\x9b")
-
-
-def _cli(db: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "portside.cli", "--db", str(db), *args],
-                          capture_output=True, text=True, timeout=180, cwd=cwd)
 
 
 def _recording(path: Path, sid: str = "evil-1") -> Path:
@@ -55,17 +50,17 @@ def _clean(out: str) -> None:
 def test_recording_fields_never_reach_the_terminal_raw(tmp_path: Path) -> None:
     db = tmp_path / "p.db"
     rec = _recording(tmp_path / "evil.jsonl")
-    done = _cli(db, "import", str(rec))
+    done = cli_in_process("import", str(rec), db=db)
     assert done.returncode == 0, done.stderr
     for args in (["show", "evil-1"], ["sessions", "--plain"], ["replay", "evil-1", "--headless",
                  "--speed", "0"], ["replay", str(rec), "--headless", "--speed", "0"],
                  ["stats"], ["stats", "--format", "csv"], ["stats", "--format", "json"]):
-        out = _cli(db, *args)
+        out = cli_in_process(*args, db=db)
         assert out.returncode == 0, (args, out.stderr)
         _clean(out.stdout + out.stderr)
     for what in ("runs", "alarms", "interventions", "report"):
         for fmt in (("md",) if what == "report" else ("csv", "md", "json", "jsonl")):
-            out = _cli(db, "export", "evil-1", "--what", what, "--format", fmt)
+            out = cli_in_process("export", "evil-1", "--what", what, "--format", fmt, db=db)
             assert out.returncode == 0, (what, fmt, out.stderr)
             _clean(out.stdout + out.stderr)
             if fmt.startswith("json"):  # lossless: the same values, escaped
@@ -77,13 +72,13 @@ def test_recording_fields_never_reach_the_terminal_raw(tmp_path: Path) -> None:
 def test_imported_ids_are_validated(tmp_path: Path, sid: str) -> None:
     rec = _recording(tmp_path / "evil.jsonl", sid="ok-1")
     # the header's id and --as: both refused with file:line when they are not plain ids
-    out = _cli(tmp_path / "p.db", "import", str(rec), "--as", sid) if sid else None
+    out = cli_in_process("import", str(rec), "--as", sid, db=tmp_path / "p.db") if sid else None
     if out is not None:
         assert out.returncode == 2 and f"{rec}:1:" in out.stderr
         _clean(out.stderr)
     raw = rec.read_bytes().replace(b'"ok-1"', json.dumps(sid).encode())
     rec.write_bytes(raw)
-    out = _cli(tmp_path / "p.db", "import", str(rec))
+    out = cli_in_process("import", str(rec), db=tmp_path / "p.db")
     assert out.returncode == 2 and f"{rec}:1: header field session_id" in out.stderr
     _clean(out.stderr)
 
@@ -96,9 +91,7 @@ def test_headless_log_and_summary_are_clean(tmp_path: Path) -> None:
         f"print({EVIL!r}, flush=True)\n"
         f"sys.exit({EVIL!r})\n"
     )
-    out = _cli(tmp_path / "p.db", "verify", "--reference", f"{sys.executable} t.py",
-               "--candidate", f"{sys.executable} t.py", "--target", "cpu", "--reference-runs",
-               "1", "--timeout", "60", "-v", cwd=tmp_path)
+    out = cli_in_process("verify", "--reference", f"{sys.executable} t.py", "--candidate", f"{sys.executable} t.py", "--target", "cpu", "--reference-runs", "1", "--timeout", "60", "-v", cwd=tmp_path, db=tmp_path / "p.db")
     assert out.returncode == 1, out.stderr
     _clean(out.stdout + out.stderr)
     assert "[/b][bold]" in out.stderr  # shown as text, not parsed as markup
@@ -124,8 +117,8 @@ def test_jsonl_export_escapes_c1_and_bidi_and_stays_byte_identical(tmp_path: Pat
         rec.append(ev.AgentText(session_id=sid, text=f"ok {BIDI}{C1} {{\"k\": 1}} \\u009b"))
         rec.flush()
     first = tmp_path / "first.jsonl"
-    assert _cli(tmp_path / "a.db", "export", sid, "-o", str(first)).returncode == 0
-    piped = _cli(tmp_path / "a.db", "export", sid)
+    assert cli_in_process("export", sid, "-o", str(first), db=tmp_path / "a.db").returncode == 0
+    piped = cli_in_process("export", sid, db=tmp_path / "a.db")
     assert piped.returncode == 0, piped.stderr
     data = first.read_bytes()
     assert piped.stdout.encode() == data
@@ -135,9 +128,9 @@ def test_jsonl_export_escapes_c1_and_bidi_and_stays_byte_identical(tmp_path: Pat
     lines = [json.loads(line) for line in text.splitlines()[1:]]
     assert lines[1]["lines"] == [f"loss{C1}", BIDI]  # the same data, only escaped
     assert lines[2]["text"] == f"ok {BIDI}{C1} {{\"k\": 1}} \\u009b"
-    assert _cli(tmp_path / "b.db", "import", str(first)).returncode == 0
+    assert cli_in_process("import", str(first), db=tmp_path / "b.db").returncode == 0
     second = tmp_path / "second.jsonl"
-    assert _cli(tmp_path / "b.db", "export", sid, "-o", str(second)).returncode == 0
+    assert cli_in_process("export", sid, "-o", str(second), db=tmp_path / "b.db").returncode == 0
     assert second.read_bytes() == data
 
 
@@ -148,11 +141,9 @@ def test_bidi_controls_are_shown_by_name_on_the_terminal(tmp_path: Path) -> None
     trojan = "access = 'user\u202e \u2066// admin\u2069 \u2066'"
     script.write_text(f"import sys\nprint({trojan!r}, flush=True)\nsys.exit({trojan!r})\n")
     db = tmp_path / "p.db"
-    out = _cli(db, "verify", "--reference", f"{sys.executable} t.py",
-               "--candidate", f"{sys.executable} t.py", "--target", "cpu", "--reference-runs",
-               "1", "--timeout", "60", "-v", cwd=tmp_path)
+    out = cli_in_process("verify", "--reference", f"{sys.executable} t.py", "--candidate", f"{sys.executable} t.py", "--target", "cpu", "--reference-runs", "1", "--timeout", "60", "-v", cwd=tmp_path, db=db)
     assert out.returncode == 1, out.stderr
-    shown = _cli(db, "show", "last")
+    shown = cli_in_process("show", "last", db=db)
     assert shown.returncode == 0, shown.stderr
     for text in (out.stdout + out.stderr, shown.stdout):
         for ch in SHOWN_RAW:

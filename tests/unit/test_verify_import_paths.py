@@ -5,15 +5,13 @@ cannot lead a write out."""
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cc_transcript import CLIP, TIGHT, Session, text, tool  # noqa: E402
+from cc_transcript import CLIP, TIGHT, Session, text, tool
 
-from portside.core import events as ev  # noqa: E402
-from portside.core.import_claude_code import read_claude_code  # noqa: E402
-from portside.core.verify_import import prepare_trees, split_edits  # noqa: E402
+from portside.core.claude_code.transcript import read_claude_code
+from portside.core.claude_code.trees import prepare_trees, split_edits
+from portside.core.log import events as ev
 
 TRAIN = f"import torch\n{CLIP}\n"
 

@@ -7,16 +7,13 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from treehash import tree_hash
 
-from portside.core import workspace as wsmod
-from portside.core.workspace import Edit, Workspace, WorkspaceError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from treehash import tree_hash  # noqa: E402
+from portside.core.workspace import copy as wsmod
+from portside.core.workspace.copy import Edit, Workspace, WorkspaceError
 
 GIT_ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from test_workspace import git, make_git_project, make_project
 
-from portside.core.workspace import Workspace, WorkspaceError
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_workspace import git, make_git_project, make_project  # noqa: E402
+from portside.core.workspace.copy import Workspace, WorkspaceError
 
 
 def _plant(ws: Workspace, markers: Path) -> list[Path]:

@@ -13,13 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from doubles import MemorySink
 
-from portside.core.bus import EventBus
-from portside.core.criteria import parse_criteria
-from portside.core.verify import Verifier
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
+from portside.core.log.bus import EventBus
+from portside.core.log.criteria import parse_criteria
+from portside.core.session.verify import Verifier
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"

@@ -17,16 +17,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from doubles import MemorySink
 
-from portside.core.bus import EventBus
-from portside.core.criteria import parse_criteria
+from portside.core.log.bus import EventBus
+from portside.core.log.criteria import parse_criteria
 from portside.core.probe import inject_env
-from portside.core.verify import Verifier
+from portside.core.session.verify import Verifier
 
 from .test_xla import XLA_PYTHON, Run
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 SCRIPT = Path(__file__).parent / "scripts" / "train_gradnorm.py"
 STEPS = 100

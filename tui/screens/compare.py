@@ -1,7 +1,7 @@
 """`c`: a reference and a candidate side by side, aligned by training progress.
 
 On top, one row per step record of either run, paired the way the checks compare them
-(core/compare.py: by epoch progress when the steps per epoch differ, else by step), the numbers
+(core/checks/side_by_side.py: by epoch progress when the steps per epoch differ, else by step), the numbers
 beyond the drift tolerance marked. Below, each run's own log (the LineStore, drawn line by line)
 at the line it had printed when the selected step's record arrived. The selected alarm's step
 (`a`) moves the table and both logs there. Which runs: the newest candidate against the first
@@ -22,8 +22,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from portside.core.checks.records import RunRecords
-from portside.core.compare import alarm_step, differing, pair, row_of_step, tolerances
-from portside.core.textsafe import clean_line
+from portside.core.checks.side_by_side import alarm_step, differing, pair, row_of_step, tolerances
+from portside.core.safety.terminal_text import clean_line
 
 from ..model import RunView, SessionModel
 from ..widgets.log_view import LogView

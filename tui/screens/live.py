@@ -16,9 +16,9 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import OptionList, Static
 
-from portside.core import events as ev
-from portside.core.review import GateError, ReviewGate
-from portside.core.textsafe import clean_line
+from portside.core.log import events as ev
+from portside.core.safety.terminal_text import clean_line
+from portside.core.session.review import GateError, ReviewGate
 
 from ..messages import AlarmSelected
 from ..model import CommandView, SessionModel, clock
@@ -37,7 +37,7 @@ from .help import HelpScreen
 TICK_S = 0.1
 REVIEW_HOLD_S = 4.0  # the Agent column stays wide this long after the last decision
 CHART_S = 0.5
-FAILED_PREFIX = "engine failed"  # the engine's end reason when it raised (core/engine.py)  # the envelope chart is the costly redraw: at most twice a second
+FAILED_PREFIX = "engine failed"  # the engine's end reason when it raised (core/session/engine.py)  # the envelope chart is the costly redraw: at most twice a second
 
 
 def _b(key: str, action: str, description: str, id: str, tooltip: str, show: bool = True,

@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.geometry import Size
 from textual.widget import Widget
 
-from portside.core.review import ReviewGate
+from portside.core.session.review import ReviewGate
 
 from ..model import SessionModel
 from ..widgets.timeline import Timeline

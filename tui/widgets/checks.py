@@ -12,8 +12,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from portside.core.risk import linked_edits
-from portside.core.textsafe import clean_line
+from portside.core.safety.terminal_text import clean_line
+from portside.core.workspace.risk import linked_edits
 
 from ..chart import envelope_chart, envelope_from_runs
 from ..messages import AlarmSelected

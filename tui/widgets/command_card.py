@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from portside.core.textsafe import clean_line
+from portside.core.safety.terminal_text import clean_line
 
 from ..model import CommandView
 from .proposal_card import ProposalCard, status_style

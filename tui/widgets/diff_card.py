@@ -18,8 +18,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
-from portside.core import events as ev
-from portside.core.textsafe import clean_line
+from portside.core.log import events as ev
+from portside.core.safety.terminal_text import clean_line
 
 from ..diffing import GUTTER, DiffRows, EditDiff
 from ..model import EditView

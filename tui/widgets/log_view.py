@@ -16,7 +16,7 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from portside.core.textsafe import clean_line
+from portside.core.safety.terminal_text import clean_line
 
 from ..linestore import LineStore
 from .lines import Frame, frame, plain_strip, set_virtual_size, text_strip

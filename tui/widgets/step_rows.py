@@ -1,5 +1,5 @@
 """The compare view's table: a reference's and a candidate's step records on one row each,
-paired by training progress (core/compare.py), the numbers that differ marked.
+paired by training progress (core/checks/side_by_side.py), the numbers that differ marked.
 
 Line API: a row is formatted only when it scrolls into view, so a million steps cost the two
 runs' columns and the pairing's index arrays, never a widget or a string per step.
@@ -20,7 +20,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from portside.core.checks.records import RunRecords
-from portside.core.compare import COMPARED, Pairing
+from portside.core.checks.side_by_side import COMPARED, Pairing
 
 from .lines import Frame, frame, set_virtual_size, text_strip
 

@@ -17,8 +17,8 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
-from portside.core import events as ev
-from portside.core.textsafe import clean_line
+from portside.core.log import events as ev
+from portside.core.safety.terminal_text import clean_line
 
 from ..diffing import lexer_built
 from ..model import CommandView, EditView

@@ -1,0 +1,1 @@
+"""Claude Code: live under review, its transcripts imported, their trees verified."""

@@ -1,0 +1,1 @@
+"""Where two runs diverge: trace mode runs and their comparison."""

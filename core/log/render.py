@@ -1,0 +1,89 @@
+"""Events as one line of plain text: `portside show`, headless logs and headless replay."""
+
+from __future__ import annotations
+
+import json
+
+from portside.core.log import events as ev
+from portside.core.safety.terminal_text import clean_line
+
+
+def _clip(text: str, n: int = 100) -> str:
+    text = clean_line(text.replace("\n", " ⏎ "))
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def describe(event: ev.Event) -> str:
+    # Every field may come from a run, an agent or an imported recording: clean the whole line.
+    return clean_line(_describe(event))
+
+
+def _describe(event: ev.Event) -> str:
+    match event:
+        case ev.SessionStarted():
+            return f"session started: {event.project} → {event.target} (agent {event.agent})"
+        case ev.SessionEnded():
+            return f"session ended: verdict {event.verdict} {event.outcome} {_clip(event.reason)}"
+        case ev.SessionState():
+            return f"state: {event.state} {_clip(event.detail)}"
+        case ev.AgentText():
+            return f"agent: {_clip(event.text)}"
+        case ev.AgentToolCall():
+            return f"agent ▸ {event.name} {_clip(json.dumps(event.input, sort_keys=True), 80)}"
+        case ev.AgentToolResult():
+            mark = "✖" if event.is_error else "◂"
+            return f"agent {mark} {_clip(event.content, 80)}"
+        case ev.AgentUsage():
+            return (
+                f"usage: {event.model} in {event.input_tokens} out {event.output_tokens} "
+                f"${event.cost_usd:.4f}"
+            )
+        case ev.AgentClaimed():
+            return f"agent claims success: {_clip(event.summary)}"
+        case ev.CommandProposed():
+            return f"command {event.command_id} proposed in {event.cwd}: $ {_clip(event.command, 80)}"
+        case ev.EditProposed() if (cmd := ev.as_command(event)) is not None:
+            return f"command {cmd.command_id} proposed in {cmd.cwd}: $ {_clip(cmd.command, 80)}"
+        case ev.EditProposed():
+            return f"edit {event.edit_id} proposed: {event.path}"
+        case ev.EditDecided():
+            reason = f": {_clip(event.reason)}" if event.reason else ""
+            return f"edit {event.edit_id} {event.decision} by {event.by}{reason}"
+        case ev.EditApplied():
+            return f"edit {event.edit_id} applied to {event.path}"
+        case ev.EditReverted():
+            return f"edit {event.edit_id} reverted {event.path}"
+        case ev.RunStarted():
+            return (
+                f"run {event.run_id} started: {event.role} #{event.attempt} on {event.target}: "
+                f"{_clip(event.command, 60)}"
+            )
+        case ev.RunOutput():
+            last = _clip(event.lines[-1], 80) if event.lines else ""
+            return f"run {event.run_id} output +{len(event.lines)} lines: {last}"
+        case ev.RunRecord():
+            return f"run {event.run_id} +{len(event.records)} records"
+        case ev.RunFinished():
+            return (
+                f"run {event.run_id} finished: {event.outcome} exit {event.exit_code} "
+                f"{event.wall_s:.1f}s {event.steps} steps {_clip(event.error_message, 60)}"
+            )
+        case ev.AlarmRaised():
+            return f"ALARM {event.severity} {event.check}: {_clip(event.title)}"
+        case ev.AlarmAcknowledged():
+            return f"alarm {event.alarm_id} acknowledged by {event.by}"
+        case ev.AlarmCleared():
+            return f"alarm {event.alarm_id} cleared {_clip(event.reason)}"
+        case ev.AlarmLocalized():
+            return f"alarm {event.alarm_id} localized: {_clip(event.summary or event.error)}"
+        case ev.Intervention():
+            steer = " (steering)" if event.steering else ""
+            took = event.decided_at - event.attention_started_at
+            note = f": {_clip(event.note)}" if event.note else ""
+            return f"intervention {event.action}{steer} by {event.reviewer} after {took:.1f}s{note}"
+    return str(event.__struct_config__.tag)
+
+
+def event_line(event: ev.Event, start: float | None = None) -> str:
+    offset = event.ts - start if start is not None else 0.0
+    return f"{event.seq:>6} +{offset:8.2f}s  {describe(event)}"

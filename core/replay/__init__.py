@@ -1,0 +1,1 @@
+"""Playing a recorded session back with its original timing."""

@@ -1,0 +1,1 @@
+"""Starting and watching processes: the runner, sandbox, limits, SSH hosts, evidence seals."""

@@ -1,0 +1,378 @@
+"""The verification engine: independent reference runs, a candidate run, live and final checks.
+
+Reference runs (seed offsets 0..N-1) measure the natural run-to-run spread; the candidate runs
+with offset 0 and is judged against that envelope while it runs (alarms as soon as they are
+decided) and again at its end. Every attempt gets an outcome as the study counts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from portside.core.checks import Alarm, RunEnd, RunRecords, run_checks, sort_alarms
+from portside.core.checks.records_live import LiveRecords
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.log.costs import PriceTable, load_prices, run_cost_from_facts
+from portside.core.log.criteria import Criteria
+from portside.core.log.ledger import ENGINE_KILLED
+from portside.core.run.runner import TAIL_LINES, Executor, OutputPattern, Runner, RunResult, RunSpec
+from portside.core.session.outcome import classify_outcome, summarize_run
+
+LIVE_CHECK_S = 1.0
+LIVE_CHECK_IDLE = 19  # seconds idle per second judging: ≤ 5% of a core
+
+
+@dataclass
+class LiveCheckStats:
+    """What the live checker cost (the last candidate run): benchmarks and diagnostics."""
+    passes: int = 0
+    records: int = 0  # folded
+    cpu_s: float = 0.0  # this thread's CPU in fold + checks
+    check_cpu_s: float = 0.0  # of which the checks (what paces the passes)
+    fold_s: float = 0.0  # wall, folding
+    check_s: float = 0.0  # wall, run_checks
+    last_pass_s: float = 0.0
+    max_pass_s: float = 0.0
+    max_pass_cpu_s: float = 0.0
+
+
+@dataclass
+class RunReport:
+    """What one run amounted to: the summary `verify --json` prints, and its alarms."""
+
+    run_id: str
+    role: str
+    attempt: int
+    outcome: str
+    result: RunResult
+    records: RunRecords
+    summary: dict[str, Any]
+    alarms: list[Alarm] = field(default_factory=list)
+    cost_usd: float | None = None
+    host: str = ""  # where it ran, when not here (a remote executor's label)
+    localize: dict[str, Any] | None = None  # set by `verify --localize` (core/localize/runs.py)
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.summary
+        return {
+            "run": self.run_id,
+            "role": self.role,
+            "attempt": self.attempt,
+            "outcome": self.outcome,
+            "exit_code": self.result.exit_code,
+            "signal": self.result.signal,
+            "reason": self.result.reason,
+            "error": (
+                f"{self.result.error_type}: {self.result.error_message}".strip(": ")
+                if self.result.error_type or self.result.error_message
+                else ""
+            ),
+            "wall_s": round(self.result.wall_s, 3),
+            "compile_s": s.get("compile_s"),
+            "compile_s_outside_steps": s.get("compile_s_outside_steps"),
+            "compiles": s.get("compiles"),
+            "steady_step_s": s.get("steady_step_s"),
+            "steps": s.get("steps"),
+            "metrics": s.get("metrics", {}),
+            "device": s.get("device", {}),
+            "cost_usd": self.cost_usd,
+            **({"host": self.host} if self.host else {}),
+        }
+
+
+def output_patterns(criteria: Criteria) -> list[OutputPattern]:
+    return [OutputPattern(name, rx) for name, rx in criteria.output_patterns()]
+
+
+def _end(result: RunResult, stall_s: float | None) -> RunEnd:
+    return RunEnd(
+        exit_code=result.exit_code,
+        signal=result.signal,
+        timed_out=result.reason == "timeout",
+        stalled=result.reason == "stalled",
+        error_type=result.error_type or None,
+        error_message=result.error_message or None,
+        wall_s=result.wall_s,
+        stall_s=stall_s,
+    )
+
+
+class Verifier:
+    """Runs and judges; publishes run.* and alarm.* events on the bus."""
+
+    def __init__(
+        self,
+        bus: EventBus,
+        session_id: str,
+        criteria: Criteria,
+        target: str,
+        probe_dir: Path,
+        *,
+        timeout_s: float | None = None,
+        stall_s: float | None = None,
+        prices: PriceTable | None = None,
+    ) -> None:
+        self.bus = bus
+        self.session_id = session_id
+        self.criteria = criteria
+        self.target = target
+        self.timeout_s = timeout_s
+        self.stall_s = stall_s
+        self.runner = Runner(session_id, bus.publish, probe_dir)
+        self.executors: dict[str, Executor] = {}  # by role: where that role's runs execute
+        self.prices = prices or load_prices(criteria.price_overrides)
+        self.references: list[RunReport] = []
+        self.candidates: list[RunReport] = []
+        self.current_run: str | None = None
+        self.live_stats = LiveCheckStats()
+        # Set when portside itself is ending (a signal): an aborted run was cut off, not judged.
+        self.cut_off = ""
+
+    def abort(self, run_id: str | None = None) -> bool:
+        run_id = run_id or self.current_run
+        return bool(run_id) and self.runner.abort(run_id)  # type: ignore[arg-type]
+
+    def _spec(self, role: ev.Role, attempt: int, command: str, cwd: Path, target: str,
+              seed_offset: int, env: dict[str, str] | None) -> RunSpec:
+        prefix = "ref" if role == "reference" else "cand"
+        return RunSpec(
+            run_id=f"{prefix}{attempt}-{ev.new_id()}",  # 48 bits: ids never collide in a DB
+            role=role,
+            attempt=attempt,
+            command=command,
+            cwd=cwd,
+            target=target,
+            seed_offset=seed_offset,
+            timeout_s=self.timeout_s,
+            stall_s=self.stall_s,
+            env=env,
+            patterns=output_patterns(self.criteria),
+            executor=self.executors.get(role),
+        )
+
+    def _cost(self, result: RunResult, records: RunRecords) -> float | None:
+        with contextlib.suppress(Exception):
+            return run_cost_from_facts(result.wall_s, records.facts, self.prices)
+        return None
+
+    def _finish(self, spec: RunSpec, result: RunResult, alarms: list[Alarm],
+                records: RunRecords | None = None) -> RunReport:
+        if records is None:
+            records = RunRecords.from_records(result.records, _end(result, spec.stall_s),
+                                              spec.run_id)
+        summary = summarize_run(records, result.exit_code, result.wall_s,
+                                self.criteria.compile.warmup_steps)
+        outcome = classify_outcome(
+            result.exit_code, result.reason == "timeout", result.reason == "stalled", alarms
+        )
+        if result.reason == "aborted":
+            outcome = "aborted"
+            if self.cut_off:  # run again on resume, and never an attempt (as a kill -9's run)
+                result.reason, result.error_message = ENGINE_KILLED, self.cut_off
+        report = RunReport(spec.run_id, spec.role, spec.attempt, outcome, result, records,
+                           summary, alarms, self._cost(result, records),
+                           host=getattr(spec.executor, "label", ""))
+        steady = summary.get("steady_step_s")
+        self.bus.publish(
+            ev.RunFinished(
+                session_id=self.session_id,
+                run_id=spec.run_id,
+                exit_code=result.exit_code,
+                signal=result.signal,
+                outcome=outcome,
+                wall_s=result.wall_s,
+                compile_s=float(summary.get("compile_s") or 0.0),
+                steady_step_s=steady if isinstance(steady, float) else None,
+                steps=int(summary.get("steps") or 0),
+                reason=result.reason,
+                error_type=result.error_type,
+                error_message=result.error_message,
+                metrics=summary.get("metrics", {}),
+                device=summary.get("device", {}),
+            )
+        )
+        return report
+
+    def _raise(self, alarm: Alarm, run_id: str) -> None:
+        self.bus.publish(alarm.raised(self.session_id, run_id))
+
+    async def run_reference(
+        self, command: str, cwd: Path, *, target: str = "cpu", env: dict[str, str] | None = None
+    ) -> RunReport:
+        n = len(self.references) + 1
+        spec = self._spec("reference", n, command, cwd, target, n - 1, env)
+        live = LiveRecords()
+        self.current_run = spec.run_id
+        result = await self._run_folding(spec, lambda recs: live.add(recs))
+        self.current_run = None
+        records = live.snapshot(_end(result, spec.stall_s), spec.run_id)
+        alarms: list[Alarm] = []
+        if result.exit_code != 0 or records.n == 0:
+            why = result.error_message or result.reason
+            alarms.append(Alarm(
+                "reference-failed", "error",
+                f"reference run #{n} did not train ({result.reason}, exit {result.exit_code}): "
+                f"{why}"[:200],
+                {"run": spec.run_id, "exit_code": result.exit_code, "reason": result.reason,
+                 "error_type": result.error_type, "error_message": result.error_message,
+                 "tail": result.tail[-10:]},
+                key=f"reference-failed:{n}",
+            ))
+        for alarm in alarms:
+            self._raise(alarm, spec.run_id)
+        report = self._finish(spec, result, alarms, records)
+        self.references.append(report)
+        return report
+
+    async def _run_folding(self, spec: RunSpec,
+                           on_records: Callable[[list[dict[str, Any]]], None]) -> RunResult:
+        """Run with every record handed to `on_records`, which folds it: the runner keeps no
+        record dicts of its own (a long run's would not fit in memory)."""
+        self.runner.on_records = lambda _run_id, recs: on_records(recs)
+        self.runner.keep_records = False
+        try:
+            return await self.runner.run(spec)
+        finally:
+            self.runner.on_records = None
+            self.runner.keep_records = True
+
+    async def run_candidate(
+        self, command: str, cwd: Path, *, env: dict[str, str] | None = None
+    ) -> RunReport:
+        n = len(self.candidates) + 1
+        spec = self._spec("candidate", n, command, cwd, self.target, 0, env)
+        # Only references that finished passed with steps make the envelope (the ledger's
+        # valid references): an aborted or engine-killed one must never vouch for a candidate.
+        refs = [r.records for r in self.references if r.outcome == "passed" and r.records.n > 0]
+        raised: dict[str, Alarm] = {}
+        if not refs:
+            raised["reference-failed:none"] = Alarm(
+                "reference-failed", "error",
+                "no valid reference run to judge the candidate against",
+                {"references": [{"run": r.run_id, "outcome": r.outcome,
+                                 "steps": r.records.n} for r in self.references]},
+                key="reference-failed:none")
+            self._raise(raised["reference-failed:none"], spec.run_id)
+        pending: list[dict[str, Any]] = []  # records not yet folded into `live`
+        live = LiveRecords()
+        stats = self.live_stats = LiveCheckStats()
+        dirty = asyncio.Event()
+
+        def on_records(recs: list[dict[str, Any]]) -> None:
+            pending.extend(recs)
+            dirty.set()
+
+        def fold() -> None:
+            batch = pending[:]
+            del pending[:]
+            live.add(batch)
+
+        def judge(records: RunRecords, final: bool) -> None:
+            for alarm in run_checks(refs, records, self.criteria, self.target, final):
+                if alarm.key not in raised:
+                    raised[alarm.key] = alarm
+                    self._raise(alarm, spec.run_id)
+
+        async def live_checks() -> None:
+            # Judge partial series while the run is live, at most once a second and the checks
+            # never more than ~5% of a core (paced by this thread's CPU time: on a busy machine the
+            # wall time of a pass says more about the neighbours). New records are folded
+            # into the arrays (O(new)); the checks then run on a snapshot of them.
+            while True:
+                await dirty.wait()
+                dirty.clear()
+                t0, c0 = time.perf_counter(), time.thread_time()
+                fold()
+                t1, c1 = time.perf_counter(), time.thread_time()
+                judge(live.snapshot(None, spec.run_id), final=False)
+                t2, c2 = time.perf_counter(), time.thread_time()
+                stats.passes += 1
+                stats.records = live.count
+                cpu, check_cpu = c2 - c0, c2 - c1
+                stats.cpu_s += cpu
+                stats.check_cpu_s += check_cpu
+                stats.max_pass_cpu_s = max(stats.max_pass_cpu_s, cpu)
+                stats.fold_s += t1 - t0
+                stats.check_s += t2 - t1
+                stats.last_pass_s = t2 - t0
+                stats.max_pass_s = max(stats.max_pass_s, t2 - t0)
+                # Paced by the checks' CPU alone: the fold costs the same per record whenever
+                # it runs (folding later only piles records up in memory), and counting it
+                # would make a fast run's passes ever rarer (a longer sleep, a larger batch).
+                await asyncio.sleep(max(LIVE_CHECK_S, LIVE_CHECK_IDLE * check_cpu))
+
+        self.current_run = spec.run_id
+        checker = asyncio.create_task(live_checks())
+        try:
+            result = await self._run_folding(spec, on_records)
+        finally:
+            checker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await checker
+            self.current_run = None
+        # Every record went through on_records into the fold, which equals a rebuild from them
+        # (tests/unit/test_records_live.py).
+        fold()
+        final = live.snapshot(_end(result, spec.stall_s), spec.run_id)
+        if result.reason != "aborted":
+            judge(final, final=True)
+        report = self._finish(spec, result, sort_alarms(list(raised.values())), final)
+        self.candidates.append(report)
+        return report
+
+    def restore_run(
+        self,
+        started: ev.RunStarted,
+        finished: ev.RunFinished,
+        records: list[dict[str, Any]],
+        tail: list[str],
+        alarms: list[Alarm],
+    ) -> RunReport:
+        """Rebuild a finished run's report from its events (a resumed session): the same
+        RunResult -> RunRecords -> summary path as a live run, the outcome as the log says."""
+        result = RunResult(
+            run_id=started.run_id,
+            exit_code=finished.exit_code,
+            signal=finished.signal,
+            reason=finished.reason,
+            wall_s=finished.wall_s,
+            records=records,
+            tail=tail[-TAIL_LINES:],
+            error_type=finished.error_type,
+            error_message=finished.error_message,
+        )
+        recs = RunRecords.from_records(records, _end(result, self.stall_s), started.run_id)
+        summary = summarize_run(recs, result.exit_code, result.wall_s,
+                                self.criteria.compile.warmup_steps)
+        report = RunReport(started.run_id, started.role, started.attempt, finished.outcome,
+                           result, recs, summary, sort_alarms(alarms), self._cost(result, recs))
+        (self.references if started.role == "reference" else self.candidates).append(report)
+        return report
+
+    def summary_text(self, report: RunReport) -> str:
+        """What the agent (and a headless log) is told about an attempt."""
+        lines = [f"candidate attempt #{report.attempt}: {report.outcome} "
+                 f"(exit {report.result.exit_code}, {report.result.wall_s:.1f} s, "
+                 f"{report.summary.get('steps')} steps)"]
+        if report.result.error_type or report.result.error_message:
+            lines.append(f"error: {report.result.error_type}: {report.result.error_message}")
+        metrics = report.summary.get("metrics") or {}
+        if metrics:
+            lines.append("metrics: " + ", ".join(f"{k}={v}" for k, v in sorted(metrics.items())))
+        device = report.summary.get("device") or {}
+        if device:
+            lines.append("device: " + ", ".join(f"{k}={v}" for k, v in sorted(device.items())
+                                                if v not in (None, "", [])))
+        if report.alarms:
+            lines.append("alarms:")
+            lines += [f"- [{a.severity}] {a.kind}: {a.title}" for a in report.alarms]
+        else:
+            lines.append("alarms: none")
+        return "\n".join(lines)

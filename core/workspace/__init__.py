@@ -1,0 +1,1 @@
+"""The agent's working copy of the user's project, and the risk marks on its edits."""

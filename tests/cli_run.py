@@ -1,0 +1,58 @@
+"""The `portside` command as the tests call it: one helper, one argument order.
+
+``cli(*args, db=...)`` runs it in a process of its own, as a user would (integration tests);
+``cli_in_process(*args, db=...)`` runs the same click command in this process (no process start,
+no torch import: the unit tier's way). Both return a CompletedProcess; ``--db`` goes first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+
+def _argv(args: tuple[str, ...], db: Path | None) -> list[str]:
+    return (["--db", str(db)] if db is not None else []) + list(args)
+
+
+def cli(*args: str, db: Path | None = None, cwd: Path | None = None,
+        env: Mapping[str, str] | None = None, timeout: float = 300,
+        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "portside.cli", *_argv(args, db)],
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env=dict(env) if env is not None else None, input=stdin)
+
+
+def cli_popen(*args: str, db: Path | None = None, cwd: Path | None = None,
+              env: Mapping[str, str] | None = None, **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "portside.cli", *_argv(args, db)], cwd=cwd,
+                            env=dict(env) if env is not None else None, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+@contextlib.contextmanager
+def _cwd(path: Path | None) -> Iterator[None]:
+    old = os.getcwd()
+    if path is not None:
+        os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def cli_in_process(*args: str, db: Path | None = None,
+                   cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    from click.testing import CliRunner
+
+    from portside.cli.main import main
+
+    with _cwd(cwd):
+        res = CliRunner().invoke(main, _argv(args, db), catch_exceptions=False)
+    return subprocess.CompletedProcess(["portside", *_argv(args, db)], res.exit_code,
+                                       res.stdout, res.stderr)
