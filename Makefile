@@ -34,12 +34,21 @@ demo: venv
 	  130) echo "portside demo: interrupted";; \
 	  *) exit $$rc;; esac
 
-# pytest exits 5 when it collected nothing; that is reported, not failed.
+# Tiers by cost, each announced as it starts. unit: no process, no torch (tests/unit/conftest.py
+# refuses both); the rest in two workers, one module per worker at a time (module fixtures such
+# as the corpus's runs and the loopback sshd stay in one process). pytest exits 5 when it
+# collected nothing: that is reported, not failed.
+PYTEST := $(PY) -m pytest -q -ra
 test: venv xla-venv
-	$(PY) -m pytest -q -ra; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	@echo "== portside tests: unit tier (no process, no torch)"
+	@$(PYTEST) tests/unit; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
+	@echo "== portside tests: processes, screens, probe, corpus, XLA:CPU (2 workers)"
+	@$(PYTEST) -n 2 --dist loadscope tests --ignore=tests/unit; \
+	  rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
+# The edit loop: the unit tier, a tenth of the property tests' examples (tests/tiers.py).
 test-fast: venv
-	$(PY) -m pytest -q -ra -m "not xla and not tmux and not slow"
+	PORTSIDE_TEST_TIER=fast $(PYTEST) tests/unit -m "not slow"
 
 bench: venv
 	@for b in tests/bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -8,6 +8,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from portside.core.log import events as ev
 
@@ -55,7 +56,7 @@ def _strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
 any_event = st.one_of([_strategy(cls) for cls in ev.EVENT_TYPES.values()])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(any_event)
 def test_every_event_round_trips_byte_stable(event: ev.Event) -> None:
     data = ev.encode(event)

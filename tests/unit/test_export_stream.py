@@ -4,8 +4,6 @@ the session grows."""
 
 from __future__ import annotations
 
-import importlib.util
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_export import fixture_events
+from tiers import examples
 
 from portside.cli.main import main
 from portside.core.log import events as ev
@@ -76,7 +75,7 @@ _ALPHABET = ["a", "\n", "\n", "\x1b", "[", "]", "\x07", "\\", "\x9b", "\x9d", "\
              ";", "m", " ", "\t", "\x85"]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(parts=st.lists(st.lists(st.sampled_from(_ALPHABET), max_size=12).map("".join),
                       max_size=12))
 def test_clean_text_stream_equals_cleaning_the_whole(parts: list[str]) -> None:
@@ -89,31 +88,3 @@ def test_clean_text_stream_lets_go_of_closed_text() -> None:
     out = clean_text_stream(iter(rows))
     assert next(out) == "row 0 red\n"  # yielded before the rest is read
     assert list(clean_text_stream(["\x1b]0;open title\n", "more\n"])) == [""]
-
-
-def _bench_export():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "bench_export", Path(__file__).parents[1] / "bench" / "bench_export.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_events_export_memory_is_flat(tmp_path: Path) -> None:
-    """Peak RSS of `portside export` (fresh processes) at 50k and 200k events: flat, to a file
-    and to a terminal (which buffered the whole recording before: +75 MB here)."""
-    bench = _bench_export()
-    rss: dict[str, list[float]] = {"file": [], "tty": []}
-    for n in (50_000, 200_000):
-        db = tmp_path / f"{n}.db"
-        bench.make_session(db, n)
-        with sqlite3.connect(db) as conn:  # the generator made what it says
-            assert conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == n
-        for how in rss:
-            out = tmp_path / "out.jsonl"
-            rss[how].append(bench.export_rss(db, how, out)[0])
-            if how == "file":
-                assert sum(1 for _ in out.open("rb")) == n + 1  # header + every event
-    for how, (small, big) in rss.items():
-        assert big < small * 1.1 + 4, (how, rss)

@@ -84,6 +84,7 @@ def test_lists_survive_what_was_imported(tmp_path: Path) -> None:
         assert "| total |" in ex.stats_md(ex.stats(store)).lower() or ex.stats_md(ex.stats(store))
 
 
+@pytest.mark.slow  # a fuzzer: 1500 inputs, up to a minute
 def test_fuzz_import_bounded() -> None:
     spec = importlib.util.spec_from_file_location("fuzz_import", ROOT / "tests/bench/fuzz_import.py")
     assert spec is not None and spec.loader is not None

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from portside.core.checks import RunEnd, RunRecords, jsonable, run_checks
 from portside.core.checks.clipping import rank_norm_spread
@@ -144,7 +145,7 @@ def streams(draw: st.DrawFn) -> list[dict]:
 cuts = st.lists(st.integers(0, 60), max_size=8)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams(), cuts)
 @example([{"type": "step", "rank": None, "step": 5}, {"type": "step", "rank": "r"},
           {"type": "step", "rank": None}], [1, 2])  # no int rank: positions in the joined list
@@ -154,7 +155,7 @@ def test_random_streams_fold_to_the_rebuild(records: list[dict], at: list[int]) 
     feed(records, at, OK)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(streams(), cuts)
 def test_random_streams_judge_the_same(records: list[dict], at: list[int]) -> None:
     ref = RunRecords.from_records([r for r in records if r.get("type") == "step"], OK, "ref")
@@ -214,7 +215,7 @@ def training(seed: int, world: int, per_epoch: int, epochs: int, *, drift_at: in
 REFS = [RunRecords.from_records(training(s, 4, 63, 6), OK, f"ref{s}") for s in (1, 2)]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(seed=st.integers(0, 10**6), per_epoch=st.sampled_from([62, 63]),
        world=st.sampled_from([1, 2, 4]),
        fault=st.sampled_from([None, "drift", "lr", "clip", "nan", "reset"]),
@@ -273,7 +274,7 @@ step_arrays = st.one_of(
         lambda v: np.array(sorted(v), np.int64)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(step_arrays, step_arrays)
 def test_intersect_is_intersect1d(a: np.ndarray, b: np.ndarray) -> None:
     want, _, ib = np.intersect1d(a, b, return_indices=True)
@@ -282,7 +283,7 @@ def test_intersect_is_intersect1d(a: np.ndarray, b: np.ndarray) -> None:
     assert np.array_equal(index_of(want, b), ib)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(0, 10**6), st.integers(2, 4), st.sampled_from(["same", "ahead", "gaps"]),
        st.booleans())
 def test_rank_spread_is_its_definition(seed: int, world: int, shape: str, holes: bool) -> None:
@@ -312,7 +313,7 @@ def test_rank_spread_is_its_definition(seed: int, world: int, shape: str, holes:
     assert got == pytest.approx(float(np.median(vals)), rel=1e-12)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.one_of(st.floats(-1e6, 1e6), st.just(math.nan), st.just(math.inf),
                           st.just(-0.0)), max_size=80),
        st.lists(st.integers(1, 80), max_size=6), st.integers(1, 12))
@@ -346,7 +347,7 @@ def test_a_short_excursion_cut_by_a_pass_is_still_found() -> None:
 REFS1 = [RunRecords.from_records(training(s, 1, 63, 6), OK, f"ref{s}") for s in (1, 2)]
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(st.integers(0, 10**6), st.sampled_from([2, 4]),
        st.lists(st.integers(0, 6 * 30 * 4), max_size=8), st.booleans())
 def test_carried_rank_spread_is_the_rebuilt_one(seed: int, world: int, at: list[int],
@@ -421,13 +422,13 @@ def cut_refs(records: list[dict]) -> list[RunRecords]:
     return [RunRecords.from_records([r for r in records if r.get("type") == "step"], OK, "ref")]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams(), cuts)
 def test_random_streams_carry_the_rebuilt_facts(records: list[dict], at: list[int]) -> None:
     facts_feed(records, at, cut_refs(records[::-1]))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(seed=st.integers(0, 10**6), per_epoch=st.sampled_from([62, 63]),
        world=st.sampled_from([1, 2, 4]),
        fault=st.sampled_from([None, "lr", "lr_late", "clip", "reset", "thin", "local",

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from portside.cli.main import main
 from portside.core.log import events as ev
@@ -165,7 +166,7 @@ def test_bad_speed() -> None:
 # --- seeking --------------------------------------------------------------------------------
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seqs=st.lists(st.integers(0, len(EVENTS)), min_size=1, max_size=6),
        every=st.integers(1, 9), tail=st.integers(1, 6))
 def test_state_at_equals_the_full_fold(seqs: list[int], every: int, tail: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from portside.core.run.batching import Batcher
 
@@ -34,7 +35,7 @@ def _simulate(gaps: list[float], size: int, hold: float) -> list[tuple[float, li
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.sampled_from([0.0, 0.001, 0.03, 0.1, 0.4, 0.9, 1.5, 3.0]), min_size=1,
                 max_size=200), st.sampled_from([30, 60, 300]), st.sampled_from([0.5, 1.0]))
 def test_no_item_waits_past_the_hold_and_none_is_lost(gaps: list[float], size: int,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from portside.core.log import events as ev
 from portside.core.safety.terminal_text import json_safe
@@ -26,7 +27,7 @@ ENVELOPE = ("kind", "session_id", "seq", "ts")
 one_of_each = st.tuples(*[_strategy(cls) for cls in ev.EVENT_TYPES.values()])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(any_event)
 def test_a_row_gives_back_the_canonical_bytes(event: ev.Event) -> None:
     canonical = ev.encode(event).decode()
@@ -81,7 +82,7 @@ def _check(store: Store, events: list[ev.Event]) -> None:
                 assert got[0] == value, (e.seq, name)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(one_of_each, one_of_each)
 def test_every_kind_round_trips_through_a_v4_file_migrated_to_v5(
         old: tuple[ev.Event, ...], new: tuple[ev.Event, ...]) -> None:
