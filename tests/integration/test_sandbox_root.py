@@ -185,7 +185,7 @@ import subprocess, sys
 kids = []
 try:
     for i in range(300):
-        kids.append(subprocess.Popen(["sleep", "30"]))
+        kids.append(subprocess.Popen(["sleep", "30.0417"]))  # a token no other test sleeps
 except OSError as e:
     print("fork refused after", len(kids), e, flush=True)
     for k in kids:
@@ -208,7 +208,8 @@ def test_a_fork_storm_ends_as_resource_limit(tmp_path: Path) -> None:
     assert res.reason == "resource-limit", (res.reason, res.error_message, res.tail)
     assert "max_processes = 40" in res.error_message
     assert any("fork refused after" in line for line in res.tail)
-    left = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "30"]]
+    left = [p for p in psutil.process_iter(["cmdline"])
+            if p.info["cmdline"] == ["sleep", "30.0417"]]
     assert left == []  # nothing of it stays behind
     assert not list(Path("/sys/fs/cgroup").glob(f"*/**/portside-{os.getpid()}/run-*"))
 
