@@ -12,6 +12,8 @@ AGENT_KINDS: dict[str, str] = {
     "scripted": "portside.core.agent.scripted:ScriptedAgent",
     "claude": "portside.core.agent.claude:ClaudeAgent",
     "claude-code": "portside.core.agent.claude_code:ClaudeCodeAgent",
+    "claude-code-attached": "portside.core.agent.attached:AttachedClaudeCode",
+    "codex": "portside.core.agent.codex:CodexAgent",
 }
 
 
