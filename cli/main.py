@@ -206,17 +206,28 @@ def _print_events(store: Any, sid: str, limit: int) -> None:
 @click.option("--claude-code", "claude_code", is_flag=True, help="FILE is a Claude Code transcript "
               "(~/.claude/projects/<dir>/<session>.jsonl) or a `claude -p --output-format "
               "stream-json --verbose` log.")
-@click.option("--target", default=None, help="With --claude-code: the target it ported to.")
+@click.option("--codex", "codex", is_flag=True, help="FILE is a Codex rollout "
+              "($CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl).")
+@click.option("--target", default=None, help="With --claude-code / --codex: the target it "
+              "ported to.")
 @click.pass_context
 def import_cmd(ctx: click.Context, file: Path, db: Path | None, rename_to: str | None,
-               claude_code: bool = False, target: str | None = None) -> None:
-    """Import a JSONL recording, or a finished Claude Code session (refused whole if malformed)."""
+               claude_code: bool = False, target: str | None = None,
+               codex: bool = False) -> None:
+    """Import a JSONL recording, or a finished Claude Code or Codex session (refused whole if
+    malformed)."""
     from portside.store import StoreError
     from portside.store.jsonl import RecordingError, import_file
 
     store = _open_store(ctx, db)
     try:
-        if claude_code:
+        if claude_code and codex:
+            raise UsageFailure("give --claude-code or --codex, not both")
+        if codex:
+            from .import_codex import import_codex
+
+            sid = import_codex(store, file, rename_to, target)
+        elif claude_code:
             from .import_cc import import_claude_code
 
             sid = import_claude_code(store, file, rename_to, target)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from codex_cli import CODEX, SKIP_REASON  # noqa: E402
 from doubles import MemorySink  # noqa: E402
 from loopback_responses import (  # noqa: E402
     LoopbackResponses,
@@ -26,15 +26,10 @@ from loopback_responses import (  # noqa: E402
 )
 
 from portside.core import events as ev  # noqa: E402
-from portside.core.agent.codex import CodexAgent, apply_diff, find_codex  # noqa: E402
+from portside.core.agent.codex import CodexAgent, apply_diff  # noqa: E402
 from portside.core.engine import SessionConfig, SessionEngine  # noqa: E402
 
-CODEX = find_codex()
-if CODEX is None and os.environ.get("PORTSIDE_CI"):
-    raise RuntimeError("CI: the Codex CLI must be installed (.ci/run: npm install @openai/codex "
-                       "into ~/.cache/portside/codex, PORTSIDE_CODEX_CLI)")
-needs_codex = pytest.mark.skipif(CODEX is None, reason="the Codex CLI is not installed (needs "
-                                "Node: npm install @openai/codex; set PORTSIDE_CODEX_CLI)")
+needs_codex = pytest.mark.skipif(CODEX is None, reason=SKIP_REASON)
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
@@ -94,7 +89,7 @@ def test_codex_gated_rejections_reach_it_and_its_claim_is_checked(
     with LoopbackResponses(steps, usage={"input": 1000, "cached": 400, "output": 50}) as api:
         monkeypatch.setenv("CODEX_HOME", str(codex_home(tmp_path / "codex-home", api.url)))
         monkeypatch.setenv("LOOPBACK_OPENAI_KEY", KEY)
-        agent = CodexAgent("gpt-5.5", max_stop_blocks=1)
+        agent = CodexAgent("gpt-5.5", max_stop_blocks=1, cli_path=CODEX)
         config = SessionConfig(project=project, target="cpu",
                                reference_command=f"{PY} train.py --steps 30", reference_runs=1,
                                agent=agent, policy="ask", mode="headless", isolate=True,
