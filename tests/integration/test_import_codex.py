@@ -143,7 +143,10 @@ def test_codex_rollout_imported_and_verified(tmp_path: Path) -> None:
                f"{PY} train.py --steps 30", "--reference-runs", "1", "--target", "cpu",
                "--json")
     assert res.returncode == 1, res.stderr[-3000:]
-    checks = {a["check"] for a in json.loads(res.stdout)["alarms"]}
+    store = Store(db)
+    verified = list(store.events(json.loads(res.stdout)["session"]))
+    store.close()
+    checks = {e.check for e in verified if isinstance(e, ev.AlarmRaised)}
     assert {"clipping-changed", "agent-claim-contradicted"} <= checks
 
 
