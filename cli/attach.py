@@ -30,9 +30,10 @@ def attach(ctx: click.Context, tree: Path, *, reference: str, candidate: str | N
         click.echo(f"portside attach: {exc}", err=True)
         sys.exit(2)
     agent = AttachedClaudeCode(tree)
-    agent.on_ready = lambda url: click.echo(
-        f"portside attach: hooks in {tree}/.claude/settings.local.json; run `claude` in {tree} "
-        "(it works in your own tree). Ends with that session, or q.", err=True)
+    if headless:  # on the screen the Agent column says it (stderr would tear the screen)
+        agent.on_ready = lambda url: click.echo(
+            f"portside attach: hooks in {tree}/.claude/settings.local.json; run `claude` in "
+            f"{tree} (it works in your own tree). Ends with that session, or Ctrl-C.", err=True)
     config = session_config(
         "attach", project=tree, target=target, reference=reference, candidate=candidate,
         criteria_file=criteria_file, reference_runs=reference_runs,
