@@ -89,8 +89,6 @@ def test_attach_gates_the_users_claude_and_checks_its_stop(tmp_path: Path) -> No
                            reference_runs=1, agent=agent, policy="ask", mode="headless",
                            isolate=True, workdir=tmp_path / "work", stall_s=60)
     engine = SessionEngine(config, sink)
-    if os.environ.get('DBG'):
-        engine.bus.subscribe(lambda e: print('EV', type(e).__name__, str(ev.to_builtins(e))[:200], file=sys.stderr, flush=True))
     seen: list[tuple[str, str, str]] = []  # (path, after, the user's file then)
 
     async def reviewer() -> None:
@@ -156,6 +154,7 @@ def test_attach_gates_the_users_claude_and_checks_its_stop(tmp_path: Path) -> No
     assert KEY not in json.dumps([ev.to_builtins(e) for e in events])
 
 
+@pytest.mark.slow  # portside attach and claude -p each start in full (~45 s on a loaded machine)
 def test_attach_fails_closed_when_portside_is_gone(tmp_path: Path) -> None:
     """`portside attach` killed with its hooks still written: the user's next Bash is blocked,
     not run; the next attach puts the user's settings back first."""
