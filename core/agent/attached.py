@@ -32,7 +32,7 @@ from typing import Any
 
 from .. import events as ev
 from .base import AgentHost, AgentStopped
-from .claude_code import MAX_STOP_BLOCKS, ClaudeCodeAgent, _allow, _deny
+from .claude_code import EDIT_TOOLS, MAX_STOP_BLOCKS, ClaudeCodeAgent, _allow, _deny
 
 PATH_KEYS = ("file_path", "notebook_path", "path")
 #: Not synced into the copy: portside's hooks and Claude Code's own state in the user's tree.
@@ -222,7 +222,13 @@ class AttachedClaudeCode(ClaudeCodeAgent):
         return _allow(reason="approved by the reviewer")
 
     async def _on_post(self, host: AgentHost, body: dict[str, Any]) -> dict[str, Any]:
-        sync_tree(self.tree, host.workspace.root)
+        changed = sync_tree(self.tree, host.workspace.root)
+        if changed and body.get("tool_name") not in EDIT_TOOLS:
+            # A change no card showed (a command's sed, a script's output): said, in the log.
+            self._publish(host, ev.SessionState(
+                session_id=host.session_id, state="tree-changed",
+                detail=f"{body.get('tool_name')} changed {', '.join(changed[:20])}"
+                + (f" and {len(changed) - 20} more" if len(changed) > 20 else "")))
         result = body.get("tool_response")
         content = result if isinstance(result, str) else json.dumps(result, default=str)
         self._publish(host, ev.AgentToolResult(
