@@ -12,6 +12,7 @@ import click
 from portside.core import __version__
 from portside.core.checks.runtime import TARGETS as TARGETS_CHOICE
 
+from .attach import attach_options as _attach_options
 from .drive import run_config, warm
 from .exit_codes import UsageFailure
 from .options import (
@@ -205,17 +206,28 @@ def _print_events(store: Any, sid: str, limit: int) -> None:
 @click.option("--claude-code", "claude_code", is_flag=True, help="FILE is a Claude Code transcript "
               "(~/.claude/projects/<dir>/<session>.jsonl) or a `claude -p --output-format "
               "stream-json --verbose` log.")
-@click.option("--target", default=None, help="With --claude-code: the target it ported to.")
+@click.option("--codex", "codex", is_flag=True, help="FILE is a Codex rollout "
+              "($CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl).")
+@click.option("--target", default=None, help="With --claude-code / --codex: the target it "
+              "ported to.")
 @click.pass_context
 def import_cmd(ctx: click.Context, file: Path, db: Path | None, rename_to: str | None,
-               claude_code: bool = False, target: str | None = None) -> None:
-    """Import a JSONL recording, or a finished Claude Code session (refused whole if malformed)."""
+               claude_code: bool = False, target: str | None = None,
+               codex: bool = False) -> None:
+    """Import a JSONL recording, or a finished Claude Code or Codex session (refused whole if
+    malformed)."""
     from portside.store import StoreError
     from portside.store.jsonl import RecordingError, import_file
 
     store = _open_store(ctx, db)
     try:
-        if claude_code:
+        if claude_code and codex:
+            raise UsageFailure("give --claude-code or --codex, not both")
+        if codex:
+            from .import_codex import import_codex
+
+            sid = import_codex(store, file, rename_to, target)
+        elif claude_code:
             from .import_cc import import_claude_code
 
             sid = import_claude_code(store, file, rename_to, target)
@@ -299,7 +311,8 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
               show_default=True)
 @click.option("--agent", "agent_spec", default="none", show_default=True,
               help="claude, claude:MODEL, claude-code[:MODEL] (a real Claude Code session), "
-              "scripted:FILE, or none (verification only).")
+              "codex[:MODEL] (the Codex CLI's app-server), scripted:FILE, or none "
+              "(verification only).")
 @click.option("--task", "task", default=None, help="The task for --agent claude-code "
               "(default: a numerics-preserving port to --target).")
 @click.option("--task-file", "task_file", type=click.Path(dir_okay=False, exists=True,
@@ -524,6 +537,26 @@ def stats_cmd(ctx: click.Context, db: Path | None, project: str | None, since: s
     from .exports import stats
 
     stats(_open_store(ctx, db), project, since, fmt)
+
+
+@main.command("attach")
+@_attach_options
+@_db_option
+@click.pass_context
+def attach_cmd(ctx: click.Context, tree: Path, reference: str, candidate: str | None,
+               target: str, criteria_file: Path | None, reference_runs: int,
+               reference_target: str, policy: str | None, headless: bool, as_json: bool,
+               timeout_s: float | None, stall_s: float | None, no_sandbox: bool,
+               db: Path | None) -> None:
+    """Review the Claude Code session you run yourself in TREE (default .): hooks in
+    TREE/.claude/settings.local.json for its duration, answered by portside on loopback."""
+    from .attach import attach
+
+    attach(ctx, tree, reference=reference, candidate=candidate, target=target,
+           criteria_file=criteria_file, reference_runs=reference_runs,
+           reference_target=reference_target, policy=headless_policy(policy, headless),
+           headless=headless, as_json=as_json, timeout_s=timeout_s, stall_s=stall_s,
+           no_sandbox=no_sandbox, db=db)
 
 if __name__ == "__main__":
     main()

@@ -141,20 +141,30 @@ def agent_from_option(spec: str, model: str | None) -> Any:
         from portside.core.claude_code.live import ClaudeCodeAgent
 
         return ClaudeCodeAgent(spec.partition(":")[2] or model or None)
+    if spec == "codex" or spec.startswith("codex:"):
+        from portside.core.codex.live import CodexAgent
+
+        return CodexAgent(spec.partition(":")[2] or model or None)
     if spec == "claude" or spec.startswith("claude:"):
         from portside.core.agent.claude import ClaudeAgent
 
         name = spec.partition(":")[2] or model or "claude-sonnet-4-5"
         return ClaudeAgent(model=name)
     raise click.BadParameter(f"{spec!r}: use claude, claude:MODEL, claude-code, "
-                             "claude-code:MODEL or scripted:FILE", param_hint="--agent")
+                             "claude-code:MODEL, codex, codex:MODEL or scripted:FILE",
+                             param_hint="--agent")
 
 
 def claude_code_task(agent: Any, target: str, task: str | None,
                      task_file: Path | None) -> dict[str, Any]:
     """--task / --task-file for a Claude Code agent; its session id for the session's meta."""
     from portside.core.claude_code.live import ClaudeCodeAgent, default_task
+    from portside.core.codex.live import CodexAgent
 
+    if isinstance(agent, CodexAgent):
+        agent.task = task or (task_file.read_text(encoding="utf-8") if task_file else None) \
+            or default_task(target)
+        return {}
     if not isinstance(agent, ClaudeCodeAgent):
         if task or task_file:
             raise click.UsageError("--task and --task-file go with --agent claude-code")

@@ -1,4 +1,4 @@
-"""`portside serve <run|replay|demo|sessions> ...`: the same app in a browser tab.
+"""`portside serve <run|replay|demo|sessions|attach> ...`: the same app in a browser tab.
 
 textual-serve runs ``python -m portside.cli <args>`` under Textual's web driver for each browser
 connection and relays the screen over a websocket. It listens on 127.0.0.1 only, on a free port
@@ -32,7 +32,7 @@ import click
 
 HOST = "127.0.0.1"
 COOKIE = "portside_serve"
-COMMANDS = ("run", "replay", "demo", "sessions")
+COMMANDS = ("run", "replay", "demo", "sessions", "attach")
 # How long a new tab waits for the app of a tab just closed to end before it is refused.
 ENDING_WAIT_S = 60.0
 

@@ -12,6 +12,8 @@ AGENT_KINDS: dict[str, str] = {
     "scripted": "portside.core.agent.scripted:ScriptedAgent",
     "claude": "portside.core.agent.claude:ClaudeAgent",
     "claude-code": "portside.core.claude_code.live:ClaudeCodeAgent",
+    "claude-code-attached": "portside.core.claude_code.attached:AttachedClaudeCode",
+    "codex": "portside.core.codex.live:CodexAgent",
 }
 
 

@@ -35,12 +35,12 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from portside.core.agent.base import AgentHost, AgentStopped
+from portside.core.agent.stop_check import claims_success, evidence_line
 from portside.core.log import events as ev
 from portside.core.log.costs import default_prices, token_cost
 
@@ -60,16 +60,6 @@ CLI_SWITCHES = {
 }
 HOOK_TIMEOUT_S = 7 * 24 * 3600  # a reviewer may take long; the CLI blocks the tool at timeout
 MAX_STOP_BLOCKS = 3
-#: A last message that says the work is done and good.
-CLAIM_RX = re.compile(
-    r"\b(success(ful(ly)?)?|succeed(s|ed)?|all (tests|checks|runs?) pass(ed)?|passes|passed|"
-    r"done|complete[ds]?|finished|ported|works|working|numerics? (are |is )?(unchanged|"
-    r"preserved|identical|match(es)?))\b|✅",
-    re.IGNORECASE,
-)
-NEGATION_RX = re.compile(r"\b(not|n't|fail(s|ed)?|unable|cannot|couldn't)\b", re.IGNORECASE)
-
-
 def default_task(target: str) -> str:
     """The task prompt `portside run --agent claude-code` sends when none is given."""
     return (
@@ -85,14 +75,6 @@ def default_task(target: str) -> str:
         "clipping and the learning rate step by step; say plainly what you changed and what you "
         "could not verify."
     )
-
-
-def claims_success(message: str) -> bool:
-    """Does this (last) message say the work succeeded? Conservative on negations."""
-    if not message or not CLAIM_RX.search(message):
-        return False
-    first = message.strip().splitlines()[0] if message.strip() else ""
-    return not (NEGATION_RX.search(first) and not CLAIM_RX.search(first))
 
 
 def command_for_run(command: str, cwd: str) -> str:
@@ -143,6 +125,8 @@ def result_text(content: Any) -> str:
 
 class ClaudeCodeAgent:
     """An Agent (core/agent/base.py) that is a real Claude Code session."""
+
+    session_id: str  # Claude Code's own session id (resumable with `claude --resume`)
 
     def __init__(
         self,
@@ -623,7 +607,7 @@ class ClaudeCodeAgent:
             errors = host.open_errors() if hasattr(host, "open_errors") else []  # type: ignore[attr-defined]
             if errors and self.stop_blocks < self.max_stop_blocks:
                 self.stop_blocks += 1
-                evidence = "; ".join(_evidence_line(c, t, e) for c, t, e in errors
+                evidence = "; ".join(evidence_line(c, t, e) for c, t, e in errors
                                      if c != "agent-claim-contradicted")
                 if claims_success(last):
                     self._contradicted(host, last, errors)
@@ -660,14 +644,6 @@ class ClaudeCodeAgent:
         event.evidence = {**event.evidence, "at": "Stop hook",
                           "open_alarms": [{"check": c, "title": t} for c, t in others]}
         self._publish(host, event)
-
-
-def _evidence_line(check: str, title: str, evidence: dict[str, Any]) -> str:
-    detail = title if title.startswith(check) else f"{check}: {title}"
-    extra = {k: v for k, v in evidence.items() if isinstance(v, int | float | str) and k != "key"}
-    if extra:
-        detail += " (" + ", ".join(f"{k}={v}" for k, v in list(extra.items())[:6]) + ")"
-    return detail
 
 
 def _notebook_after(text: str, ti: dict[str, Any]) -> str:

@@ -343,8 +343,8 @@ class SessionEngine:
     def _check_imported_claim(self, claim: str) -> None:
         """The imported agent's last message claimed success and the candidate's checks say
         otherwise: ``agent-claim-contradicted`` (critical), as the live Stop hook raises it."""
+        from portside.core.agent.stop_check import claims_success
         from portside.core.checks import agent_claim_contradicted
-        from portside.core.claude_code.live import claims_success
 
         errors = [a for a in self.ledger.open_errors() if a.check != "agent-claim-contradicted"]
         if not claim or not errors or not claims_success(claim):

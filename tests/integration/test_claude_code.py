@@ -28,7 +28,8 @@ pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not ins
 from doubles import MemorySink
 from loopback_api import LoopbackAPI, text, tool
 
-from portside.core.claude_code.live import ClaudeCodeAgent, claims_success
+from portside.core.agent.stop_check import claims_success
+from portside.core.claude_code.live import ClaudeCodeAgent
 from portside.core.log import events as ev
 from portside.core.session.config import SessionConfig
 from portside.core.session.engine import SessionEngine

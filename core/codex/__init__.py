@@ -1,0 +1,1 @@
+"""Codex CLI: live under review through its app-server, and its rollouts imported."""
