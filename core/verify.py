@@ -101,6 +101,7 @@ def _end(result: RunResult, stall_s: float | None) -> RunEnd:
         error_message=result.error_message or None,
         wall_s=result.wall_s,
         stall_s=stall_s,
+        tail=tuple(result.tail),
     )
 
 
