@@ -24,6 +24,7 @@ from typing import Any
 from portside.core import costs
 from portside.core import events as ev
 from portside.core.ledger import attention_s
+from portside.core.performance import performance
 from portside.core.risk import linked_edits
 from portside.core.textsafe import clean_text, clean_text_stream, json_safe
 
@@ -414,6 +415,9 @@ def report_md(store: Store, session_id: str) -> str:
         f"({cost['successful_runs']} successful candidate run"
         f"{'s' if cost['successful_runs'] != 1 else ''}; failed attempts included)",
     ]
+    perf = performance(ledger)
+    if perf is not None:
+        out.append(f"- Performance: {_md_cell(perf['line'])}")
     if cost["unpriced_runs"]:
         out.append(f"- Runs on devices without a price (counted $0): {', '.join(cost['unpriced_runs'])}")
     if cost["unpriced_models"]:
@@ -490,6 +494,7 @@ def stats(store: Store, project: str | None = None, since: float | None = None) 
                 "successful_runs": c["successful_runs"],
                 "cost_per_successful_run_usd": c["cost_per_successful_run_usd"],
                 "goal_met": led.goal_met(),
+                "verdict": s["verdict"],
             }
         )
     n = len(rows)
@@ -517,6 +522,10 @@ def stats(store: Store, project: str | None = None, since: float | None = None) 
         "total_usd": total_usd,
         "successful_runs": successes,
         "cost_per_successful_run_usd": costs.cost_per_successful_run(total_usd, successes),
+        # a task is a migration (a session): the study's "cost per successfully completed
+        # task", every session's cost (failed ones included) over those that passed
+        "successful_tasks": (tasks := sum(1 for r in rows if r["verdict"] == "pass")),
+        "cost_per_successful_task_usd": costs.cost_per_successful_run(total_usd, tasks),
         "goal_met": sum(1 for r in rows if r["goal_met"]),
         "goal_decided": sum(1 for r in rows if r["goal_met"] is not None),
     }
@@ -553,7 +562,9 @@ def stats_md(data: dict[str, Any]) -> str:
         f"\n{_pct(t['failure_share'])} of execution attempts failed; "
         f"{_pct(t['silent_share'])} of the failures raised no error (failed-silent); "
         f"{'-' if per is None else f'{per:.1f}'} steering interventions per migration "
-        f"(interventions: steering / all).\n"
+        f"(interventions: steering / all); {_usd(t['cost_per_successful_task_usd'])} per "
+        f"successful task ({t['successful_tasks']} of {t['sessions']} passed, every session's "
+        f"cost counted).\n"
     )
     return clean_text("\n".join(lines) + "\n" + summary)
 
