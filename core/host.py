@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import events as ev
@@ -17,6 +18,7 @@ from .checks import Alarm, agent_claim_contradicted
 from .criteria import PatternError, compile_pattern
 from .review import Decision
 from .risk import risk_marks
+from .scan import scan, task_text
 from .textsafe import clean_line
 from .workspace import Edit, WorkspaceError
 
@@ -38,6 +40,8 @@ def task_brief(engine: SessionEngine) -> str:
         f"the reference ({cr.goal.direction}); drift checked on {', '.join(cr.drift.series)}; "
         f"no recompilation after step {cr.compile.warmup_steps}; "
         f"at most {cr.budget.max_attempts or 'unlimited'} candidate attempts.",
+        # what will not move as it is, found before the agent reads a line (static: safe)
+        task_text(scan(Path(c.project))),
     ])
 
 

@@ -169,3 +169,16 @@ def test_the_word_filter_loses_nothing(tmp_path: Path) -> None:
                        for f in scan_python(p.relative_to(root).as_posix(), p.read_bytes()))
         assert every == sorted(line for line in _lines(root) if not line.split(":")[0].endswith(
             (".cpp", ".cu")))
+
+
+def test_the_agent_is_handed_the_inventory_with_its_task() -> None:
+    from types import SimpleNamespace
+
+    from portside.core.criteria import Criteria
+    from portside.core.host import task_brief
+
+    config = SimpleNamespace(target="tpu", reference_target="cpu", candidate="python main.py",
+                             reference_command="python main.py", project=str(FIXTURES / "imagenet"))
+    brief = task_brief(SimpleNamespace(config=config, criteria=Criteria()))  # type: ignore[arg-type]
+    assert "portside scan found 19 place(s)" in brief
+    assert "- main.py:191 collective: torch.nn.DataParallel; DataParallel is single-process" in brief
