@@ -495,6 +495,7 @@ def stats(store: Store, project: str | None = None, since: float | None = None) 
                 "cost_per_successful_run_usd": c["cost_per_successful_run_usd"],
                 "goal_met": led.goal_met(),
                 "verdict": s["verdict"],
+                "causes": _crash_causes(store.alarms(s["session_id"])),
             }
         )
     n = len(rows)
@@ -528,8 +529,35 @@ def stats(store: Store, project: str | None = None, since: float | None = None) 
         "cost_per_successful_task_usd": costs.cost_per_successful_run(total_usd, tasks),
         "goal_met": sum(1 for r in rows if r["goal_met"]),
         "goal_decided": sum(1 for r in rows if r["goal_met"] is not None),
+        "causes": _sum_counts(r["causes"] for r in rows),
     }
     return {"sessions": rows, "total": total}
+
+
+def _crash_causes(alarms: list[dict[str, Any]]) -> dict[str, int]:
+    """Why the session's runs crashed: the crash alarms' evidence.cause, counted."""
+    out: dict[str, int] = {}
+    for a in alarms:
+        if a.get("check") != "crashed":
+            continue
+        evidence = a.get("evidence") or {}
+        if isinstance(evidence, str):  # stored as JSON text
+            try:
+                evidence = json.loads(evidence)
+            except ValueError:
+                evidence = {}
+        cause = evidence.get("cause") if isinstance(evidence, dict) else None
+        key = cause if isinstance(cause, str) and cause else "unknown"
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def _sum_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in counts:
+        for k, n in c.items():
+            out[k] = out.get(k, 0) + n
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _pct(x: float | None) -> str:
@@ -564,7 +592,10 @@ def stats_md(data: dict[str, Any]) -> str:
         f"{'-' if per is None else f'{per:.1f}'} steering interventions per migration "
         f"(interventions: steering / all); {_usd(t['cost_per_successful_task_usd'])} per "
         f"successful task ({t['successful_tasks']} of {t['sessions']} passed, every session's "
-        f"cost counted).\n"
+        f"cost counted)"
+        + (f"; crash causes: {', '.join(f'{n} {k}' for k, n in t['causes'].items())}"
+           if t["causes"] else "")
+        + ".\n"
     )
     return clean_text("\n".join(lines) + "\n" + summary)
 
