@@ -377,6 +377,10 @@ def report_md(store: Store, session_id: str) -> str:
                 f"- **{a['severity']}** `{a['check']}`: {_md_cell(a['title'])} "
                 f"(seq {a['seq']}{run}, {state})"
             )
+            cause = _crash_cause(a) if a["check"] == "crashed" else None
+            if cause is not None:
+                out.append(f"  - cause: **{cause[0]}**"
+                           + (f" — `{_md_cell(cause[1])}`" if cause[1] else ""))
             if a["evidence"]:
                 out.append(f"  - evidence: `{_evidence(a['evidence'])}`")
             loc = localized.get(a["alarm_id"])
@@ -534,21 +538,29 @@ def stats(store: Store, project: str | None = None, since: float | None = None) 
     return {"sessions": rows, "total": total}
 
 
+def _crash_cause(alarm: dict[str, Any]) -> tuple[str, str]:
+    """(cause, the line that shows it) of a crash alarm row; a crash recorded before causes
+    existed is "unknown"."""
+    evidence = alarm.get("evidence") or {}
+    if isinstance(evidence, str):  # stored as JSON text
+        try:
+            evidence = json.loads(evidence)
+        except ValueError:
+            evidence = {}
+    if not isinstance(evidence, dict):
+        evidence = {}
+    cause, line = evidence.get("cause"), evidence.get("cause_line")
+    return (cause if isinstance(cause, str) and cause else "unknown",
+            line if isinstance(line, str) else "")
+
+
 def _crash_causes(alarms: list[dict[str, Any]]) -> dict[str, int]:
     """Why the session's runs crashed: the crash alarms' evidence.cause, counted."""
     out: dict[str, int] = {}
     for a in alarms:
-        if a.get("check") != "crashed":
-            continue
-        evidence = a.get("evidence") or {}
-        if isinstance(evidence, str):  # stored as JSON text
-            try:
-                evidence = json.loads(evidence)
-            except ValueError:
-                evidence = {}
-        cause = evidence.get("cause") if isinstance(evidence, dict) else None
-        key = cause if isinstance(cause, str) and cause else "unknown"
-        out[key] = out.get(key, 0) + 1
+        if a.get("check") == "crashed":
+            key = _crash_cause(a)[0]
+            out[key] = out.get(key, 0) + 1
     return out
 
 

@@ -44,7 +44,8 @@ def _migration(i: int) -> list[ev.Event]:
     if i == 2:  # one crash, its cause on the alarm as check_end puts it there
         out.append(ev.AlarmRaised(session_id=sid, alarm_id=f"{sid}-crash", check="crashed",
                                   severity="error", title="RuntimeError: can't allocate memory",
-                                  evidence={"cause": "out-of-memory"}))
+                                  evidence={"cause": "out-of-memory",
+                                            "cause_line": "DefaultCPUAllocator: can't allocate"}))
     if i == 3:
         out.append(ev.AlarmRaised(session_id=sid, alarm_id=f"{sid}-goal", check="goal-regression",
                                   severity="error", title="accuracy 84.89% < 86.53%"))
@@ -117,3 +118,11 @@ def test_cost_per_successful_task_and_crash_causes(db: Path) -> None:
     assert t["causes"] == {"out-of-memory": 1}
     assert [r["causes"] for r in data["sessions"]].count({"out-of-memory": 1}) == 1
     assert "9 of 10 passed" in stats_md(data) and "crash causes: 1 out-of-memory" in stats_md(data)
+
+
+def test_the_report_names_the_crash_cause(db: Path) -> None:
+    from portside.store.exports import report_md
+
+    with Store(db) as store:
+        text = report_md(store, "20260302-study-0002")
+    assert "  - cause: **out-of-memory** — `DefaultCPUAllocator: can't allocate`" in text
