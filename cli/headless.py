@@ -112,6 +112,9 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
         vs = cost.get("candidate_vs_reference") or {}
         if vs.get("line"):
             console.print(Text(f"candidate vs reference: {_safe(vs['line'])}"))
+        perf = cost.get("performance") or {}
+        if perf.get("line"):
+            console.print(Text(f"performance: {_safe(perf['line'])}"))
     verdict = result["verdict"]
     console.print(Text(_safe(f"verdict: {verdict.upper()} ({result['outcome']}; "
                              f"{result.get('reason', '')})"),

@@ -522,6 +522,18 @@ def serve_cmd(ctx: click.Context, port: int, db: Path | None, args: tuple[str, .
     serve(list(args), str(db) if db else None, port)
 
 
+@main.command("scan")
+@click.argument("target", type=click.Path(exists=True, path_type=Path), default=".")
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
+def scan_cmd(target: Path, as_json: bool) -> None:
+    """Before a port: what in DIR (or one file) will not move to a TPU as it is, each with its
+    file:line and what to do. Static: reads and parses, never imports or runs the code (exit 0
+    nothing found, 1 findings)."""
+    from .scan import scan_cmd_body
+
+    sys.exit(scan_cmd_body(target, as_json))
+
+
 @main.command("stats")
 @_db_option
 @click.option("--project", default=None, help="Only sessions of this project (path or its name).")

@@ -24,6 +24,7 @@ from typing import Any
 from portside.core.log import costs
 from portside.core.log import events as ev
 from portside.core.log.ledger import attention_s
+from portside.core.log.performance import performance
 from portside.core.safety.terminal_text import clean_text, clean_text_stream, json_safe
 from portside.core.workspace.risk import linked_edits
 
@@ -376,6 +377,10 @@ def report_md(store: Store, session_id: str) -> str:
                 f"- **{a['severity']}** `{a['check']}`: {_md_cell(a['title'])} "
                 f"(seq {a['seq']}{run}, {state})"
             )
+            cause = _crash_cause(a) if a["check"] == "crashed" else None
+            if cause is not None:
+                out.append(f"  - cause: **{cause[0]}**"
+                           + (f" — `{_md_cell(cause[1])}`" if cause[1] else ""))
             if a["evidence"]:
                 out.append(f"  - evidence: `{_evidence(a['evidence'])}`")
             loc = localized.get(a["alarm_id"])
@@ -414,6 +419,9 @@ def report_md(store: Store, session_id: str) -> str:
         f"({cost['successful_runs']} successful candidate run"
         f"{'s' if cost['successful_runs'] != 1 else ''}; failed attempts included)",
     ]
+    perf = performance(ledger)
+    if perf is not None:
+        out.append(f"- Performance: {_md_cell(perf['line'])}")
     if cost["unpriced_runs"]:
         out.append(f"- Runs on devices without a price (counted $0): {', '.join(cost['unpriced_runs'])}")
     if cost["unpriced_models"]:
@@ -490,6 +498,8 @@ def stats(store: Store, project: str | None = None, since: float | None = None) 
                 "successful_runs": c["successful_runs"],
                 "cost_per_successful_run_usd": c["cost_per_successful_run_usd"],
                 "goal_met": led.goal_met(),
+                "verdict": s["verdict"],
+                "causes": _crash_causes(store.alarms(s["session_id"])),
             }
         )
     n = len(rows)
@@ -517,10 +527,49 @@ def stats(store: Store, project: str | None = None, since: float | None = None) 
         "total_usd": total_usd,
         "successful_runs": successes,
         "cost_per_successful_run_usd": costs.cost_per_successful_run(total_usd, successes),
+        # a task is a migration (a session): the study's "cost per successfully completed
+        # task", every session's cost (failed ones included) over those that passed
+        "successful_tasks": (tasks := sum(1 for r in rows if r["verdict"] == "pass")),
+        "cost_per_successful_task_usd": costs.cost_per_successful_run(total_usd, tasks),
         "goal_met": sum(1 for r in rows if r["goal_met"]),
         "goal_decided": sum(1 for r in rows if r["goal_met"] is not None),
+        "causes": _sum_counts(r["causes"] for r in rows),
     }
     return {"sessions": rows, "total": total}
+
+
+def _crash_cause(alarm: dict[str, Any]) -> tuple[str, str]:
+    """(cause, the line that shows it) of a crash alarm row; a crash recorded before causes
+    existed is "unknown"."""
+    evidence = alarm.get("evidence") or {}
+    if isinstance(evidence, str):  # stored as JSON text
+        try:
+            evidence = json.loads(evidence)
+        except ValueError:
+            evidence = {}
+    if not isinstance(evidence, dict):
+        evidence = {}
+    cause, line = evidence.get("cause"), evidence.get("cause_line")
+    return (cause if isinstance(cause, str) and cause else "unknown",
+            line if isinstance(line, str) else "")
+
+
+def _crash_causes(alarms: list[dict[str, Any]]) -> dict[str, int]:
+    """Why the session's runs crashed: the crash alarms' evidence.cause, counted."""
+    out: dict[str, int] = {}
+    for a in alarms:
+        if a.get("check") == "crashed":
+            key = _crash_cause(a)[0]
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+def _sum_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in counts:
+        for k, n in c.items():
+            out[k] = out.get(k, 0) + n
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _pct(x: float | None) -> str:
@@ -553,7 +602,12 @@ def stats_md(data: dict[str, Any]) -> str:
         f"\n{_pct(t['failure_share'])} of execution attempts failed; "
         f"{_pct(t['silent_share'])} of the failures raised no error (failed-silent); "
         f"{'-' if per is None else f'{per:.1f}'} steering interventions per migration "
-        f"(interventions: steering / all).\n"
+        f"(interventions: steering / all); {_usd(t['cost_per_successful_task_usd'])} per "
+        f"successful task ({t['successful_tasks']} of {t['sessions']} passed, every session's "
+        f"cost counted)"
+        + (f"; crash causes: {', '.join(f'{n} {k}' for k, n in t['causes'].items())}"
+           if t["causes"] else "")
+        + ".\n"
     )
     return clean_text("\n".join(lines) + "\n" + summary)
 

@@ -28,6 +28,7 @@ from .alarms import (
 from .batch import check_lr_batch, drift_criteria, global_batch
 from .clipping import check_clipping, clip_share
 from .evidence import check_evidence
+from .memory import check_memory
 from .numeric import (
     check_drift,
     check_goal,
@@ -80,6 +81,7 @@ def run_checks(references: list[RunRecords], candidate: RunRecords, criteria: Cr
     alarms += check_recompilation(candidate, criteria)
     alarms += check_fallback(candidate, criteria)
     alarms += check_slow(refs, candidate, criteria, final)
+    alarms += check_memory(candidate, criteria) if final else []
     alarms += check_step_count(refs, candidate, final)
     share = clip_share(refs, candidate)
     if final:

@@ -43,6 +43,7 @@ KINDS = (
     "timed-out", "crashed", "no-metrics", "slow", "agent-claim-contradicted", "budget-exhausted",
     "reference-failed", "ranks-diverged", "step-count-differs", "edit-mismatch",
     "outside-workspace", "global-batch-changed", "rank-averaging-changed", "evidence-tampered",
+    "memory-peak",
 )
 #: Alarms a reviewer cannot override: the evidence they would be weighed against is forged.
 UNOVERRIDABLE = frozenset({"evidence-tampered"})

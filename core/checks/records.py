@@ -42,6 +42,7 @@ class RunEnd:
     error_message: str | None = None
     wall_s: float | None = None
     stall_s: float | None = None  # the stall limit that was hit, for the evidence
+    tail: tuple[str, ...] = ()  # the run's last output lines, where a crash's cause shows
 
 
 # Optional per-step columns (FORMAT.md), NaN where a record lacks them; `extra` holds them.

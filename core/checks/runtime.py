@@ -11,6 +11,7 @@ from portside.core.log.costs import tpu_generation
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .crash_cause import classify
 from .records import RunRecords
 
 TARGETS = ("cpu", "cuda", "xla", "xla:cpu", "tpu", "tpu:v5e", "tpu:v5p", "tpu:v6e")
@@ -252,8 +253,10 @@ def check_end(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
     if end.exit_code not in (0, None) or end.error_type:
         what = end.error_type or (f"signal {end.signal}" if end.signal else f"exit {end.exit_code}")
         msg = (end.error_message or "").strip()
+        cause, line = classify(end.error_type, msg, end.tail)
         return [Alarm("crashed", "error", f"{what}: {msg[:200]}" if msg else f"crashed ({what})",
-                      {**base, "error_type": end.error_type, "error_message": msg[:4000]},
+                      {**base, "error_type": end.error_type, "error_message": msg[:4000],
+                       "cause": cause, "cause_line": line},
                       key="crashed")]
     if not final or end.exit_code != 0:
         return []

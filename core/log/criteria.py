@@ -83,6 +83,7 @@ class CompileCriteria:
 @dataclass(frozen=True)
 class PerformanceCriteria:
     max_step_time_ratio: float = 0.0  # 0: don't judge speed
+    max_memory_fraction: float = 0.0  # candidate peak / device (host RAM on a CPU); 0: don't judge
 
 
 @dataclass(frozen=True)
@@ -280,7 +281,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
               "window": _int(1), "smooth": _int(1), "noise_z": _num()},
     "compile": {"warmup_steps": _int(0), "max_recompiles": _int(0),
                 "allowed_fallback_ops": _str_list()},
-    "performance": {"max_step_time_ratio": _num()},
+    "performance": {"max_step_time_ratio": _num(), "max_memory_fraction": _num()},
     "hardware": {"devices": _int(0)},
     "budget": {"max_attempts": _int(0), "max_cost_usd": _num(), "max_human_minutes": _num()},
     "sandbox": {"network": _bool, "secrets": _bool, "max_processes": _int(0),

@@ -1470,6 +1470,7 @@ class Probe:
             self.flush(final=True, force=force)
             if self.xla is not None:
                 self._xla_exit(rec)
+            rec.update(_peak_memory(self.xla is not None))
             self._write([rec])
         except Exception as e:
             _warn(f"exit: {type(e).__name__}: {e}")
@@ -1495,6 +1496,36 @@ class Probe:
                         if len(causes) >= MAX_COMPILE_CAUSES:
                             break
             rec["compile_causes"] = causes
+
+
+def _peak_memory(xla: bool) -> dict[str, Any]:
+    """What the run used at its peak: the process's host RSS high-water mark (the memory that
+    matters on a CPU), and the accelerator's peak and size where torch_xla or CUDA knows them.
+    Read once, at exit: none of it costs a step anything."""
+    out: dict[str, Any] = {}
+    try:
+        import resource
+
+        out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB
+        out["host_memory_bytes"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ImportError, ValueError, OSError):
+        pass
+    try:
+        if xla:
+            import torch_xla.core.xla_model as xm
+
+            info = xm.get_memory_info()
+            peak = info.get("peak_bytes_used") or info.get("bytes_used")
+            if peak:
+                out["device_peak_bytes"], out["device_memory_bytes"] = peak, info.get("bytes_limit")
+        else:
+            torch = sys.modules.get("torch")
+            if torch is not None and torch.cuda.is_initialized():
+                out["device_peak_bytes"] = torch.cuda.max_memory_allocated()
+                out["device_memory_bytes"] = torch.cuda.get_device_properties(0).total_memory
+    except Exception:  # XLA:CPU and old runtimes have no memory info: the host's figure stands
+        pass
+    return out
 
 
 def _batch_len(batch: Any) -> int:

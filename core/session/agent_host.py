@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from portside.core.agent.base import AgentStopped, EditOutcome
@@ -19,6 +20,7 @@ from portside.core.safety.terminal_text import clean_line
 from portside.core.session.review import Decision
 from portside.core.workspace.copy import Edit, WorkspaceError
 from portside.core.workspace.risk import risk_marks
+from portside.core.workspace.scan import scan, task_text
 
 if TYPE_CHECKING:
     from portside.core.log.costs import PriceTable
@@ -38,6 +40,8 @@ def task_brief(engine: SessionEngine) -> str:
         f"the reference ({cr.goal.direction}); drift checked on {', '.join(cr.drift.series)}; "
         f"no recompilation after step {cr.compile.warmup_steps}; "
         f"at most {cr.budget.max_attempts or 'unlimited'} candidate attempts.",
+        # what will not move as it is, found before the agent reads a line (static: safe)
+        task_text(scan(Path(c.project))),
     ])
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from portside.core.checks import Alarm, RunRecords, device_facts, steady_step_s
+from portside.core.checks.memory import peak_memory
 
 
 def classify_outcome(exit_code: int | None, timed_out: bool, stalled: bool,
@@ -64,4 +65,5 @@ def summarize_run(records: RunRecords, exit_code: int | None, wall_s: float | No
         "steady_step_s": steady_step_s(records, warmup_steps),
         "metrics": metrics,
         "device": device_facts(records.facts),
+        "memory": peak_memory(ex),
     }

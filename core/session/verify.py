@@ -82,6 +82,7 @@ class RunReport:
             "steps": s.get("steps"),
             "metrics": s.get("metrics", {}),
             "device": s.get("device", {}),
+            "memory": s.get("memory"),
             "cost_usd": self.cost_usd,
             **({"host": self.host} if self.host else {}),
         }
@@ -101,6 +102,7 @@ def _end(result: RunResult, stall_s: float | None) -> RunEnd:
         error_message=result.error_message or None,
         wall_s=result.wall_s,
         stall_s=stall_s,
+        tail=tuple(result.tail),
     )
 
 
@@ -195,7 +197,9 @@ class Verifier:
                 error_type=result.error_type,
                 error_message=result.error_message,
                 metrics=summary.get("metrics", {}),
-                device=summary.get("device", {}),
+                # peak memory rides with the device facts, so the log (report, stats) has it
+                device={**summary.get("device", {}),
+                        **({"memory": summary["memory"]} if summary.get("memory") else {})},
             )
         )
         return report

@@ -41,6 +41,11 @@ def _migration(i: int) -> list[ev.Event]:
                                    action="reject" if k else "approve", steering=bool(k),
                                    attention_started_at=0.0, decided_at=30.0))
     out.append(ev.AgentUsage(session_id=sid, model="claude-sonnet-4-5", cost_usd=1.0))
+    if i == 2:  # one crash, its cause on the alarm as check_end puts it there
+        out.append(ev.AlarmRaised(session_id=sid, alarm_id=f"{sid}-crash", check="crashed",
+                                  severity="error", title="RuntimeError: can't allocate memory",
+                                  evidence={"cause": "out-of-memory",
+                                            "cause_line": "DefaultCPUAllocator: can't allocate"}))
     if i == 3:
         out.append(ev.AlarmRaised(session_id=sid, alarm_id=f"{sid}-goal", check="goal-regression",
                                   severity="error", title="accuracy 84.89% < 86.53%"))
@@ -100,3 +105,24 @@ def test_filters_and_csv(db: Path) -> None:
     assert data["total"]["sessions"] == 6
     res = CliRunner().invoke(main, ["stats", "--db", str(db), "--since", "yesterday"])
     assert res.exit_code != 0 and "--since 'yesterday'" in res.output
+
+
+def test_cost_per_successful_task_and_crash_causes(db: Path) -> None:
+    from portside.store.exports import stats, stats_md
+
+    with Store(db) as store:
+        data = stats(store)
+    t = data["total"]
+    assert t["successful_tasks"] == 9  # every migration but the 10th ended pass
+    assert t["cost_per_successful_task_usd"] == pytest.approx(t["total_usd"] / 9)
+    assert t["causes"] == {"out-of-memory": 1}
+    assert [r["causes"] for r in data["sessions"]].count({"out-of-memory": 1}) == 1
+    assert "9 of 10 passed" in stats_md(data) and "crash causes: 1 out-of-memory" in stats_md(data)
+
+
+def test_the_report_names_the_crash_cause(db: Path) -> None:
+    from portside.store.exports import report_md
+
+    with Store(db) as store:
+        text = report_md(store, "20260302-study-0002")
+    assert "  - cause: **out-of-memory** — `DefaultCPUAllocator: can't allocate`" in text

@@ -1,0 +1,47 @@
+"""What a run used at its peak (the probe's exit record), and the criteria limit on it.
+
+On an accelerator the figure is its memory (torch_xla's memory info, CUDA's allocator peak)
+against the device's size; on a CPU, and on XLA:CPU where the runtime says nothing, it is the
+training process's host RSS high-water mark against the host's RAM.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from portside.core.log.criteria import Criteria
+
+from .alarms import Alarm
+from .records import RunRecords
+
+
+def peak_memory(exit_record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """{"where": "device"|"host", "peak_bytes", "limit_bytes", "fraction", "host_rss_bytes"},
+    or None when the run wrote no exit record with a figure."""
+    ex = exit_record or {}
+
+    def num(key: str) -> float | None:
+        v = ex.get(key)
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 \
+            else None
+
+    rss = num("peak_rss_bytes")
+    if num("device_peak_bytes") is not None:
+        where, peak, limit = "device", num("device_peak_bytes"), num("device_memory_bytes")
+    elif rss is not None:
+        where, peak, limit = "host", rss, num("host_memory_bytes")
+    else:
+        return None
+    return {"where": where, "peak_bytes": peak, "limit_bytes": limit,
+            "fraction": peak / limit if peak and limit else None, "host_rss_bytes": rss}
+
+
+def check_memory(cand: RunRecords, criteria: Criteria) -> list[Alarm]:
+    limit = criteria.performance.max_memory_fraction
+    mem = peak_memory(cand.exit)
+    if not limit or mem is None or mem["fraction"] is None or mem["fraction"] <= limit:
+        return []
+    return [Alarm("memory-peak", "warning",
+                  f"peak {mem['where']} memory {mem['peak_bytes'] / 2**30:.2f} GiB, "
+                  f"{mem['fraction']:.0%} of {mem['limit_bytes'] / 2**30:.1f} GiB "
+                  f"(limit {limit:.0%})", {**mem, "limit": limit}, key="memory-peak")]

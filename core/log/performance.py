@@ -1,0 +1,96 @@
+"""The performance and cost verdict, as one sentence with the numbers it came from.
+
+"candidate 1.9× the reference's steady throughput, 24% cheaper per successful run; 41 s of
+compilation first" — folded from the log's run.finished events (the Ledger), so the live
+header, `verify --json` and the report print the same figures.
+
+Speed is steady-state step time (the probe's median step after warm-up), apart from
+preparation (compilation, and whatever ran before the first step); throughput is steps/s of
+that steady state (the same work per step on both sides). Cost per successful run
+is every attempt's device cost (failed ones and their preparation included) over the runs that
+passed, priced from the recorded price table (core/log/costs.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from portside.core.log.ledger import Ledger, RunEntry
+
+
+def _devices(run: RunEntry) -> int:
+    facts = run.finished.device if run.finished is not None else {}
+    n = facts.get("device_count") if isinstance(facts, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _side(runs: list[RunEntry]) -> dict[str, Any]:
+    """One role's figures: its passed runs' speed, every run's cost."""
+    passed = [r for r in runs if r.outcome == "passed" and r.finished is not None]
+    steady = [r.finished.steady_step_s for r in passed
+              if r.finished is not None and r.finished.steady_step_s]
+    prep = [r.finished.compile_s for r in passed if r.finished is not None]
+    priced = [r.compute_usd for r in runs if r.compute_usd is not None]
+    total = sum(priced) if priced and len(priced) == len(runs) else None
+    step = _mean([float(s) for s in steady])
+    return {
+        "runs": len(runs),
+        "passed": len(passed),
+        "steady_step_s": step,
+        "steps_per_s": 1.0 / step if step else None,
+        "compile_s": _mean([float(p) for p in prep]),
+        "devices": max((_devices(r) for r in passed), default=None),
+        "usd": total,
+        "usd_per_successful_run": total / len(passed) if total is not None and passed else None,
+    }
+
+
+def performance(ledger: Ledger) -> dict[str, Any] | None:
+    """Reference vs candidate; None until a reference and a candidate both passed."""
+    refs = [r for r in ledger.runs.values() if r.role == "reference" and r.finished is not None]
+    cands = [r for r in ledger.runs.values() if r.role == "candidate" and r.finished is not None]
+    ref, cand = _side(refs), _side(cands)
+    if not ref["passed"] or not cand["passed"]:
+        return None
+    speed = (ref["steady_step_s"] / cand["steady_step_s"]
+             if ref["steady_step_s"] and cand["steady_step_s"] else None)
+    cost = (cand["usd_per_successful_run"] / ref["usd_per_successful_run"]
+            if cand["usd_per_successful_run"] is not None and ref["usd_per_successful_run"]
+            else None)
+    return {"reference": ref, "candidate": cand, "throughput_ratio": speed,
+            "cost_ratio": cost, "line": _sentence(ref, cand, speed, cost)}
+
+
+def _sentence(ref: dict[str, Any], cand: dict[str, Any], speed: float | None,
+              cost: float | None) -> str:
+    if speed is None:
+        parts = ["steady step time unknown (no step records)"]
+    else:
+        parts = [f"candidate {speed:.2g}× the reference's steady throughput "
+                 f"({_ms(cand['steady_step_s'])} vs {_ms(ref['steady_step_s'])} a step)"]
+    failed = cand["runs"] - cand["passed"]
+    retries = f", {failed} failed attempt{'s' if failed != 1 else ''} included" if failed else ""
+    if cost is None:
+        parts.append("cost not priced" if cand["usd"] is None or ref["usd"] is None
+                     else "reference cost $0")
+    else:
+        pct = round((1 - cost) * 100)
+        times = f"{cost:.1f}" if cost < 10 else f"{cost:,.0f}"
+        word = (f"{times}× the cost" if cost >= 2 else f"{pct}% cheaper" if pct > 0
+                else f"{-pct}% dearer" if pct < 0 else "the same cost")
+        parts.append(f"{word} per successful run (${cand['usd_per_successful_run']:.4f} vs "
+                     f"${ref['usd_per_successful_run']:.4f}{retries})")
+    head = ", ".join(parts)
+    tail = [f"{cand['compile_s']:.1f} s of preparation first (reference "
+            f"{ref['compile_s']:.1f} s)"] if cand["compile_s"] is not None else []
+    if cand["devices"] != ref["devices"]:
+        tail.append(f"{cand['devices']} device(s) vs {ref['devices']}")
+    return "; ".join([head, *tail])
+
+
+def _ms(s: float | None) -> str:
+    return "?" if s is None else f"{s * 1000:.3g} ms"

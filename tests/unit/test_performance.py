@@ -1,0 +1,46 @@
+"""The performance and cost sentence (core/log/performance.py), folded from run events whose
+figures are worked out here by hand from the shipped price table."""
+
+from __future__ import annotations
+
+from portside.core.log import events as ev
+from portside.core.log.ledger import fold
+from portside.core.log.performance import performance
+
+SID = "20261202-perf"
+H100 = {"device_kind": "CUDA", "device_name": "NVIDIA H100 80GB HBM3", "device_count": 1}
+V5E = {"device_kind": "TPU", "device_name": "TPU v5 lite", "device_count": 4}
+
+
+def _run(run_id: str, role: str, attempt: int, outcome: str, wall: float, device: dict,
+         steady: float | None = None, compile_s: float = 0.0) -> list[ev.Event]:
+    return [ev.RunStarted(session_id=SID, run_id=run_id, role=role, attempt=attempt,  # type: ignore[arg-type]
+                          command="python train.py", target="tpu"),
+            ev.RunFinished(session_id=SID, run_id=run_id, exit_code=0 if outcome == "passed"
+                           else 1, outcome=outcome, wall_s=wall, compile_s=compile_s,
+                           steady_step_s=steady, steps=100, device=device)]
+
+
+def test_the_sentence_counts_failed_retries_and_preparation() -> None:
+    events = [ev.SessionStarted(session_id=SID, project="/p", target="tpu"),
+              *_run("ref1", "reference", 0, "passed", 3600.0, H100, steady=0.040),
+              *_run("cand1", "candidate", 1, "failed-error", 600.0, V5E),
+              *_run("cand2", "candidate", 2, "passed", 1800.0, V5E, steady=0.021,
+                    compile_s=41.0)]
+    perf = performance(fold(events))
+    assert perf is not None
+    # H100 $6.88/h x 1 h; v5e $1.20/chip-hour x 4 chips x (10 + 30) min = $3.20, the failed
+    # attempt's $0.80 included: 3.20 / 6.88 = 0.465, 53% cheaper; 40 / 21 ms = 1.9x
+    assert round(perf["cost_ratio"], 3) == 0.465
+    assert round(perf["throughput_ratio"], 3) == 1.905
+    assert perf["line"] == (
+        "candidate 1.9× the reference's steady throughput (21 ms vs 40 ms a step), 53% cheaper "
+        "per successful run ($3.2000 vs $6.8800, 1 failed attempt included); 41.0 s of "
+        "preparation first (reference 0.0 s); 4 device(s) vs 1")
+
+
+def test_no_sentence_before_both_sides_passed() -> None:
+    events = [ev.SessionStarted(session_id=SID, project="/p", target="tpu"),
+              *_run("ref1", "reference", 0, "passed", 60.0, H100, steady=0.04),
+              *_run("cand1", "candidate", 1, "failed-error", 60.0, V5E)]
+    assert performance(fold(events)) is None
