@@ -525,5 +525,9 @@ def stats_cmd(ctx: click.Context, db: Path | None, project: str | None, since: s
 
     stats(_open_store(ctx, db), project, since, fmt)
 
+from .study import study_group  # noqa: E402 (registered after the commands above)
+
+main.add_command(study_group)
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,49 @@
+"""A study's view of the database: the one writer for its events, the logs it resumes from,
+and which session holds which task (``session.started`` ``meta.study``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from portside.core import events as ev
+
+from .queries import Store
+
+
+def study_sessions(store: Store, study: str) -> dict[str, str]:
+    """task id -> the session holding it (the latest started, should there be several)."""
+    out: dict[str, tuple[float, str]] = {}
+    rows = store.conn.execute(
+        "SELECT session_id, ts FROM events WHERE kind = 'session.started' ORDER BY ts").fetchall()
+    for sid, ts in rows:
+        body = next(store.event_bodies(sid, kinds=["session.started"]), None)
+        if body is None:
+            continue
+        meta = json.loads(body).get("meta") or {}
+        info = meta.get("study") if isinstance(meta, dict) else None
+        if isinstance(info, dict) and info.get("name") == study and info.get("task"):
+            out[str(info["task"])] = (ts, sid)
+    return {task: sid for task, (_, sid) in out.items()}
+
+
+class StoreStudyLog:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.recorder = store.recorder
+
+    def find(self, study: str) -> dict[str, str]:
+        return study_sessions(self.store, study)
+
+    def events(self, session_id: str) -> list[ev.Event]:
+        self.recorder.flush()
+        return list(self.store.events(session_id))
+
+    def append(self, event: ev.Event) -> None:
+        self.recorder.append(event)
+
+    def flush(self) -> None:
+        self.recorder.flush()
+
+    def info(self) -> dict[str, Any]:
+        return {"path": str(self.store.path)}
