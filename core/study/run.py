@@ -10,6 +10,7 @@ nothing here keeps a fact the database does not hold (``study status`` folds the
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -63,6 +64,8 @@ class StudyRun:
         self.max_tries = max_tries
         self.on_change = on_change or (lambda task_id, what: None)
         self._say = threading.Lock()
+        # Per phase started: seconds from submit to its first event here (bench_study.py).
+        self.first_event_s: list[float] = []
 
     def run(self) -> list[TaskResult]:
         known = self.log.find(self.manifest.name)
@@ -94,11 +97,12 @@ class StudyRun:
             while True:
                 log = self.log.events(sid) if log or result.tries else []
                 result.tries += 1
+                submitted = time.perf_counter()
                 stream = self.engine.start(self._job(task, sid, phase, log),
                                            task.resources(phase))
                 self._tell(task, f"{phase} phase started ({stream.where})")
                 try:
-                    self._ingest(sid, stream, first=not log)
+                    self._ingest(sid, stream, not log, submitted)
                     self._tell(task, f"{phase} phase done")
                     break
                 except WorkerLost as exc:
@@ -133,9 +137,13 @@ class StudyRun:
             "log": [ev.encode(e).decode() for e in log],
         }
 
-    def _ingest(self, sid: str, stream: Any, first: bool) -> None:
+    def _ingest(self, sid: str, stream: Any, first: bool, submitted: float) -> None:
         """Each line the worker wrote, checked, appended in order; the writer numbers it."""
+        timed = False
         for line in stream.lines():
+            if not timed:
+                timed = True
+                self.first_event_s.append(time.perf_counter() - submitted)
             try:
                 event = ev.decode(line)
                 ev.check_payload(event)
