@@ -119,7 +119,13 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
 
     store = _open_store(ctx, db)
     rows = store.sessions()
+    from portside.store.study_log import session_studies
+
+    studies = session_studies(store)
     for r in rows:
+        if r["session_id"] in studies:
+            r["study_name"], task = studies[r["session_id"]]
+            r["study"] = f"{r['study_name']} · {task}"
         try:
             r["compute_usd"] = session_costs(store, r["session_id"])["compute_usd"]
         except Exception:  # a cost is a nicety here, never a reason not to list

@@ -11,9 +11,9 @@ from portside.core import events as ev
 from .queries import Store
 
 
-def study_sessions(store: Store, study: str) -> dict[str, str]:
-    """task id -> the session holding it (the latest started, should there be several)."""
-    out: dict[str, tuple[float, str]] = {}
+def _studies(store: Store) -> list[tuple[str, float, dict[str, Any]]]:
+    """(session, started, meta.study) of every session a study ran, oldest first."""
+    out = []
     rows = store.conn.execute(
         "SELECT session_id, ts FROM events WHERE kind = 'session.started' ORDER BY ts").fetchall()
     for sid, ts in rows:
@@ -22,9 +22,20 @@ def study_sessions(store: Store, study: str) -> dict[str, str]:
             continue
         meta = json.loads(body).get("meta") or {}
         info = meta.get("study") if isinstance(meta, dict) else None
-        if isinstance(info, dict) and info.get("name") == study and info.get("task"):
-            out[str(info["task"])] = (ts, sid)
-    return {task: sid for task, (_, sid) in out.items()}
+        if isinstance(info, dict) and info.get("name") and info.get("task"):
+            out.append((sid, ts, info))
+    return out
+
+
+def study_sessions(store: Store, study: str) -> dict[str, str]:
+    """task id -> the session holding it (the latest started, should there be several)."""
+    return {str(info["task"]): sid for sid, _, info in _studies(store)
+            if info.get("name") == study}
+
+
+def session_studies(store: Store) -> dict[str, tuple[str, str]]:
+    """session -> (study, task), for the sessions screen's grouping."""
+    return {sid: (str(info["name"]), str(info["task"])) for sid, _, info in _studies(store)}
 
 
 class StoreStudyLog:
