@@ -175,7 +175,7 @@ def report_cmd(ctx: click.Context, manifest: Path, fmt: str, output: Path | None
 
         text = report_md(report, None)
         sys.stdout.write(text)
-        Console().print(figure.terminal(report))
+        Console().print(terminal_figure(report))
         return
     sys.stdout.write(text)
 
@@ -231,3 +231,32 @@ def report_md(report: dict[str, Any], image: str | None) -> str:
     if image is not None:
         lines += ["", f"![outcome per task and cost per task]({image})"]
     return "\n".join(lines) + "\n"
+
+
+def terminal_figure(report: dict[str, Any]) -> Any:
+    """The same figure as rich Text: a block per task coloured by outcome, a cost bar."""
+    from rich.text import Text
+
+    from portside.core.study import figure
+    from portside.core.textsafe import markup_free
+
+    rows = report["tasks"]
+    top = max((r["total_usd"] for r in rows), default=0.0) or 1.0
+    width = max((len(r["project"]) for r in rows), default=4) + 2
+    text = Text()
+    projects: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        projects.setdefault(r["project"], []).append(r)
+    for name, tasks in projects.items():
+        text.append(markup_free(name).ljust(width))
+        for r in tasks:
+            text.append("■ ", style=figure.TERMINAL.get(figure.outcome_of(r), "white"))
+        usd = sum(r["total_usd"] for r in tasks)
+        text.append(" " + "█" * max(1, round(20 * usd / top)), style="grey50")
+        ok = sum(r["successful_runs"] for r in tasks)
+        text.append(f" ${usd:.4f}" + (f" (${usd / ok:.4f}/success)" if ok else " (no success)"))
+        text.append("\n")
+    for outcome in ("passed", "failed-silent", "failed-error", "pending"):
+        text.append("■ ", style=figure.TERMINAL[outcome])
+        text.append(outcome + "  ")
+    return text

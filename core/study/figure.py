@@ -1,5 +1,6 @@
 """The study's figure: outcomes per project, and cost per successful task. An SVG for the
-Markdown report (written by hand: no plotting dependency) and the same bars for a terminal."""
+Markdown report (written by hand: no plotting dependency); cli/study.py draws the same bars
+on a terminal with TERMINAL's colours."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ TERMINAL = {"passed": "green", "failed-silent": "yellow", "failed-error": "red",
             "waiting": "grey62", "pending": "grey70"}
 
 
-def _outcome(row: dict[str, Any]) -> str:
+def outcome_of(row: dict[str, Any]) -> str:
     return str(row["outcome"] or row["state"])
 
 
@@ -42,8 +43,8 @@ def svg(report: dict[str, Any]) -> str:
         for k, r in enumerate(tasks):
             x = label_w + k * (cell + 3)
             out.append(f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" '
-                       f'fill="{COLOURS.get(_outcome(r), "#999")}"><title>{escape(r["task"])}: '
-                       f'{escape(_outcome(r))}</title></rect>')
+                       f'fill="{COLOURS.get(outcome_of(r), "#999")}"><title>{escape(r["task"])}: '
+                       f'{escape(outcome_of(r))}</title></rect>')
         usd = sum(r["total_usd"] for r in tasks)
         ok = sum(r["successful_runs"] for r in tasks)
         bx = label_w + cells_w
@@ -60,31 +61,3 @@ def svg(report: dict[str, Any]) -> str:
         x += 16 + 8 * len(outcome) + 14
     out.append("</svg>")
     return "\n".join(out) + "\n"
-
-
-def terminal(report: dict[str, Any]) -> Any:
-    """The same figure as rich Text: a block per task coloured by outcome, a cost bar."""
-    from rich.text import Text
-
-    from portside.core.textsafe import markup_free
-
-    rows = report["tasks"]
-    top = max((r["total_usd"] for r in rows), default=0.0) or 1.0
-    width = max((len(r["project"]) for r in rows), default=4) + 2
-    text = Text()
-    projects: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        projects.setdefault(r["project"], []).append(r)
-    for name, tasks in projects.items():
-        text.append(markup_free(name).ljust(width))
-        for r in tasks:
-            text.append("■ ", style=TERMINAL.get(_outcome(r), "white"))
-        usd = sum(r["total_usd"] for r in tasks)
-        text.append(" " + "█" * max(1, round(20 * usd / top)), style="grey50")
-        ok = sum(r["successful_runs"] for r in tasks)
-        text.append(f" ${usd:.4f}" + (f" (${usd / ok:.4f}/success)" if ok else " (no success)"))
-        text.append("\n")
-    for outcome in ("passed", "failed-silent", "failed-error", "pending"):
-        text.append("■ ", style=TERMINAL[outcome])
-        text.append(outcome + "  ")
-    return text
