@@ -91,7 +91,8 @@ def test_study_on_ray_survives_a_killed_node(tmp_path: Path) -> None:
     study = manifest(tmp_path)
     cluster = LocalRayCluster(env)
     try:
-        tpu_a = cluster.add_node("tpu-a", {"TPU": 1})
+        # TPU nodes lend no CPU: references go to the head, so the kill cuts one phase only.
+        tpu_a = cluster.add_node("tpu-a", {"TPU": 1}, cpus=0)
         a_id = next(n["id"] for n in cluster.alive_nodes() if "TPU" in n["resources"])
         db = tmp_path / "ray.db"
         run = subprocess.Popen(
@@ -105,7 +106,7 @@ def test_study_on_ray_survives_a_killed_node(tmp_path: Path) -> None:
             time.sleep(0.5)
         killed = cluster.kill(tpu_a)
         assert killed >= 3  # ray start, its raylet, a worker (and what the worker started)
-        cluster.add_node("tpu-b", {"TPU": 1})
+        cluster.add_node("tpu-b", {"TPU": 1}, cpus=0)
         out, _ = run.communicate(timeout=1500)
         assert run.returncode == 0, out
         nodes = {n["id"]: n for n in cluster.nodes_info()}
