@@ -66,16 +66,34 @@ class StudyRun:
         self._say = threading.Lock()
         # Per phase started: seconds from submit to its first event here (bench_study.py).
         self.first_event_s: list[float] = []
+        self._live: set[Any] = set()  # the phases' streams now running
+        self._stopping = False
 
     def run(self) -> list[TaskResult]:
         known = self.log.find(self.manifest.name)
-        with ThreadPoolExecutor(max_workers=max(1, self.engine.slots),
-                                thread_name_prefix="study-task") as pool:
+        pool = ThreadPoolExecutor(max_workers=max(1, self.engine.slots),
+                                  thread_name_prefix="study-task")
+        try:
             futures = [pool.submit(self._task, t, known.get(t.task_id)) for t in
                        self.manifest.tasks]
             results = [f.result() for f in futures]
+        except BaseException:
+            # ^C: every live phase told to stop (its runs cut off, as a signal cuts them);
+            # the sessions stay open for the next `study run` to continue.
+            self.stop()
+            pool.shutdown(wait=True, cancel_futures=True)
+            self.log.flush()
+            raise
+        pool.shutdown()
         self.log.flush()
         return results
+
+    def stop(self) -> None:
+        self._stopping = True
+        with self._say:
+            live = list(self._live)
+        for stream in live:
+            stream.cancel()
 
     def _tell(self, task: Task, what: str) -> None:
         with self._say:
@@ -89,17 +107,22 @@ class StudyRun:
             self._tell(task, "done earlier: not run again")
             return result
         for phase in task.phases:
-            log = self.log.events(sid) if session_id or result.tries else []
+            log = self.log.events(sid)  # a new session's is empty
             if log and final_end(log) is not None:
                 break  # the reference phase ended it (e.g. the engine failed)
             if phase == "reference" and _references_done(log, task.reference_runs):
                 continue
             while True:
-                log = self.log.events(sid) if log or result.tries else []
+                if self._stopping:
+                    result.error = "stopped"
+                    return result
+                log = self.log.events(sid)
                 result.tries += 1
                 submitted = time.perf_counter()
                 stream = self.engine.start(self._job(task, sid, phase, log),
                                            task.resources(phase))
+                with self._say:
+                    self._live.add(stream)
                 self._tell(task, f"{phase} phase started ({stream.where})")
                 try:
                     self._ingest(sid, stream, not log, submitted)
@@ -110,6 +133,9 @@ class StudyRun:
                     stream.cancel()
                     self.log.flush()
                     started = bool(self.log.events(sid))
+                    if self._stopping:
+                        result.error = "stopped"
+                        return result
                     if result.lost >= self.max_tries:
                         why = f"study: the {phase} phase's worker was lost {result.lost} " \
                               f"times; last: {exc}"
@@ -124,7 +150,9 @@ class StudyRun:
                             detail=f"{phase} phase's worker lost ({exc}); run again from the "
                                    f"log (try {result.lost + 1} of {self.max_tries})"))
                     self._tell(task, f"{phase} phase lost, run again: {exc}")
-                    log = self.log.events(sid) if started else []
+                finally:
+                    with self._say:
+                        self._live.discard(stream)
         self.log.flush()
         return result
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -39,6 +40,7 @@ class ChannelSink:
         self._out = out
         self._seq = next_seq
         self._lock = threading.Lock()
+        self.gone = False  # the reader is gone: nothing more can reach the log
 
     def append(self, event: ev.Event) -> ev.Event:
         with self._lock:
@@ -46,8 +48,14 @@ class ChannelSink:
             self._seq += 1
             if not event.ts:
                 event.ts = time.time()
-            self._out.write(ev.encode(event) + b"\n")
-            self._out.flush()
+            if not self.gone:
+                try:
+                    self._out.write(ev.encode(event) + b"\n")
+                    self._out.flush()
+                except (BrokenPipeError, ValueError):
+                    # The head died: the engine winds down (its parent-watch stops it)
+                    # instead of failing on every publish; the log resumes from what arrived.
+                    self.gone = True
         return event
 
     def append_durable(self, event: ev.Event, timeout: float = 30.0) -> ev.Event:
@@ -145,9 +153,13 @@ def run_job(job: dict[str, Any], out: BinaryIO) -> None:
 
         engine = SessionEngine(config, sink, session_id=job["session_id"])
     phase = job["phase"]
-    _watch_parent(engine)
+
+    async def watched(coro: Any) -> None:
+        _watch_parent(engine, asyncio.get_running_loop())
+        await coro
+
     if phase == "reference":
-        asyncio.run(_references_only(engine))
+        asyncio.run(watched(_references_only(engine)))
     else:
         if not log:  # a new session (an agent's one phase): placed once it has started
             engine.bus.subscribe(lambda e: _placed(engine, phase)
@@ -161,12 +173,13 @@ def run_job(job: dict[str, Any], out: BinaryIO) -> None:
                     first = False
                     _placed(engine, phase)
             engine.bus.subscribe(on_event)
-        asyncio.run(engine.run())
+        asyncio.run(watched(engine.run()))
 
 
-def _watch_parent(engine: Any) -> None:
+def _watch_parent(engine: Any, loop: asyncio.AbstractEventLoop) -> None:
     """stdin closes when the process that started this worker is gone (a dead Ray worker, a
-    killed `study run`): stop the runs (marked cut off, as a signal would), then exit."""
+    killed `study run`) or stops it (^C there): the session is interrupted as a signal
+    interrupts it (live runs cut off, never attempts; resumable), then the worker exits."""
 
     def watch() -> None:
         # The raw descriptor, not sys.stdin: a daemon thread inside a buffered read holds its
@@ -176,8 +189,9 @@ def _watch_parent(engine: Any) -> None:
                 pass
         except OSError:
             pass
-        engine.verifier.cut_off = "the study's worker lost its parent while this run was live"
-        engine.verifier.abort()
+        with contextlib.suppress(RuntimeError):  # the loop has ended: nothing left to stop
+            loop.call_soon_threadsafe(engine.interrupt,
+                                      "the end of its stdin (the study stopped or died)")
         time.sleep(PARENT_GONE_GRACE_S)
         os._exit(70)
 

@@ -51,10 +51,15 @@ class LocalRayCluster:
 
     def add_node(self, name: str, resources: dict[str, float], cpus: int = 1
                  ) -> subprocess.Popen[bytes]:
-        n = len(self.alive_nodes())
+        # A node killed just before may still count as alive: wait for a new id instead.
+        known = {n["id"] for n in self.nodes_info()}
         proc = self._start(["--address", self.address, "--num-cpus", str(cpus),
                             "--resources", json.dumps(resources)], name)
-        self.wait_nodes(n + 1)
+        deadline = time.monotonic() + 180
+        while not any(n["id"] not in known for n in self.alive_nodes()):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise TimeoutError(f"node {name} never joined the Ray cluster")
+            time.sleep(1.0)
         return proc
 
     def nodes_info(self) -> list[dict[str, Any]]:
