@@ -89,3 +89,16 @@ def test_bad_toml_and_bad_criteria_say_where(tmp_path: Path) -> None:
 def test_the_shipped_example_study_parses() -> None:
     m = load_manifest(REPO / "sessions" / "study" / "manifest.toml")
     assert len(m.tasks) == 6 and all(Path(t.folder).is_dir() for t in m.tasks)
+
+
+def test_study_run_refuses_a_bad_manifest_before_anything_runs(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from portside.cli.main import main
+
+    path = write(tmp_path, GOOD.replace('path = "proj"', 'path = "gone"'))
+    db = tmp_path / "s.db"
+    res = CliRunner().invoke(main, ["study", "run", str(path), "--db", str(db)])
+    assert res.exit_code == 2
+    assert f"{path}:8: project[1].path: " in res.output and "is not a folder" in res.output
+    assert not db.exists()  # refused before the database was even opened
