@@ -38,9 +38,20 @@ class LocalRayCluster:
                                  str(head_cpus), "--include-dashboard", "false",
                                  "--temp-dir", str(self.temp)], "head")
 
-    def _start(self, args: list[str], name: str) -> subprocess.Popen[bytes]:
+    def _start(self, args: list[str], name: str, tries: int = 3) -> subprocess.Popen[bytes]:
         """Start a node and wait until `ray start` says it runs (it has registered with the
-        head): no driver is connected to ask, which takes minutes on a loaded machine."""
+        head): no driver is connected to ask, which takes minutes on a loaded machine. A node
+        whose start timed out on a busy GCS ("node timed out during startup") is started again,
+        as an autoscaler would."""
+        for attempt in range(1, tries + 1):
+            try:
+                return self._start_once(args, f"{name}-{attempt}" if attempt > 1 else name)
+            except RuntimeError:
+                if attempt == tries or "--head" in args:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self, args: list[str], name: str) -> subprocess.Popen[bytes]:
         path = self.temp / f"{name}.log"
         log = open(path, "ab")  # noqa: SIM115 (closed with the process)
         proc = subprocess.Popen(
@@ -88,4 +99,6 @@ def ray_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
     env["OMP_NUM_THREADS"] = "1"
     env["RAY_DISABLE_USAGE_STATS"] = "1"
+    # A loaded machine's GCS registers a node slower than Ray's default 30 s wait.
+    env.setdefault("RAY_raylet_start_wait_time_s", "120")
     return env
