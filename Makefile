@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	@( $(PY) -m pip install -q --upgrade pip && \
 	   ( $(PY) -m pip install -q torch==2.13.0 || $(PY) -m pip install -q "torch>=2.4" ) && \
-	   $(PY) -m pip install -q -e '.[dev,claude-code]' ) > $(VENV)/install.log 2>&1 \
+	   $(PY) -m pip install -q -e '.[dev,claude-code,ray]' ) > $(VENV)/install.log 2>&1 \
 	   || { tail -50 $(VENV)/install.log; echo "portside: install failed, see $(VENV)/install.log"; exit 1; }
 	touch $@
 

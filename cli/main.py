@@ -120,7 +120,13 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
 
     store = _open_store(ctx, db)
     rows = store.sessions()
+    from portside.store.study_log import session_studies
+
+    studies = session_studies(store)
     for r in rows:
+        if r["session_id"] in studies:
+            r["study_name"], task = studies[r["session_id"]]
+            r["study"] = f"{r['study_name']} · {task}"
         try:
             r["compute_usd"] = session_costs(store, r["session_id"])["compute_usd"]
         except Exception:  # a cost is a nicety here, never a reason not to list
@@ -569,6 +575,9 @@ def attach_cmd(ctx: click.Context, tree: Path, reference: str, candidate: str | 
            reference_target=reference_target, policy=headless_policy(policy, headless),
            headless=headless, as_json=as_json, timeout_s=timeout_s, stall_s=stall_s,
            no_sandbox=no_sandbox, db=db)
+from .study import study_group  # noqa: E402 (registered after the commands above)
+
+main.add_command(study_group)
 
 if __name__ == "__main__":
     main()

@@ -30,6 +30,7 @@ COLUMNS: list[tuple[str, str]] = [
     ("human_s", "human min"),
     ("cost", "cost $"),
     ("verdict", "verdict"),
+    ("study", "study · task"),
 ]
 
 
@@ -111,7 +112,10 @@ class SessionsApp(App[str | None]):
             v = r.get(self.sort_key)
             return (v is None, v if v is not None else 0)
 
-        return sorted(rows, key=key, reverse=self.reverse)
+        rows = sorted(rows, key=key, reverse=self.reverse)
+        # Grouped by study (a study's sessions together, each group in the chosen order);
+        # sessions of no study last.
+        return sorted(rows, key=lambda r: (r.get("study") is None, r.get("study_name") or ""))
 
     def refill(self) -> None:
         table = self.query_one(DataTable)

@@ -62,3 +62,29 @@ async def test_visibility_stays_textuals(tmp_path: Path) -> None:
         await pilot.press("slash", *"resnet")
         await pilot.pause()
         assert table.row_count == 1
+
+
+async def test_sessions_are_grouped_by_study(tmp_path: Path) -> None:
+    """Sessions a study ran (session.started meta.study) sit together, each study's in the
+    chosen order, the study and task in a column; sessions of no study after them."""
+    from portside.store.study_log import session_studies
+
+    with Store(tmp_path / "g.db") as store:
+        for sid, t, study in (("x-1", 100.0, "alpha"), ("x-2", 200.0, None),
+                              ("x-3", 300.0, "beta"), ("x-4", 400.0, "alpha")):
+            meta = {"study": {"name": study, "task": f"t{sid[-1]}"}} if study else {}
+            store.recorder.append(ev.SessionStarted(session_id=sid, ts=t, project="/p/m",
+                                                    target="tpu", meta=meta))
+        store.recorder.flush()
+        rows = store.sessions()
+        studies = session_studies(store)
+    for r in rows:  # as `portside sessions` fills them
+        if r["session_id"] in studies:
+            r["study_name"], task = studies[r["session_id"]]
+            r["study"] = f"{r['study_name']} · {task}"
+    app = SessionsApp(rows, "g.db")
+    async with app.run_test(size=(160, 30)):
+        table = app.query_one(DataTable)
+        order = [str(table.coordinate_to_cell_key((i, 0)).row_key.value) for i in range(4)]
+        assert order == ["x-4", "x-1", "x-3", "x-2"]  # alpha newest first, beta, then none
+        assert str(table.get_row("x-4")[-1]) == "alpha · t4"

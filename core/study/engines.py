@@ -1,0 +1,38 @@
+"""The seam between a study and what runs its tasks: an engine starts one phase of one task
+somewhere and hands back the phase's event lines, in order, as they come.
+
+Two engines ship: ``local`` (core/study/local_engine.py: worker processes on this machine, at
+most ``--parallel`` at once) and ``ray`` (core/study/ray_engine.py: each phase a Ray task with
+the phase's resource request, placed by Ray). Another engine (SkyPilot, Kubernetes Jobs) is a
+class with ``start``: it must run ``python -m portside.core.study.worker`` with the job on
+stdin where the resources are, and carry the lines the worker writes back to this process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+
+class WorkerLost(RuntimeError):
+    """The phase did not end in good order (its worker, process or node died): it is run again
+    from the session's log."""
+
+
+class PhaseStream(Protocol):
+    where: str  # a label, before the worker says exactly where it runs
+
+    def lines(self) -> Iterator[bytes]:
+        """Each event line, in order; ends after the phase's done line; WorkerLost else."""
+        ...
+
+    def cancel(self) -> None: ...
+
+
+class Engine(Protocol):
+    name: str
+    slots: int  # phases at once (local: --parallel; ray: as many as the cluster takes)
+
+    def start(self, job: dict[str, Any], resources: dict[str, float]) -> PhaseStream: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,214 @@
+"""One phase of one study task, in a process of its own, on whichever machine the engine chose.
+
+``python -m portside.core.study.worker --events-fd N``: the job (one JSON line) comes on stdin;
+the session's events go out on descriptor N, one encoded event per line, and a last line
+``{"phase": "done"}`` once the phase ended in good order. Nothing is written to any database
+here: the submitting machine's one writer appends what arrives (core/study/run.py).
+
+A job names its session and carries the session's log so far: a phase after the first, or one
+whose worker died, continues the session from that log exactly as ``run --resume`` does
+(core/session/resume.py): finished references are not run again, a run the dead worker left live is
+finished ``aborted`` / ``engine-killed`` (never an attempt). stdin stays open for the worker's
+life: when it closes, whoever started the worker is gone, and the live runs are stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from portside.core.log import events as ev
+
+DONE = b'{"phase": "done"}\n'
+PARENT_GONE_GRACE_S = 5.0  # for the runs to be stopped before the worker exits anyway
+
+
+class ChannelSink:
+    """The engine's sink: each event, encoded, on the channel, in order. ``seq`` continues the
+    log the job carried, so the worker's own view (ledger, resume rules) matches the head's."""
+
+    def __init__(self, out: BinaryIO, next_seq: int) -> None:
+        self._out = out
+        self._seq = next_seq
+        self._lock = threading.Lock()
+        self.gone = False  # the reader is gone: nothing more can reach the log
+
+    def append(self, event: ev.Event) -> ev.Event:
+        with self._lock:
+            event.seq = self._seq
+            self._seq += 1
+            if not event.ts:
+                event.ts = time.time()
+            if not self.gone:
+                try:
+                    self._out.write(ev.encode(event) + b"\n")
+                    self._out.flush()
+                except (BrokenPipeError, ValueError):
+                    # The head died: the engine winds down (its parent-watch stops it)
+                    # instead of failing on every publish; the log resumes from what arrived.
+                    self.gone = True
+        return event
+
+    def append_durable(self, event: ev.Event, timeout: float = 30.0) -> ev.Event:
+        # Durable where the head commits it; the channel is in order, so this is an append.
+        return self.append(event)
+
+
+def where_label() -> str:
+    """Where this worker runs, for the log: the engine's node id when it gave one."""
+    node = os.environ.get("PORTSIDE_STUDY_NODE", "")
+    return f"{socket.gethostname()}" + (f" (node {node[:12]})" if node else "")
+
+
+def _agent(spec: str, task_text: str) -> Any:
+    """The manifest's agent (checked there: claude[:MODEL], claude-code[:MODEL], scripted:FILE)."""
+    if spec.startswith("scripted:"):
+        from portside.core.agent.scripted import ScriptedAgent
+
+        return ScriptedAgent(Path(spec.removeprefix("scripted:")))
+    kind, _, model = spec.partition(":")
+    if kind == "claude-code":
+        from portside.core.claude_code.live import ClaudeCodeAgent, default_task
+
+        agent = ClaudeCodeAgent(model or None)
+        agent.task = task_text or default_task("tpu")
+        return agent
+    from portside.core.agent.claude import ClaudeAgent
+
+    return ClaudeAgent(model=model or "claude-sonnet-4-5")
+
+
+def _config(task: Any, work_root: Path, project: Path, study: dict[str, Any]) -> Any:
+    from portside.core.log.criteria import load_criteria
+    from portside.core.session.engine import SessionConfig
+
+    agent = _agent(task.agent, task.agent_task) if task.agent else None
+    return SessionConfig(
+        project=project, target=task.target, reference_command=task.reference,
+        candidate_command=task.candidate, criteria=load_criteria(task.criteria or None),
+        criteria_path=task.criteria, reference_runs=task.reference_runs,
+        reference_target=task.reference_target, timeout_s=task.timeout_s, stall_s=task.stall_s,
+        # A study has no reviewer at each session's side: edits are decided by policy.
+        agent=agent, policy="auto", mode="verify" if agent is None else "headless",
+        work_root=work_root, isolate=agent is not None, meta={"study": study},
+    )
+
+
+async def _references_only(engine: Any) -> None:
+    """The reference phase: the session's start (or its resume) and its reference runs, and
+    no end: the candidate phase continues the session, placed where the target is."""
+    from portside.core.session.resume import restore
+
+    engine._rerun, engine._decided = asyncio.Queue(), asyncio.Event()
+    engine.lock()
+    try:
+        if engine.resumed is None:
+            engine._started()
+        else:
+            restore(engine, engine.resumed)
+        _placed(engine, "reference")
+        ref_cwd, _ = engine._prepare_dirs()
+        for _ in range(max(0, engine.config.reference_runs - len(engine.verifier.references))):
+            if engine._decided_already():
+                break
+            await engine.verifier.run_reference(
+                engine.config.reference_command, ref_cwd,
+                target=engine.config.reference_target, env=engine.config.reference_env)
+    except Exception as exc:
+        engine._failed(exc)
+        raise
+    finally:
+        engine._unlock()
+
+
+def _placed(engine: Any, phase: str) -> None:
+    engine.bus.publish(ev.SessionState(session_id=engine.session_id, state="study-placed",
+                                       detail=f"{phase} phase on {where_label()}"))
+
+
+def run_job(job: dict[str, Any], out: BinaryIO) -> None:
+    from portside.core.session.resume import engine_from_log
+
+    from .checkout import project_folder
+    from .manifest import Task
+
+    task = Task.from_dict(job["task"])
+    log = [ev.decode(line) for line in job.get("log", [])]
+    sink = ChannelSink(out, (log[-1].seq + 1) if log else 1)
+    if log:
+        engine = engine_from_log(log, sink, policy="auto")
+    else:
+        project = project_folder(task, Path(job["work_root"]) / "checkouts")
+        config = _config(task, Path(job["work_root"]), project, job["study"])
+        from portside.core.session.engine import SessionEngine
+
+        engine = SessionEngine(config, sink, session_id=job["session_id"])
+    phase = job["phase"]
+
+    async def watched(coro: Any) -> None:
+        _watch_parent(engine, asyncio.get_running_loop())
+        await coro
+
+    if phase == "reference":
+        asyncio.run(watched(_references_only(engine)))
+    else:
+        if not log:  # a new session (an agent's one phase): placed once it has started
+            engine.bus.subscribe(lambda e: _placed(engine, phase)
+                                 if isinstance(e, ev.SessionStarted) else None)
+        elif engine.resumed is not None:
+            first = True
+
+            def on_event(e: ev.Event) -> None:
+                nonlocal first
+                if first and isinstance(e, ev.SessionState) and e.state == "resumed":
+                    first = False
+                    _placed(engine, phase)
+            engine.bus.subscribe(on_event)
+        asyncio.run(watched(engine.run()))
+
+
+def _watch_parent(engine: Any, loop: asyncio.AbstractEventLoop) -> None:
+    """stdin closes when the process that started this worker is gone (a dead Ray worker, a
+    killed `study run`) or stops it (^C there): the session is interrupted as a signal
+    interrupts it (live runs cut off, never attempts; resumable), then the worker exits."""
+
+    def watch() -> None:
+        # The raw descriptor, not sys.stdin: a daemon thread inside a buffered read holds its
+        # lock, and the interpreter aborts at exit waiting for it.
+        try:
+            while os.read(0, 4096):
+                pass
+        except OSError:
+            pass
+        with contextlib.suppress(RuntimeError):  # the loop has ended: nothing left to stop
+            loop.call_soon_threadsafe(engine.interrupt,
+                                      "the end of its stdin (the study stopped or died)")
+        time.sleep(PARENT_GONE_GRACE_S)
+        os._exit(70)
+
+    threading.Thread(target=watch, name="study-parent-watch", daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="portside.core.study.worker")
+    parser.add_argument("--events-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    out = os.fdopen(args.events_fd, "wb")
+    job = json.loads(sys.stdin.buffer.readline())  # nothing follows it: the rest is EOF
+    run_job(job, out)
+    out.write(DONE)
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
