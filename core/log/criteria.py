@@ -114,6 +114,8 @@ class HostsCriteria:
 
     reference: str = ""
     candidate: str = ""
+    # References run at once (1: one after another); on this machine at most one a core.
+    parallel: int = 1
 
 
 @dataclass(frozen=True)
@@ -286,7 +288,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
     "budget": {"max_attempts": _int(0), "max_cost_usd": _num(), "max_human_minutes": _num()},
     "sandbox": {"network": _bool, "secrets": _bool, "max_processes": _int(0),
                 "max_memory_fraction": _fraction, "tmp_size_fraction": _fraction},
-    "hosts": {"reference": _hosts, "candidate": _hosts},
+    "hosts": {"reference": _hosts, "candidate": _hosts, "parallel": _int(1)},
 }
 SECTIONS = (*SCHEMA, "prices", "output")
 

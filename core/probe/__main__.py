@@ -2,6 +2,7 @@
 
 Runs a Python script with the probe active. The script replaces this process (exec), so its
 exit status and signals are the script's own. Without --out, PORTSIDE_PROBE_OUT must be set.
+The output file (and its per-rank / per-process siblings) is started anew for each run.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import sys
 
 from . import inject_env
+from .outputs import clear_run_files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     offset = args.seed_offset
     if offset is None:
         offset = int(os.environ.get("PORTSIDE_SEED_OFFSET") or 0)
+    clear_run_files(out)  # a run of its own: not appended to what an earlier one left there
     env = inject_env(os.environ, out, offset)
     if cmd[0] == "-m" or cmd[0].endswith(".py") or os.path.isfile(cmd[0]):
         cmd = [sys.executable, *cmd]  # a script or -m module: this interpreter runs it

@@ -35,7 +35,9 @@ NORM_XLA_SAMPLES, NORM_XLA_MIN_SAMPLES = 5, 3  # the stride follows the median o
 # Backward passes become steps only after this many with no optimizer step in between: a
 # gradient-accumulation loop runs several backward passes before its first optimizer step.
 BW_CONFIRM = 16
-PARAM_SUM_EVERY = 10  # multi-process runs: a parameter checksum every N steps (ranks compared)
+PARAM_SUM_EVERY = 10
+OWN_WINDOW = FLUSH_EVERY_STEPS  # steps per sample of the probe's own time (one flush each)
+OWN_RING = 256  # samples the exit record's median is taken over  # multi-process runs: a parameter checksum every N steps (ranks compared)
 # At exit, how long to wait for the background writer; on a signal less (the runner kills 1 s
 # after SIGTERM).
 DRAIN_WAIT_S = 5.0
@@ -43,6 +45,9 @@ DRAIN_WAIT_SIGNAL_S = 0.5
 _MARK = "__portside_probe__"  # set on every function object the probe wraps
 
 _probe: Probe | None = None
+# Set at the first write (json and hmac imported then): one encoder, not one per record.
+_encode: Callable[[Any], str] | None = None
+_digest: Any = None
 
 
 _warned: set[str] = set()
@@ -59,7 +64,7 @@ def _warn(msg: str) -> None:
 
 def _num(x: float | int | None) -> float | int | str | None:
     """A JSON-safe number: non-finite floats become strings, so a NaN loss survives."""
-    if x is None or isinstance(x, (int, str)):
+    if x is None or isinstance(x, (int, str)) or x - x == 0:  # x - x: 0 when finite
         return x
     if x != x:
         return "nan"
@@ -286,7 +291,12 @@ class Probe:
         self.exited = False
         self.started = False  # first step seen: atexit and signal handlers installed
         self.xla_last = (0, 0.0, 0.0)  # CompileTime count, compile s, ExecuteTime s at last step
-        self.probe_s = 0.0  # wall time in the probe's step hooks after step 0 (its overhead)
+        # Wall time in all the probe's per-step work after step 1 (its overhead): the
+        # optimizer hooks, the backward and clip wrappers, flushing; not the functions wrapped.
+        self.probe_s = 0.0
+        self.own_step = 0.0  # this step's share of probe_s so far
+        self.own_win, self.own_win_n, self.own_i = 0.0, 0, 0  # the window being summed
+        self.own_ring: list[float] = []  # the last OWN_RING windows' own time a step
         self.tpu_stats: Any = None  # torch.tpu._get_cache_stats, False when absent
         self.xla_latest: dict[str, Any] | None = None  # the step whose closure ran last
         self.xla_previous: dict[str, Any] | None = None  # and the one before it
@@ -383,6 +393,33 @@ class Probe:
     def _reentry(self) -> bool:
         return getattr(self.tls, "depth", 0) > 0
 
+    def _own_time(self, t0: float) -> None:
+        """Add the time since t0 to the probe's self-reported cost (steady state: steps 0 and
+        1 carry one-time work, facts and the first file open, and are left out)."""
+        if self.steps > 1:
+            dt = time.perf_counter() - t0
+            self.probe_s += dt
+            self.own_step += dt
+
+    def _own_step_done(self) -> None:
+        """Per window of OWN_WINDOW steps (one flush each), the probe's mean own time a step
+        into the ring whose median the exit record reports: robust to the preemptions that
+        dominate a sum on a loaded machine, yet it includes the flushes a per-step median
+        would leave out."""
+        if not self.own_step:
+            return
+        self.own_win += self.own_step
+        self.own_step = 0.0
+        self.own_win_n += 1
+        if self.own_win_n == OWN_WINDOW:
+            ring = self.own_ring
+            if len(ring) < OWN_RING:
+                ring.append(self.own_win / OWN_WINDOW)
+            else:
+                ring[self.own_i % OWN_RING] = self.own_win / OWN_WINDOW
+            self.own_i += 1
+            self.own_win, self.own_win_n = 0.0, 0
+
     def _clip_norm_wrapper(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         import functools
 
@@ -390,15 +427,18 @@ class Probe:
 
         @functools.wraps(fn)  # keeps the signature: torch_xla's patcher compares signatures
         def clip_grad_norm_(parameters: Any, max_norm: Any, *args: Any, **kwargs: Any) -> Any:
-            if probe._reentry():
+            tls = probe.tls
+            if getattr(tls, "depth", 0):
                 return fn(parameters, max_norm, *args, **kwargs)
-            probe.tls.depth = 1
+            tls.depth = 1
             try:
                 total = fn(parameters, max_norm, *args, **kwargs)
             finally:
-                probe.tls.depth = 0
+                tls.depth = 0
+            t0 = time.perf_counter()
             norm_type = args[0] if args else kwargs.get("norm_type", 2.0)
             probe._on_clip(total, max_norm, norm_type)
+            probe._own_time(t0)
             return total
 
         setattr(clip_grad_norm_, _MARK, True)
@@ -413,14 +453,17 @@ class Probe:
         def clip_grads_with_norm_(
             parameters: Any, max_norm: Any, total_norm: Any, *args: Any, **kwargs: Any
         ) -> Any:
-            if probe._reentry():
+            tls = probe.tls
+            if getattr(tls, "depth", 0):  # inside clip_grad_norm_, which records it
                 return fn(parameters, max_norm, total_norm, *args, **kwargs)
-            probe.tls.depth = 1
+            tls.depth = 1
             try:
                 result = fn(parameters, max_norm, total_norm, *args, **kwargs)
             finally:
-                probe.tls.depth = 0
+                tls.depth = 0
+            t0 = time.perf_counter()
             probe._on_clip(total_norm, max_norm, None)
+            probe._own_time(t0)
             return result
 
         setattr(clip_grads_with_norm_, _MARK, True)
@@ -471,7 +514,7 @@ class Probe:
 
         def make(fn: Callable[..., Any]) -> Callable[..., Any]:
             def step(self: Any, *args: Any, **kwargs: Any) -> Any:
-                probe.sched_steps += 1
+                probe.sched_steps += 1  # one add: cheaper than timing it
                 return fn(self, *args, **kwargs)
 
             step.__wrapped__ = fn  # type: ignore[attr-defined]
@@ -534,23 +577,27 @@ class Probe:
 
         @functools.wraps(tensor_backward)
         def backward(self: Any, gradient: Any = None, *args: Any, **kwargs: Any) -> Any:
-            if getattr(probe.tls, "bw", False):
+            tls = probe.tls
+            if getattr(tls, "bw", False):
                 return tensor_backward(self, gradient, *args, **kwargs)
+            t0 = time.perf_counter()
             if gradient is None:
                 probe._on_backward(self)
-            probe.tls.bw = True
+            tls.bw = True
+            probe._own_time(t0)
             try:
                 out = tensor_backward(self, gradient, *args, **kwargs)
             finally:
-                probe.tls.bw = False
+                tls.bw = False
             if not probe.any_opt and gradient is None:
                 probe._after_backward()
             return out
 
         @functools.wraps(autograd_backward)
         def autograd_bw(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
-            if getattr(probe.tls, "bw", False):
+            if getattr(probe.tls, "bw", False):  # inside Tensor.backward, which recorded it
                 return autograd_backward(tensors, grad_tensors, *args, **kwargs)
+            t0 = time.perf_counter()
             if grad_tensors is None:
                 t = tensors
                 if isinstance(t, (list, tuple)) and len(t) == 1:
@@ -558,6 +605,7 @@ class Probe:
                 if isinstance(t, torch.Tensor):
                     probe._on_backward(t)
             probe.tls.bw = True
+            probe._own_time(t0)
             try:
                 out = autograd_backward(tensors, grad_tensors, *args, **kwargs)
             finally:
@@ -615,7 +663,7 @@ class Probe:
                 return
             loss = getattr(t, "_portside_unscaled", t)
             loss = loss.detach()
-            if loss.device.type not in ("cpu", "xla"):
+            if not loss.is_cpu and loss.device.type != "xla":
                 loss = loss.clone()  # async devices: the program may reuse the storage
             if not self.any_opt and not self.in_opt:
                 if self.bw_pending is not None:
@@ -651,8 +699,7 @@ class Probe:
             self.bw_pending = {"loss": self.loss, "norm": norm}
         except Exception as e:
             _warn(f"after-backward hook: {type(e).__name__}: {e}")
-        if self.steps > 1:
-            self.probe_s += time.perf_counter() - t0
+        self._own_time(t0)
 
     def _optimizer_seen(self) -> None:
         # An optimizer (or a scaler stepping one) exists: backward passes are not steps.
@@ -704,15 +751,15 @@ class Probe:
                 self._confirm_backward_steps()
         except Exception as e:
             _warn(f"backward step: {type(e).__name__}: {e}")
-        if self.steps > 1:
-            self.probe_s += time.perf_counter() - t0
+        self._own_time(t0)
+        self._own_step_done()
 
     def _on_clip(self, total: Any, max_norm: Any, norm_type: Any) -> None:
         try:
             torch = self.torch
             if isinstance(total, torch.Tensor):
                 total = total.detach()
-                if total.device.type not in ("cpu", "xla"):
+                if not total.is_cpu and total.device.type != "xla":
                     total = total.clone()
             self.clip = (total, max_norm, norm_type)
             self.clip_calls += 1
@@ -777,8 +824,7 @@ class Probe:
             self.pre_norm = self._own_norm(grads, t0)
         except Exception as e:
             _warn(f"pre-step hook: {type(e).__name__}: {e}")
-        if self.steps > 1:  # steady state: the first step's one-time work (facts) left out
-            self.probe_s += time.perf_counter() - t0
+        self._own_time(t0)
 
     def _post_step(self, opt: Any, args: Any, kwargs: Any) -> None:
         t0 = time.perf_counter()
@@ -787,8 +833,8 @@ class Probe:
             self._record_step(opt)
         except Exception as e:
             _warn(f"post-step hook: {type(e).__name__}: {e}")
-        if self.steps > 1:  # steady state: the first step's one-time work (facts) left out
-            self.probe_s += time.perf_counter() - t0
+        self._own_time(t0)
+        self._own_step_done()
 
     def _record_step(self, opt: Any) -> None:
         seen = self.opt_seen.get(id(opt))
@@ -892,6 +938,8 @@ class Probe:
         torch = self.torch
         for v in (rec["loss"], rec["grad_norm"], *rec["lr"]):
             if isinstance(v, torch.Tensor):  # the first one tells: a step runs on one device
+                if v.is_cpu:
+                    return "cpu"
                 t = v.device.type
                 if t == "xla":
                     self._load_xla()
@@ -916,8 +964,7 @@ class Probe:
             self._maybe_flush()
         except Exception as e:
             _warn(f"xla closure: {type(e).__name__}: {e}")
-        if self.steps > 1:  # steady state: the first step's one-time work (facts) left out
-            self.probe_s += time.perf_counter() - t0
+        self._own_time(t0)
 
     def _xla_totals(self) -> tuple[int, float, float]:
         """CompileTime count and seconds less the probe's own compilations, ExecuteTime s."""
@@ -1245,8 +1292,12 @@ class Probe:
     # ------------------------------------------------------------ values and writing
 
     def _value(self, v: Any, force: bool) -> Any:
+        if type(v) is float:  # most lr values
+            return _num(v)
         torch = self.torch
         if isinstance(v, torch.Tensor):
+            if v.is_cpu:
+                return _num(v.item())
             if v.device.type == "xla":
                 if not force:
                     return None
@@ -1371,8 +1422,14 @@ class Probe:
             self._write_locked(recs)
 
     def _write_locked(self, recs: list[dict[str, Any]]) -> None:
-        import json
+        global _encode, _digest
+        if _encode is None:  # once: json and hmac are imported only by a process that writes
+            import hmac
+            import json
 
+            _encode = json.JSONEncoder(default=str, allow_nan=False).encode
+            _digest = hmac.digest
+        encode, digest = _encode, _digest
         if self.fd is None:
             rank = self._get_rank()
             if rank is not None:
@@ -1384,16 +1441,14 @@ class Probe:
                 os.makedirs(d, exist_ok=True)
             self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             self.path = path
-        import hmac
-
         lines = []
         key = self.seal
         for r in recs:
-            body = json.dumps(r, default=str, allow_nan=False)
+            body = encode(r)
             body = f'{body[:-1]}, "seq": {self.seq}}}'
             self.seq += 1
             if key is not None:  # the format of core/run/seal.py: seal_line
-                tag = hmac.digest(key, body.encode(), "sha256")[:16].hex()
+                tag = digest(key, body.encode(), "sha256")[:16].hex()
                 body = f'{body[:-1]}, "mac": "{tag}"}}'
             lines.append(body + "\n")
         data = "".join(lines).encode()
@@ -1460,6 +1515,8 @@ class Probe:
                 "reason": reason,
                 "probe_s": self.probe_s,
             }
+            if self.own_ring:
+                rec["probe_step_s"] = sorted(self.own_ring)[len(self.own_ring) // 2]
             if self.bw_pending is not None:  # the last step of a loop without an optimizer
                 self._emit_backward_step()
             if self.bw_hold:

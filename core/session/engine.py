@@ -377,13 +377,11 @@ class SessionEngine:
         try:
             ref_cwd, cand_cwd = self._prepare_dirs()
             # Resumed: the references already in the log are not run again.
-            for _ in range(max(0, self.config.reference_runs - len(self.verifier.references))):
-                if self._decided_already():
-                    break
-                await self.verifier.run_reference(
-                    self.config.reference_command, ref_cwd,
-                    target=self.config.reference_target, env=self.config.reference_env,
-                )
+            await self.verifier.run_references(
+                max(0, self.config.reference_runs - len(self.verifier.references)),
+                self.config.reference_command, ref_cwd, target=self.config.reference_target,
+                env=self.config.reference_env, stop=self._decided_already,
+            )
             if self._decided_already():
                 pass
             elif self.config.agent is not None:

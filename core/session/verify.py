@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -133,13 +134,49 @@ class Verifier:
         self.references: list[RunReport] = []
         self.candidates: list[RunReport] = []
         self.current_run: str | None = None
+        self.active_runs: set[str] = set()  # every run under way (references may overlap)
+        self._folders: dict[str, Callable[[list[dict[str, Any]]], None]] = {}  # by run id
+        self._refs_started = 0
         self.live_stats = LiveCheckStats()
         # Set when portside itself is ending (a signal): an aborted run was cut off, not judged.
         self.cut_off = ""
 
     def abort(self, run_id: str | None = None) -> bool:
-        run_id = run_id or self.current_run
-        return bool(run_id) and self.runner.abort(run_id)  # type: ignore[arg-type]
+        """Abort that run; without one, every run under way."""
+        if run_id:
+            return self.runner.abort(run_id)
+        return any([self.runner.abort(r) for r in sorted(self.active_runs)])
+
+    def reference_width(self) -> int:
+        """How many references may run at once: `[hosts] parallel`, on this machine bounded
+        by its cores (each run's interpreter and torch want one); on a remote host the
+        criteria alone say (its cores are not ours to count)."""
+        want = max(1, self.criteria.hosts.parallel)
+        if getattr(self.executors.get("reference"), "label", ""):  # a remote executor
+            return want
+        return max(1, min(want, os.cpu_count() or 1))
+
+    async def run_references(
+        self, count: int, command: str, cwd: Path, *, target: str = "cpu",
+        env: dict[str, str] | None = None, stop: Callable[[], bool] | None = None,
+    ) -> list[RunReport]:
+        """`count` more references, up to reference_width() at once (they are independent:
+        each has its own seed offset, folder and fold); `stop` is asked before each starts.
+        Returned, and kept in self.references, in attempt order."""
+        width = min(self.reference_width(), max(1, count))
+        gate = asyncio.Semaphore(width)
+
+        async def one() -> RunReport | None:
+            async with gate:
+                if stop is not None and stop():
+                    return None
+                return await self.run_reference(command, cwd, target=target, env=env)
+
+        if width == 1:  # one after another, as before: no tasks to cancel on a stop
+            done = [await one() for _ in range(count)]
+        else:
+            done = list(await asyncio.gather(*(one() for _ in range(count))))
+        return sorted((r for r in done if r is not None), key=lambda r: r.attempt)
 
     def _spec(self, role: ev.Role, attempt: int, command: str, cwd: Path, target: str,
               seed_offset: int, env: dict[str, str] | None) -> RunSpec:
@@ -210,12 +247,15 @@ class Verifier:
     async def run_reference(
         self, command: str, cwd: Path, *, target: str = "cpu", env: dict[str, str] | None = None
     ) -> RunReport:
-        n = len(self.references) + 1
+        # Numbered when started: references running at once must not share a number (their
+        # seed offset).
+        n = self._refs_started = max(self._refs_started, len(self.references)) + 1
         spec = self._spec("reference", n, command, cwd, target, n - 1, env)
         live = LiveRecords()
         self.current_run = spec.run_id
         result = await self._run_folding(spec, lambda recs: live.add(recs))
-        self.current_run = None
+        if self.current_run == spec.run_id:
+            self.current_run = None
         records = live.snapshot(_end(result, spec.stall_s), spec.run_id)
         alarms: list[Alarm] = []
         if result.exit_code != 0 or records.n == 0:
@@ -233,19 +273,31 @@ class Verifier:
             self._raise(alarm, spec.run_id)
         report = self._finish(spec, result, alarms, records)
         self.references.append(report)
+        self.references.sort(key=lambda r: r.attempt)  # one that started later may end first
         return report
 
     async def _run_folding(self, spec: RunSpec,
                            on_records: Callable[[list[dict[str, Any]]], None]) -> RunResult:
         """Run with every record handed to `on_records`, which folds it: the runner keeps no
-        record dicts of its own (a long run's would not fit in memory)."""
-        self.runner.on_records = lambda _run_id, recs: on_records(recs)
+        record dicts of its own (a long run's would not fit in memory). Runs at once each
+        get their own records, by run id."""
+        self._folders[spec.run_id] = on_records
+        self.active_runs.add(spec.run_id)
+        self.runner.on_records = self._dispatch
         self.runner.keep_records = False
         try:
             return await self.runner.run(spec)
         finally:
-            self.runner.on_records = None
-            self.runner.keep_records = True
+            del self._folders[spec.run_id]
+            self.active_runs.discard(spec.run_id)
+            if not self._folders:
+                self.runner.on_records = None
+                self.runner.keep_records = True
+
+    def _dispatch(self, run_id: str, recs: list[dict[str, Any]]) -> None:
+        fold = self._folders.get(run_id)
+        if fold is not None:
+            fold(recs)
 
     async def run_candidate(
         self, command: str, cwd: Path, *, env: dict[str, str] | None = None

@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from portside.core.log import events as ev
-from portside.core.study.run import make_engine
 from portside.core.study.manifest import parse_manifest
-from portside.core.study.run import StudyRun
+from portside.core.study.run import StudyRun, make_engine
 from portside.store import Store
 from portside.store.study_log import StoreStudyLog
 

@@ -1,0 +1,64 @@
+"""References at once (issue 30): `[hosts] parallel = 2` runs two references side by side.
+
+Real runs through the real Runner and Verifier: a torch-free trainer (the full-size bench's,
+which writes sealed probe records as the probe does) wrapped in a shell command that stamps
+its own start and end times into a file: that file, not the event log, says whether the runs
+overlapped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.log.criteria import parse_criteria
+from portside.core.session.verify import Verifier
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
+from doubles import MemorySink  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+TRAINER = REPO / "tests" / "bench" / "fullsize_trainer.py"
+HOLD_S = 2.0  # each run lasts at least this long, so that runs at once surely overlap
+
+
+def _command(marks: Path) -> str:
+    stamp = f"{sys.executable} -S -c 'import time; print(time.time())' >> {marks}"
+    return (f"{stamp} && {sys.executable} -S {TRAINER} 200 1 0 1000000 1 && "
+            f"sleep {HOLD_S} && {stamp}")
+
+
+def _verify(tmp: Path, parallel: int) -> tuple[Verifier, MemorySink, list[float]]:
+    marks = tmp / f"marks{parallel}"
+    sink = MemorySink()
+    crit = parse_criteria(f"[hosts]\nparallel = {parallel}\n", "c.toml")
+    verifier = Verifier(EventBus(sink), "par-test", crit, "cpu", tmp / f"probe{parallel}",
+                        stall_s=60.0, timeout_s=120)
+    reports = asyncio.run(verifier.run_references(2, _command(marks), tmp))
+    assert [r.outcome for r in reports] == ["passed", "passed"], [r.alarms for r in reports]
+    assert [r.attempt for r in reports] == [1, 2]
+    assert [r.records.n for r in reports] == [200, 200]  # each fold got its own run's records
+    stamps = sorted(float(x) for x in marks.read_text().split())
+    assert len(stamps) == 4  # two starts, two ends, by the runs' own clocks
+    return verifier, sink, stamps
+
+
+def test_two_references_at_once(tmp_path: Path) -> None:
+    verifier, sink, stamps = _verify(tmp_path, 2)
+    # At once: the second starts while the first holds, so the two earliest stamps are starts.
+    assert stamps[1] - stamps[0] < HOLD_S
+    starts = [e for e in sink.events if isinstance(e, ev.RunStarted)]
+    assert len(starts) == 2 and len({e.run_id for e in starts}) == 2
+    assert sorted(e.seed_offset for e in starts) == [0, 1]  # each its own reference number
+    assert len([e for e in sink.events if isinstance(e, ev.RunFinished)]) == 2
+    assert not verifier.active_runs and verifier.runner.keep_records  # all handed back
+
+
+def test_one_at_a_time_by_default(tmp_path: Path) -> None:
+    _, _, stamps = _verify(tmp_path, 1)
+    # One after another: the first run's end (>= HOLD_S after its start) comes before the
+    # second's start.
+    assert stamps[1] - stamps[0] >= HOLD_S
