@@ -26,6 +26,7 @@ from .alarms import (
 )
 from .batch import check_lr_batch, drift_criteria, global_batch
 from .clipping import check_clipping, clip_share
+from .data import check_data
 from .evidence import check_evidence
 from .numeric import (
     check_drift,
@@ -35,6 +36,8 @@ from .numeric import (
     check_slow,
     steady_step_s,
 )
+from .optimizer import check_optimizer
+from .precision import check_precision
 from .progress import check_step_count
 from .ranks import check_rank_average, check_ranks
 from .records import RunEnd, RunRecords, to_float
@@ -51,8 +54,9 @@ from .runtime import (
 __all__ = [
     "KINDS", "SEVERITIES", "TARGETS", "Alarm", "Finding", "RunEnd", "RunRecords",
     "agent_claim_contradicted", "budget_exhausted", "check_budget", "check_clipping",
-    "check_drift", "check_end", "check_evidence", "check_fallback", "check_goal", "check_hardware", "check_lr",
-    "check_lr_batch", "check_nonfinite", "check_rank_average", "check_ranks",
+    "check_data", "check_drift", "check_end", "check_evidence", "check_fallback", "check_goal", "check_hardware", "check_lr",
+    "check_lr_batch", "check_nonfinite", "check_optimizer", "check_precision",
+    "check_rank_average", "check_ranks",
     "check_recompilation", "check_slow", "check_step_count", "device_facts", "global_batch",
     "jsonable", "run_checks", "sort_alarms", "steady_step_s", "to_float", "validate_target",
 ]
@@ -71,6 +75,9 @@ def run_checks(references: list[RunRecords], candidate: RunRecords, criteria: Cr
     drift = check_drift(refs, candidate, drift_criteria(refs, candidate, criteria))
     causes = check_lr_batch(refs, candidate) + check_clipping(refs, candidate, criteria, final)
     causes += check_rank_average(refs, candidate)
+    # Settings facts before their effects: the drift they cause points at them.
+    causes += check_optimizer(refs, candidate, criteria) + check_data(refs, candidate, criteria)
+    causes += check_precision(refs, candidate, criteria)
     diverged = check_ranks(refs, candidate)
     if diverged:  # never reduced at all: that is the cause, not where the clipping sits
         causes = [a for a in causes if a.evidence.get("reason") != "before-reduction"]

@@ -19,6 +19,9 @@ Severities (why each is what it is):
   rank losses/gradients summed instead of averaged, or averaged twice.
   `global-batch-changed`: error when the global batch (world size × per-rank batch) changed
   and the learning rate did not; info when the lr was scaled by the batch ratio (or its √).
+  `optimizer-changed`, `data-changed`, `precision-changed`: a setting the run trained with
+  (the probe's facts) differs from the references'; error, info where `settings.allow` lists
+  it (checks/optimizer.py, data.py, precision.py).
 
 `key` is stable across incremental calls (kind plus the series or aspect), so a live caller can
 keep the newest alarm per key and raise each key once.
@@ -43,6 +46,7 @@ KINDS = (
     "timed-out", "crashed", "no-metrics", "slow", "agent-claim-contradicted", "budget-exhausted",
     "reference-failed", "ranks-diverged", "step-count-differs", "edit-mismatch",
     "outside-workspace", "global-batch-changed", "rank-averaging-changed", "evidence-tampered",
+    "optimizer-changed", "data-changed", "precision-changed",
 )
 #: Alarms a reviewer cannot override: the evidence they would be weighed against is forged.
 UNOVERRIDABLE = frozenset({"evidence-tampered"})

@@ -147,8 +147,12 @@ def precision_facts(torch: Any, param_dtypes: list[str], modes: set[tuple[str, s
                     scaler: bool) -> dict[str, Any]:
     """The training precision: parameter dtypes, autocast modes entered (device, dtype),
     the default dtype, float32 matmul precision, torch_xla's precision switches, GradScaler."""
+    import warnings
+
     try:
-        matmul = torch.get_float32_matmul_precision()
+        with warnings.catch_warnings():  # torch 2.9 warns about its TF32 API: not the user's
+            warnings.simplefilter("ignore")
+            matmul = torch.get_float32_matmul_precision()
     except Exception:
         matmul = None
     return {
