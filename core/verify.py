@@ -19,6 +19,7 @@ from . import events as ev
 from .bus import EventBus
 from .checks import Alarm, RunEnd, RunRecords, run_checks, sort_alarms
 from .checks.records_live import LiveRecords
+from .checks.settings import settings_summary
 from .costs import PriceTable, load_prices, run_cost_from_facts
 from .criteria import Criteria
 from .ledger import ENGINE_KILLED
@@ -82,6 +83,7 @@ class RunReport:
             "steps": s.get("steps"),
             "metrics": s.get("metrics", {}),
             "device": s.get("device", {}),
+            "settings": settings_summary(self.records.facts),
             "cost_usd": self.cost_usd,
             **({"host": self.host} if self.host else {}),
         }

@@ -74,3 +74,20 @@ def alarm(kind: str, group: str, subject: str, changes: list[dict[str, Any]],
         title += " (allowed by settings.allow)"
     return Alarm(kind, "info" if ok else "error", title,
                  {"changes": changes, "allowed": ok, **(extra or {})}, key=key)
+
+
+def settings_summary(facts: dict[str, Any] | None) -> dict[str, Any]:
+    """The settings facts of a run, for `verify --json`: optimizers (class, name, modules,
+    each group's settings), data pipeline, precision; {} when the probe recorded none."""
+    if not facts:
+        return {}
+    out: dict[str, Any] = {}
+    if isinstance(facts.get("optimizers"), list):
+        out["optimizers"] = [
+            {"class": o.get("class"), "name": o.get("name"), "modules": o.get("modules"),
+             "groups": [g.get("settings") for g in o.get("groups") or []]}
+            for o in facts["optimizers"] if isinstance(o, dict)]
+    for key in ("data", "precision"):
+        if key in facts:
+            out[key] = facts[key]
+    return out
