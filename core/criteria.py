@@ -58,7 +58,7 @@ class CriteriaError(ValueError):
 class GoalCriteria:
     metric: str = ""  # empty: no goal check
     pattern: str = ""  # regex with a `value` group over output lines; empty: a metric record
-    direction: str = "max"  # "max" or "min"
+    direction: str = "max"  # "max", "min", or "both" (a change either way fails: two-sided)
     tolerance: float = 0.0  # absolute, in the metric's units
     rtol: float = 0.01  # relative to |reference mean|; the larger of the two applies
 
@@ -313,7 +313,7 @@ def _regex(v: Any) -> str | None:
 
 
 SCHEMA: dict[str, dict[str, Check]] = {
-    "goal": {"metric": _str, "pattern": _regex, "direction": _one_of("max", "min"),
+    "goal": {"metric": _str, "pattern": _regex, "direction": _one_of("max", "min", "both"),
              "tolerance": _num(), "rtol": _num()},
     "drift": {"series": _str_list(DRIFT_SERIES), "rtol": _num(), "atol": _num(),
               "window": _int(1), "smooth": _int(1), "noise_z": _num()},

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses as dc
 
 from ..criteria import Criteria
+from .acceptance import check_goal_stat
 from .alarms import (
     KINDS,
     SEVERITIES,
@@ -89,7 +90,7 @@ def run_checks(references: list[RunRecords], candidate: RunRecords, criteria: Cr
     alarms += check_step_count(refs, candidate, final)
     share = clip_share(refs, candidate)
     if final:
-        drift += check_goal(references, candidate, criteria)
+        drift += check_goal_stat(references, candidate, criteria)  # the stated test
     # Consequences point at their likely causes; a clip-rate change with the same clip
     # configuration is evidence on the drift alarm, never a clipping alarm of its own.
     named = sorted({a.kind for a in causes if a.is_error})
