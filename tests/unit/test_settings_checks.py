@@ -169,3 +169,23 @@ def test_criteria_refuse_unknown_setting_groups_and_bad_alpha() -> None:
     with pytest.raises(CriteriaError, match=r"c.toml:2: acceptance.alpha: must be a number"):
         parse_criteria("[acceptance]\nalpha = 0.7", "c.toml")
     assert parse_criteria("[acceptance]\nalpha = 0.01").acceptance.alpha == 0.01
+
+
+@pytest.mark.parametrize("kind,before,after", [
+    ("optimizer-changed", "opt = Adam(p, betas=(0.5, 0.999))\n", "opt = Adam(p)\n"),
+    ("data-changed", "loader = DataLoader(d, shuffle=True)\n",
+     "loader = DataLoader(d, shuffle=False)\n"),
+    ("precision-changed", "out = model(x)\n",
+     "with torch.autocast('xla', dtype=torch.bfloat16):\n    out = model(x)\n"),
+])
+def test_each_settings_alarm_links_to_the_edit_with_the_matching_risk_mark(
+        kind: str, before: str, after: str) -> None:
+    from portside.core.events import EditProposed
+    from portside.core.risk import linked_edits, risk_marks
+
+    other = EditProposed(session_id="s", edit_id="e1", path="log.py", before="a = 1\n",
+                         after="a = 2\n", risks=risk_marks("log.py", "a = 1\n", "a = 2\n"))
+    edit = EditProposed(session_id="s", edit_id="e2", path="train.py", before=before,
+                        after=after, risks=risk_marks("train.py", before, after))
+    (linked, _mark), = linked_edits(kind, [other, edit], {"e1", "e2"})
+    assert linked.edit_id == "e2"
