@@ -77,7 +77,8 @@ def run_checks(references: list[RunRecords], candidate: RunRecords, criteria: Cr
     causes = check_lr_batch(refs, candidate) + check_clipping(refs, candidate, criteria, final)
     causes += check_rank_average(refs, candidate)
     # Settings facts before their effects: the drift they cause points at them.
-    causes += check_optimizer(refs, candidate, criteria) + check_data(refs, candidate, criteria)
+    causes += check_optimizer(refs, candidate, criteria, final)
+    causes += check_data(refs, candidate, criteria)
     causes += check_precision(refs, candidate, criteria)
     diverged = check_ranks(refs, candidate)
     if diverged:  # never reduced at all: that is the cause, not where the clipping sits

@@ -18,14 +18,17 @@ from .records import RunRecords
 from .settings import agreed, alarm, change, reference_facts, same
 
 
-def check_optimizer(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
+def check_optimizer(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
+                    final: bool = True) -> list[Alarm]:
+    """One alarm per changed optimizer; their number only at the end (`final`): a live run's
+    second optimizer is in its facts only from its own first step."""
     ref_lists = reference_facts(refs, "optimizers")
     c_opts = (cand.facts or {}).get("optimizers")
     if not ref_lists or not isinstance(c_opts, list) or not c_opts or not ref_lists[0]:
         return []  # no optimizer on a side (a hand-written update): nothing to compare
     r_opts = ref_lists[0]
     alarms: list[Alarm] = []
-    if len(c_opts) != len(r_opts) and all(len(x) == len(r_opts) for x in ref_lists):
+    if final and len(c_opts) != len(r_opts) and all(len(x) == len(r_opts) for x in ref_lists):
         alarms.append(alarm(
             "optimizer-changed", "optimizer", "",
             [change("optimizers", [f"{_label(o)} {o.get('class')}" for o in c_opts],

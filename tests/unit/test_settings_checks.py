@@ -103,6 +103,17 @@ def test_a_setting_the_references_disagree_on_is_not_judged() -> None:
     assert check_optimizer(rs, run(cand), DEFAULT) == []
 
 
+def test_a_live_run_before_its_second_optimizer_stepped_is_not_judged_on_the_count() -> None:
+    # Seen on the live screen: the candidate's facts after the discriminator's first step hold
+    # one optimizer; the generator's follows at its own first step.
+    live = run(facts([adam("optD", "netD", "d" * 12, 0)]))
+    assert check_optimizer(refs(), live, DEFAULT, final=False) == []
+    kinds = [a.kind for a in run_checks(refs(), live, DEFAULT, "cpu", final=False)]
+    assert "optimizer-changed" not in kinds
+    (a,) = check_optimizer(refs(), live, DEFAULT, final=True)  # ended with one: a change
+    assert a.title == "optimizers (netD Adam) vs reference (netD Adam, netG Adam)"
+
+
 def test_no_optimizer_on_either_side_is_no_alarm() -> None:
     assert check_optimizer([run(facts([]))], run(facts([])), DEFAULT) == []
 
