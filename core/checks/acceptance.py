@@ -7,14 +7,18 @@ freedom (the prediction interval of one new run). The test is one-sided on the w
 (`goal.direction` max or min: a better candidate is no regression) and two-sided for
 `direction = "both"`. `goal-regression` is raised when p < `acceptance.alpha` *and* the
 candidate is worse by more than the goal tolerance (a change too small to matter is not a
-regression, however sure): a correct port is failed with probability at most alpha.
+regression, however sure): a correct port is failed with probability at most alpha. That
+holds where the references can see a change of the tolerance's size (below); where they
+cannot, a p above alpha says little, and the practical rule decides (worse than the
+tolerance and than the references' spread), with `too-few-references` saying the rate is
+not stated and how many references would state it.
 
 Power: the smallest change these references detect half the time at alpha is the interval's
 half-width, t₁₋α·s·√(1 + 1/n); detected 80% of the time: (t₁₋α + t₀.₈)·s·√(1 + 1/n). When that
 80% size exceeds the tolerance the criteria care about, the `too-few-references` warning says
 so and how many references would do (None: not even many, one candidate run is too noisy).
-With fewer than two references (no s) or s = 0 the old rule applies (worse than the tolerance
-and than the references' spread) and the evidence says the test was not possible.
+With fewer than two references (no s) or s = 0 the practical rule applies too; the evidence's
+`rule` says which decided.
 """
 
 from __future__ import annotations
@@ -145,16 +149,24 @@ def check_goal_stat(refs: list[RunRecords], cand: RunRecords, criteria: Criteria
     mean, spread = test["mean"], float(max(ref_vals) - min(ref_vals))
     tol = max(g.tolerance, g.rtol * abs(mean))
     worse = {"max": mean - c, "min": c - mean}.get(g.direction, abs(c - mean))
-    if test["p"] is None:  # no spread to test against: worse than tolerance and spread
-        failed = not math.isfinite(c) or (worse > tol and worse > spread)
-    else:
+    # The test decides where it can see a change of the tolerance's size; where these
+    # references cannot (too few, or too noisy: too-few-references says so) a non-significant
+    # p would pass real regressions, so the practical rule stays: worse than the tolerance
+    # and than the references' spread.
+    powered = test["p"] is not None and (tol <= 0 or test["detectable"] <= tol)
+    if powered:
         failed = test["p"] < alpha and worse > tol
+    else:
+        failed = not math.isfinite(c) or (worse > tol and worse > spread)
     alarms = []
     ev = {"metric": g.metric, "candidate": c, "references": ref_vals, "mean": mean,
           "spread": spread, "tolerance": tol, "worse_by": worse, "direction": g.direction,
-          **{k: v for k, v in test.items() if k not in ("mean",)}}
+          **{k: v for k, v in test.items() if k not in ("mean",)},
+          "rule": (f"t-test at alpha {alpha:g}" if powered else
+                   "worse than the tolerance and the references' spread (too few references "
+                   "for the test: its rate is not stated)")}
     if failed:
-        p = f", p={test['p']:.3g} < alpha {alpha:g}" if test["p"] is not None else ""
+        p = f", p={test['p']:.3g} < alpha {alpha:g}" if powered else ""
         alarms.append(Alarm(
             "goal-regression", "error",
             f"{g.metric} {c:.6g} vs reference mean {mean:.6g} "

@@ -50,8 +50,9 @@ def test_false_alarm_rate_on_simulated_correct_ports_is_alpha(n: int, direction:
 
 def test_regression_found_with_p_and_interval() -> None:
     refs = [run(v) for v in (0.86, 0.865, 0.855)]
-    (a, *_) = check_goal_stat(refs, run(0.80), crit(rtol=0.01))
+    (a,) = check_goal_stat(refs, run(0.80), crit(tolerance=0.03))
     assert a.kind == "goal-regression" and a.is_error and a.evidence["p"] < 0.05
+    assert a.evidence["rule"] == "t-test at alpha 0.05"
     assert a.evidence["interval"][0] == pytest.approx(0.86 - 2.9200 * 0.005 * (4 / 3) ** 0.5,
                                                       abs=1e-4)
     assert "p=" in a.title
@@ -78,6 +79,16 @@ def test_too_few_references_say_how_many_would_do() -> None:
     assert detectable(s, need, 0.05, False) <= 1.0 < detectable(s, need - 1, 0.05, False)
     assert need == references_needed(s, 1.0, 0.05, False) and need > 2
     assert f"{need} references would" in w.title
+
+
+def test_underpowered_references_keep_the_practical_rule() -> None:
+    # Two references 3 apart: a p of 0.2 says nothing; worse than tolerance and spread fails.
+    refs = [run(85.0), run(88.0)]
+    alarms = check_goal_stat(refs, run(83.0), crit(tolerance=0.5))
+    (a,) = [x for x in alarms if x.kind == "goal-regression"]
+    assert a.evidence["p"] > 0.05 and a.evidence["rule"].startswith("worse than the tolerance")
+    assert [x.kind for x in alarms if not x.is_error] == ["too-few-references"]
+    assert not [x for x in check_goal_stat(refs, run(84.0), crit(tolerance=0.5)) if x.is_error]
 
 
 def test_one_reference_falls_back_to_tolerance_and_spread() -> None:
