@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses as dc
 
+from portside.core.checks.acceptance import check_goal_stat
 from portside.core.log.criteria import Criteria
 
 from .alarms import (
@@ -27,6 +28,7 @@ from .alarms import (
 )
 from .batch import check_lr_batch, drift_criteria, global_batch
 from .clipping import check_clipping, clip_share
+from .data import check_data
 from .evidence import check_evidence
 from .memory import check_memory
 from .numeric import (
@@ -37,6 +39,8 @@ from .numeric import (
     check_slow,
     steady_step_s,
 )
+from .optimizer import check_optimizer
+from .precision import check_precision
 from .progress import check_step_count
 from .ranks import check_rank_average, check_ranks
 from .records import RunEnd, RunRecords, to_float
@@ -53,8 +57,9 @@ from .runtime import (
 __all__ = [
     "KINDS", "SEVERITIES", "TARGETS", "Alarm", "Finding", "RunEnd", "RunRecords",
     "agent_claim_contradicted", "budget_exhausted", "check_budget", "check_clipping",
-    "check_drift", "check_end", "check_evidence", "check_fallback", "check_goal", "check_hardware", "check_lr",
-    "check_lr_batch", "check_nonfinite", "check_rank_average", "check_ranks",
+    "check_data", "check_drift", "check_end", "check_evidence", "check_fallback", "check_goal", "check_hardware", "check_lr",
+    "check_lr_batch", "check_nonfinite", "check_optimizer", "check_precision",
+    "check_rank_average", "check_ranks",
     "check_recompilation", "check_slow", "check_step_count", "device_facts", "global_batch",
     "jsonable", "run_checks", "sort_alarms", "steady_step_s", "to_float", "validate_target",
 ]
@@ -73,6 +78,10 @@ def run_checks(references: list[RunRecords], candidate: RunRecords, criteria: Cr
     drift = check_drift(refs, candidate, drift_criteria(refs, candidate, criteria))
     causes = check_lr_batch(refs, candidate) + check_clipping(refs, candidate, criteria, final)
     causes += check_rank_average(refs, candidate)
+    # Settings facts before their effects: the drift they cause points at them.
+    causes += check_optimizer(refs, candidate, criteria, final)
+    causes += check_data(refs, candidate, criteria)
+    causes += check_precision(refs, candidate, criteria)
     diverged = check_ranks(refs, candidate)
     if diverged:  # never reduced at all: that is the cause, not where the clipping sits
         causes = [a for a in causes if a.evidence.get("reason") != "before-reduction"]
@@ -85,7 +94,7 @@ def run_checks(references: list[RunRecords], candidate: RunRecords, criteria: Cr
     alarms += check_step_count(refs, candidate, final)
     share = clip_share(refs, candidate)
     if final:
-        drift += check_goal(references, candidate, criteria)
+        drift += check_goal_stat(references, candidate, criteria)  # the stated test
     # Consequences point at their likely causes; a clip-rate change with the same clip
     # configuration is evidence on the drift alarm, never a clipping alarm of its own.
     named = sorted({a.kind for a in causes if a.is_error})

@@ -19,6 +19,11 @@ Severities (why each is what it is):
   rank losses/gradients summed instead of averaged, or averaged twice.
   `global-batch-changed`: error when the global batch (world size × per-rank batch) changed
   and the learning rate did not; info when the lr was scaled by the batch ratio (or its √).
+  `optimizer-changed`, `data-changed`, `precision-changed`: a setting the run trained with
+  (the probe's facts) differs from the references'; error, info where `settings.allow` lists
+  it (checks/optimizer.py, data.py, precision.py).
+  `too-few-references` (warning): the goal test over these references cannot detect a change
+  of the goal's tolerance (checks/acceptance.py says how many would).
 
 `key` is stable across incremental calls (kind plus the series or aspect), so a live caller can
 keep the newest alarm per key and raise each key once.
@@ -44,6 +49,7 @@ KINDS = (
     "reference-failed", "ranks-diverged", "step-count-differs", "edit-mismatch",
     "outside-workspace", "global-batch-changed", "rank-averaging-changed", "evidence-tampered",
     "memory-peak",
+    "optimizer-changed", "data-changed", "precision-changed", "too-few-references",
 )
 #: Alarms a reviewer cannot override: the evidence they would be weighed against is forged.
 UNOVERRIDABLE = frozenset({"evidence-tampered"})

@@ -58,7 +58,7 @@ class CriteriaError(ValueError):
 class GoalCriteria:
     metric: str = ""  # empty: no goal check
     pattern: str = ""  # regex with a `value` group over output lines; empty: a metric record
-    direction: str = "max"  # "max" or "min"
+    direction: str = "max"  # "max", "min", or "both" (a change either way fails: two-sided)
     tolerance: float = 0.0  # absolute, in the metric's units
     rtol: float = 0.01  # relative to |reference mean|; the larger of the two applies
 
@@ -89,6 +89,24 @@ class PerformanceCriteria:
 @dataclass(frozen=True)
 class HardwareCriteria:
     devices: int = 0  # 0: don't judge the count
+
+
+#: What `settings.allow` accepts besides "group.setting" entries (core/checks/settings.py).
+SETTING_GROUPS = ("optimizer", "data", "precision")
+DEFAULT_ALLOWED_SETTINGS = ("data.drop_last", "data.num_workers", "data.pin_memory",
+                            "precision.float16->bfloat16")
+
+
+@dataclass(frozen=True)
+class SettingsCriteria:
+    # Changes of the run's settings reported as info, not errors: a group ("data"), one
+    # setting ("optimizer.weight_decay"), or the fp16 -> bf16 autocast of a TPU port.
+    allow: tuple[str, ...] = DEFAULT_ALLOWED_SETTINGS
+
+
+@dataclass(frozen=True)
+class AcceptanceCriteria:
+    alpha: float = 0.05  # the false-alarm rate a correct port is failed at by the goal test
 
 
 @dataclass(frozen=True)
@@ -137,6 +155,8 @@ class Criteria:
     budget: BudgetCriteria = field(default_factory=BudgetCriteria)
     sandbox: SandboxCriteria = field(default_factory=SandboxCriteria)
     hosts: HostsCriteria = field(default_factory=HostsCriteria)
+    settings: SettingsCriteria = field(default_factory=SettingsCriteria)
+    acceptance: AcceptanceCriteria = field(default_factory=AcceptanceCriteria)
     prices: tuple[tuple[str, float], ...] = ()  # overrides of core/log/prices.toml
     output: tuple[OutputPattern, ...] = ()
     source: str = "<defaults>"
@@ -178,6 +198,8 @@ class Criteria:
             budget=build(BudgetCriteria, data.get("budget", {})),
             sandbox=build(SandboxCriteria, data.get("sandbox", {})),
             hosts=build(HostsCriteria, data.get("hosts", {})),
+            settings=build(SettingsCriteria, data.get("settings", {})),
+            acceptance=build(AcceptanceCriteria, data.get("acceptance", {})),
             prices=tuple(sorted((data.get("prices") or {}).items())),
             output=tuple(OutputPattern(o["name"], o["pattern"]) for o in data.get("output", [])),
             source=data.get("source", "<log>"),
@@ -262,6 +284,23 @@ def _str_list(choices: tuple[str, ...] | None = None) -> Check:
     return check
 
 
+def _setting_list(v: Any) -> str | None:
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        return f"must be a list of strings, got {v!r}"
+    for x in v:
+        group = x.split(".", 1)[0]
+        if group not in SETTING_GROUPS:
+            return (f"{x!r}: must name a group ({', '.join(SETTING_GROUPS)}) or a setting "
+                    "of one, e.g. \"optimizer.weight_decay\"")
+    return None
+
+
+def _alpha(v: Any) -> str | None:
+    if not _is_num(v) or not 0 < v < 0.5:
+        return f"must be a number between 0 and 0.5 (a false-alarm rate), got {v!r}"
+    return None
+
+
 def _regex(v: Any) -> str | None:
     if not isinstance(v, str):
         return f"must be a string, got {v!r}"
@@ -277,7 +316,7 @@ def _regex(v: Any) -> str | None:
 
 
 SCHEMA: dict[str, dict[str, Check]] = {
-    "goal": {"metric": _str, "pattern": _regex, "direction": _one_of("max", "min"),
+    "goal": {"metric": _str, "pattern": _regex, "direction": _one_of("max", "min", "both"),
              "tolerance": _num(), "rtol": _num()},
     "drift": {"series": _str_list(DRIFT_SERIES), "rtol": _num(), "atol": _num(),
               "window": _int(1), "smooth": _int(1), "noise_z": _num()},
@@ -289,6 +328,8 @@ SCHEMA: dict[str, dict[str, Check]] = {
     "sandbox": {"network": _bool, "secrets": _bool, "max_processes": _int(0),
                 "max_memory_fraction": _fraction, "tmp_size_fraction": _fraction},
     "hosts": {"reference": _hosts, "candidate": _hosts, "parallel": _int(1)},
+    "settings": {"allow": _setting_list},
+    "acceptance": {"alpha": _alpha},
 }
 SECTIONS = (*SCHEMA, "prices", "output")
 
@@ -338,7 +379,8 @@ def parse_criteria(text: str, source: str = "<string>") -> Criteria:
     parts: dict[str, Any] = {}
     classes = {"goal": GoalCriteria, "drift": DriftCriteria, "compile": CompileCriteria,
                "performance": PerformanceCriteria, "hardware": HardwareCriteria,
-               "budget": BudgetCriteria, "sandbox": SandboxCriteria, "hosts": HostsCriteria}
+               "budget": BudgetCriteria, "sandbox": SandboxCriteria, "hosts": HostsCriteria,
+               "settings": SettingsCriteria, "acceptance": AcceptanceCriteria}
     for section, schema in SCHEMA.items():
         body = data.get(section, {})
         types = {f.name: f.type for f in fields(classes[section])}

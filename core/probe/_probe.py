@@ -288,6 +288,12 @@ class Probe:
         self._reset_xla_norm()
         self.step_ema: float | None = None
         self.facts: dict[str, Any] | None = None
+        # The run's settings (_settings.py): re-read into the facts when this is set (a new
+        # optimizer, training iterator, autocast mode or GradScaler), never per step.
+        self.settings_dirty = False
+        self.autocast_modes: set[tuple[str, str]] = set()
+        self.scaler_used = False
+        self.opt_facts: list[dict[str, Any]] = []
         self.exited = False
         self.started = False  # first step seen: atexit and signal handlers installed
         self.xla_last = (0, 0.0, 0.0)  # CompileTime count, compile s, ExecuteTime s at last step
@@ -355,6 +361,7 @@ class Probe:
                 wrap(torch)
             except Exception as e:  # an older torch without one of these: the rest still works
                 _warn(f"{wrap.__name__}: {type(e).__name__}: {e}")
+        self._load_settings(torch)
         optimizer.register_optimizer_step_pre_hook(self._pre_step)
         optimizer.register_optimizer_step_post_hook(self._post_step)
         if self.seed_offset:
@@ -646,6 +653,8 @@ class Probe:
         @functools.wraps(step)
         def scaler_step(self: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
             probe._optimizer_seen()
+            if not probe.scaler_used and self.is_enabled():
+                probe.scaler_used = probe.settings_dirty = True
             before = probe.opt_calls
             out = step(self, optimizer, *args, **kwargs)
             if probe.opt_calls == before:  # inf/NaN gradients: the scaler skipped the step
@@ -904,10 +913,13 @@ class Probe:
         self.backward_calls = 0
         self.reduce_calls = 0
 
+        fresh = self.facts is None
         if opt is not None and (self.facts is None or new_opt):
-            self._update_facts(opt)
+            self._update_facts(opt, loss)
         elif self.facts is None:
-            self._update_facts_params(self.bw_leaves or [])
+            self._update_facts_params(self.bw_leaves or [], loss)
+        if fresh or new_opt or self.settings_dirty:
+            self._update_settings(opt if new_opt else None, fresh)
 
         kind = self._kind(rec)
         if self.tpu_stats is None:  # looked up once: torch.__getattr__ is not free
@@ -1132,8 +1144,54 @@ class Probe:
             return "every step" if self.norm_every == 1 else f"every {self.norm_every} steps"
         return "auto (every step; on CPU stretched to cost <= 0.3% of the step)"
 
-    def _update_facts(self, opt: Any) -> None:
-        self._update_facts_params([p for g in opt.param_groups for p in g["params"]])
+    def _update_facts(self, opt: Any, loss: Any = None) -> None:
+        self._update_facts_params([p for g in opt.param_groups for p in g["params"]], loss)
+
+    # ------------------------------------------------------------ settings (_settings.py)
+
+    def _load_settings(self, torch: Any) -> None:
+        """_settings.py, loaded by path as this file is (FORMAT.md: settings in `facts`)."""
+        import importlib.util
+
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_settings.py")
+        try:
+            spec = importlib.util.spec_from_file_location("_portside_settings", path)
+            assert spec is not None and spec.loader is not None
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            mod.wrap_autocast(torch, self._autocast_seen, _MARK)
+            self.settings = mod
+        except Exception as e:
+            self.settings = None
+            _warn(f"settings: {type(e).__name__}: {e}")
+
+    def _autocast_seen(self, device: str, dtype: str) -> None:
+        if (device, dtype) not in self.autocast_modes:
+            self.autocast_modes.add((device, dtype))
+            self.settings_dirty = True
+
+    def _update_settings(self, opt: Any, fresh: bool) -> None:
+        """Optimizers, data pipeline and precision into the facts: in place in a facts record
+        made by this step, else a new facts record when one of them changed."""
+        self.settings_dirty = False
+        mod, facts = getattr(self, "settings", None), self.facts
+        if mod is None or facts is None:
+            return
+        try:
+            if opt is not None:
+                self.opt_facts.append(mod.optimizer_facts(opt, len(self.opt_facts), self.torch))
+            new = {"optimizers": list(self.opt_facts),
+                   "data": mod.data_facts(self.train_iter() if self.train_iter else None),
+                   "precision": mod.precision_facts(self.torch, facts["param_dtypes"],
+                                                    self.autocast_modes, self.scaler_used)}
+        except Exception as e:
+            _warn(f"settings: {type(e).__name__}: {e}")
+            return
+        if fresh:
+            facts.update(new)
+        elif any(facts.get(k) != v for k, v in new.items()):
+            self.facts = dict(facts, t=time.time(), **new)
+            self._sink().append(self.facts)
 
     def _progress(self, rec: dict[str, Any]) -> None:
         """Where in training the step is: epoch and batch of the DataLoader iterator that fed
@@ -1147,6 +1205,7 @@ class Probe:
                 if self.train_iter is not None:
                     self.epoch += 1
                 self.train_iter = weakref.ref(it)
+                self.settings_dirty = True  # its loader's settings: read once per iterator
                 try:
                     self.epoch_len = len(it)
                 except Exception:
@@ -1161,7 +1220,7 @@ class Probe:
             rec["skipped"] = self.scaler_skipped
             self.scaler_skipped = 0
 
-    def _update_facts_params(self, params: list[Any]) -> None:
+    def _update_facts_params(self, params: list[Any], loss: Any = None) -> None:
         torch = self.torch
         devices: list[str] = []
         dtypes: list[str] = []
@@ -1179,6 +1238,7 @@ class Probe:
                 return
             self.facts = dict(self.facts, t=time.time(), param_devices=new_d, param_dtypes=new_t)
             self._sink().append(self.facts)
+            self.settings_dirty = True  # the precision facts hold the dtypes too
             return
         self._load_xla()
         facts: dict[str, Any] = {
@@ -1201,12 +1261,17 @@ class Probe:
             "probe_norm": self._norm_mode(),
             "argv": list(sys.argv),
         }
-        dev_type = torch.device(devices[0]).type if devices else "cpu"
+        # The device the step really ran on: its parameters', else its loss's (a step whose
+        # parameters the probe could not find still computed its loss there).
+        loss_dev = str(loss.device) if isinstance(loss, torch.Tensor) else None
+        facts["loss_device"] = loss_dev
+        first = devices[0] if devices else loss_dev
+        dev_type = torch.device(first).type if first else "cpu"
         try:
             if dev_type == "xla" and self.xla is not None:
-                self._facts_xla(facts, devices[0])
+                self._facts_xla(facts, first)
             elif dev_type == "cuda":
-                idx = torch.device(devices[0]).index or 0
+                idx = torch.device(first).index or 0
                 facts.update(
                     backend="cuda",
                     device_kind="CUDA",
@@ -1220,7 +1285,7 @@ class Probe:
                     backend="cpu", device_kind="CPU", device_name=_cpu_name(), device_count=1
                 )
             else:
-                facts.update(backend=dev_type, device_name=devices[0])
+                facts.update(backend=dev_type, device_name=first)
         except Exception as e:
             facts["error"] = f"{type(e).__name__}: {e}"
         ws = os.environ.get("WORLD_SIZE")
@@ -1605,12 +1670,16 @@ def _graph_leaves(t: Any) -> list[Any]:
     """The leaf tensors (parameters) a backward from t accumulates gradients into."""
     out: list[Any] = []
     seen: set[int] = set()
+    # The nodes' Python wrappers may be made per access and freed at once (torch 2.9, as
+    # torch_xla's venv has): kept alive here, or a freed one's id is reused and taken as seen.
+    kept: list[Any] = []
     stack = [t.grad_fn]
     while stack:
         fn = stack.pop()
         if fn is None or id(fn) in seen:
             continue
         seen.add(id(fn))
+        kept.append(fn)
         var = getattr(fn, "variable", None)
         if var is not None:
             out.append(var)

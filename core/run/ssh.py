@@ -151,6 +151,7 @@ def _tar(run_dir: str, cwd: Path | None, with_tools: bool) -> Any:
     with tarfile.open(fileobj=fh, mode="w") as tar:
         if with_tools:
             tar.add(_PROBE / "_probe.py", "probe/_probe.py")
+            tar.add(_PROBE / "_settings.py", "probe/_settings.py")  # loaded by path by _probe.py
             tar.add(_PROBE / "inject" / "sitecustomize.py", "probe/inject/sitecustomize.py")
             tar.add(_PROBE / "trace.py", "probe/trace.py")  # trace mode (portside localize)
             tar.add(_AGENT, "agent.py")

@@ -18,6 +18,7 @@ from typing import Any
 
 from portside.core.checks import Alarm, RunEnd, RunRecords, run_checks, sort_alarms
 from portside.core.checks.records_live import LiveRecords
+from portside.core.checks.settings import settings_summary
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.log.costs import PriceTable, load_prices, run_cost_from_facts
@@ -84,6 +85,7 @@ class RunReport:
             "metrics": s.get("metrics", {}),
             "device": s.get("device", {}),
             "memory": s.get("memory"),
+            "settings": settings_summary(self.records.facts),
             "cost_usd": self.cost_usd,
             **({"host": self.host} if self.host else {}),
         }

@@ -307,6 +307,9 @@ def _clip_before_reduce(a: list[str], b: list[str]) -> int:
 ALARM_KINDS: dict[str, tuple[str, ...]] = {
     "clipping-changed": ("clipping", "clipping-order"),
     "lr-schedule-changed": ("lr-scheduler", "optimizer"),
+    "optimizer-changed": ("optimizer",),
+    "data-changed": ("data-order", "batch-size"),
+    "precision-changed": ("precision",),
     "non-finite": ("precision", "loss", "optimizer", "clipping", "normalisation"),
     "numeric-drift": tuple(KINDS) + ("clipping-order",),
     "goal-regression": tuple(KINDS) + ("clipping-order",),

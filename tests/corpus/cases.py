@@ -74,7 +74,9 @@ CASES: tuple[Case, ...] = (
         ("drop_last+workers", "--drop-last --workers 2", "pass"),
         ("drop_last,no schedule", "--drop-last --no-sched", "lr-schedule-changed"),
         ("other gamma", "--gamma 0.5", "lr-schedule-changed"),
-        ("weight decay added", "--weight-decay 0.05", "numeric-drift !clipping-changed"),
+        ("weight decay added", "--weight-decay 0.05", "optimizer-changed !clipping-changed"),
+        ("shuffle off", "--no-shuffle", "data-changed"),
+        ("bf16 autocast", "--autocast", "precision-changed"),
     )),
     Case("onecycle", "schedules.py", "--sched onecycle", (
         ("drop_last", "--sched onecycle --drop-last", "pass"),
@@ -92,6 +94,7 @@ CASES: tuple[Case, ...] = (
         ("2x16 for 4x8", "--accum 2 --batch 16", "pass"),
         ("loss not divided", "--no-divide", "numeric-drift"),
         ("clip per micro-batch", "--clip-micro", "clipping-changed"),
+        ("momentum 0.5", "--momentum 0.5", "optimizer-changed"),
     )),
     Case("amp-scaler", "accum_amp.py", FP16, (
         ("bf16, no scaler", AMP, "pass"),
@@ -104,6 +107,13 @@ CASES: tuple[Case, ...] = (
     Case("lbfgs", "lbfgs.py", "", (
         ("another seed", "--seed 7", "pass"),
         ("other lr", "--lr 0.4", "lr-schedule-changed"),
+        ("history_size 5", "--history 5", "optimizer-changed"),
+    ), criteria=FINAL_LOSS),
+    # Two Adam optimizers, matched by the parameters they train, not by creation order.
+    Case("gan", "gan.py", "", (
+        ("optimizers made the other way round", "--swap", "pass"),
+        ("generator betas default", "--g-beta1 0.9", "optimizer-changed"),
+        ("discriminator weight decay", "--d-weight-decay 0.01", "optimizer-changed"),
     ), criteria=FINAL_LOSS),
     Case("ddp-torchrun", "ddp.py", "--mode ddp", (
         ("all_reduce, then clip", "--mode allreduce", "pass"),
@@ -133,6 +143,11 @@ CASES: tuple[Case, ...] = (
         ("xla, drop_last, max_norm 0.5", "--device xla --drop-last --max-norm 0.5",
          "clipping-changed"),
     ), candidate_launcher=_xla_cpu, target="xla:cpu"),
+    # A hand-written update (no torch.optim) ported to torch_xla: the device is the one its
+    # parameters and loss are on (issue 26: it was taken for plain CPU).
+    Case("manual-update-xla", "manual_lm.py", "", (
+        ("xla, hand-written update", "--device xla", "pass"),
+    ), criteria=FINAL_LOSS, candidate_launcher=_xla_cpu, target="xla:cpu"),
     # xmp.spawn style; one replica on XLA:CPU (see xmp.py): 1 x 64 is the 2 x 32 reference.
     Case("xmp-xla", "ddp.py", "--mode ddp", (
         ("1 replica x 64", "--batch 64", "pass"),

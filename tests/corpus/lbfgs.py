@@ -13,6 +13,7 @@ p.add_argument("--steps", type=int, default=40)
 p.add_argument("--lr", type=float, default=0.8)
 p.add_argument("--max-iter", type=int, default=4)
 p.add_argument("--seed", type=int, default=2)
+p.add_argument("--history", type=int, default=10)
 a = p.parse_args()
 
 torch.set_num_threads(1)
@@ -21,7 +22,7 @@ gen = torch.Generator().manual_seed(9)
 x = torch.rand(400, 1, generator=gen) * 6 - 3
 y = torch.sin(x) + 0.05 * torch.randn(400, 1, generator=gen)
 model = nn.Sequential(nn.Linear(1, 24), nn.Tanh(), nn.Linear(24, 1))
-opt = torch.optim.LBFGS(model.parameters(), lr=a.lr, max_iter=a.max_iter, history_size=10)
+opt = torch.optim.LBFGS(model.parameters(), lr=a.lr, max_iter=a.max_iter, history_size=a.history)
 closures = 0
 for _step in range(a.steps):
     def closure() -> torch.Tensor:

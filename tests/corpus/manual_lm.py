@@ -14,6 +14,7 @@ p.add_argument("--steps", type=int, default=150)
 p.add_argument("--lr", type=float, default=5.0)
 p.add_argument("--clip", type=float, default=0.25)
 p.add_argument("--seed", type=int, default=11)
+p.add_argument("--device", choices=("cpu", "xla"), default="cpu")
 a = p.parse_args()
 
 torch.set_num_threads(1)
@@ -49,11 +50,18 @@ def batch(src: torch.Tensor, i: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 model = Bigram()
+sync = None
+if a.device == "xla":  # the same loop ported to torch_xla: still no torch.optim
+    import torch_xla
+
+    model, sync = model.to(torch_xla.device()), torch_xla.sync
+device = next(model.parameters()).device
 crit = nn.CrossEntropyLoss()
 lr, best = a.lr, None
 for step in range(a.steps):
     model.train()
     x, y = batch(train, step)
+    x, y = x.to(device), y.to(device)
     out = model(x)
     loss = crit(out.view(-1, V), y.view(-1))
     model.zero_grad()
@@ -61,10 +69,12 @@ for step in range(a.steps):
     torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
     for p_ in model.parameters():
         p_.data.add_(p_.grad, alpha=-lr)
+    if sync:
+        sync()
     if (step + 1) % 50 == 0 or step + 1 == a.steps:
         model.eval()
         with torch.no_grad():
-            vx, vy = batch(val, 0)
+            vx, vy = (t.to(device) for t in batch(val, 0))
             v = float(crit(model(vx).view(-1, V), vy.view(-1)))
         if best is not None and v > best:
             lr /= 4.0

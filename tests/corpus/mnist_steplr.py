@@ -7,6 +7,7 @@ torch_xla port (XLA:CPU with PJRT_DEVICE=CPU): model and batches on the XLA devi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -29,13 +30,15 @@ p.add_argument("--no-sched", action="store_true")
 p.add_argument("--weight-decay", type=float, default=0.0)
 p.add_argument("--max-norm", type=float, default=1.0)
 p.add_argument("--device", choices=("cpu", "xla"), default="cpu")
+p.add_argument("--no-shuffle", action="store_true", help="planted: the data in file order")
+p.add_argument("--autocast", action="store_true", help="planted: a silent bf16 forward")
 p.add_argument("--forget-train", action="store_true", help="planted: BN stays in eval mode")
 a = p.parse_args()
 
 torch.set_num_threads(1)
 torch.manual_seed(1)
 train, test = classification(1000, 1), classification(500, 2)
-loader = DataLoader(train, batch_size=a.batch, shuffle=True, drop_last=a.drop_last,
+loader = DataLoader(train, batch_size=a.batch, shuffle=not a.no_shuffle, drop_last=a.drop_last,
                     num_workers=a.workers)
 
 
@@ -58,7 +61,10 @@ for epoch in range(a.epochs):
     for x, y in loader:
         x, y = x.to(device), y.to(device)
         opt.zero_grad()
-        loss = nn.functional.cross_entropy(model(x), y)
+        with (torch.autocast(device.type, dtype=torch.bfloat16) if a.autocast
+              else contextlib.nullcontext()):
+            out = model(x)
+        loss = nn.functional.cross_entropy(out.float(), y)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), a.max_norm)
         opt.step()

@@ -41,6 +41,7 @@ RUNS = {
     "shapes_bare": (["--batches", ",".join(map(str, SHAPES))], None, False),
     "mask": (["--mask", "--batches", "8,8,8"], "CPU", True),
     "zero_late": (["--zero-late", "--batches", "8,8,8"], "CPU", True),
+    "manual": (["--opt", "none", "--batches", "8,8,8,8"], "CPU", True),
 }
 
 
@@ -110,6 +111,31 @@ def test_facts_real_hardware_pjrt_cpu(runs: dict[str, Run]) -> None:
     assert facts["device_kind"] == "CPU" and facts["real_devices"] == ["CPU:0"]
     assert facts["pjrt_device"] == "CPU" and facts["param_devices"] == ["xla:0"]
     assert facts["versions"]["torch_xla"].startswith("2.9")
+
+
+def test_hand_written_update_gets_the_xla_device(runs: dict[str, Run]) -> None:
+    # Issue 26: no torch.optim, the parameters updated by p.data.add_: the device facts come
+    # from the parameters backward() reached, which were not found on torch 2.9 (facts said
+    # backend cpu, param_devices [] and wrong-hardware followed).
+    (facts,) = runs["manual"].of("facts")
+    assert facts["backend"] == "torch_xla" and facts["device_kind"] == "CPU"
+    assert facts["param_devices"] == ["xla:0"] and facts["loss_device"] == "xla:0"
+    assert facts["real_devices"] == ["CPU:0"] and facts["optimizers"] == []
+    steps = runs["manual"].of("step")
+    assert [s["source"] for s in steps] == ["backward"] * 4
+    assert [round(s["loss"], 6) for s in steps] == [round(float(g[1]), 6) for g in runs["manual"].gt]
+
+
+def test_settings_facts_on_xla(runs: dict[str, Run]) -> None:
+    (facts,) = runs["fixed"].of("facts")
+    (opt,) = facts["optimizers"]  # train_xla.py: Adam(lr=1e-3) with torch's defaults
+    assert opt["class"] == "Adam" and opt["modules"] == ["model"]
+    assert opt["groups"][0]["settings"]["betas"] == [0.9, 0.999]
+    assert opt["groups"][0]["settings"]["eps"] == 1e-08 and opt["params"] == 4
+    assert facts["data"] is None  # no DataLoader
+    prec = facts["precision"]
+    assert prec["param_dtypes"] == ["torch.float32"] and prec["autocast"] == []
+    assert "TF32" not in runs["fixed"].stderr  # reading it must not warn in the user's stderr
 
 
 def test_facts_show_silent_cpu_default(runs: dict[str, Run]) -> None:

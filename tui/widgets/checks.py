@@ -18,6 +18,7 @@ from portside.core.workspace.risk import linked_edits
 from ..chart import envelope_chart, envelope_from_runs
 from ..messages import AlarmSelected
 from ..model import AlarmView, SessionModel
+from .settings_lines import settings_text
 from .text_line import TextLine
 
 SEVERITY_MARK = {"critical": ("✖✖", "bold white on red"), "error": ("✖", "bold red"),
@@ -78,6 +79,9 @@ def evidence_text(a: AlarmView) -> Text:
         if ev.get("reason"):
             t.append(f"  reason {ev['reason']}\n", style="dim")
         return t
+    lines = settings_text(ev)  # optimizer / data / precision changes: one line per setting
+    if lines is not None:
+        return t.append_text(lines)
     for key, value in ev.items():
         if key == "spark":
             continue

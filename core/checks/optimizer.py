@@ -1,0 +1,106 @@
+"""optimizer-changed: the optimizer's class or a hyper-parameter of a param group differs from
+the references' (the lr is left to the schedule check).
+
+Several optimizers (a GAN's generator and discriminator) are matched by what they train — the
+shapes of their parameters (`signature`) — then by the script's name for them, then by the
+order they first stepped, so swapping the order of two `optimizer.step()` calls is no change.
+One alarm per optimizer, named by the modules it trains ("netG Adam betas (0.9, 0.999) vs
+reference (0.5, 0.999)").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from portside.core.log.criteria import Criteria
+
+from .alarms import Alarm
+from .records import RunRecords
+from .settings import agreed, alarm, change, reference_facts, same
+
+
+def check_optimizer(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
+                    final: bool = True) -> list[Alarm]:
+    """One alarm per changed optimizer; their number only at the end (`final`): a live run's
+    second optimizer is in its facts only from its own first step."""
+    ref_lists = reference_facts(refs, "optimizers")
+    c_opts = (cand.facts or {}).get("optimizers")
+    if not ref_lists or not isinstance(c_opts, list) or not c_opts or not ref_lists[0]:
+        return []  # no optimizer on a side (a hand-written update): nothing to compare
+    r_opts = ref_lists[0]
+    alarms: list[Alarm] = []
+    if final and len(c_opts) != len(r_opts) and all(len(x) == len(r_opts) for x in ref_lists):
+        alarms.append(alarm(
+            "optimizer-changed", "optimizer", "",
+            [change("optimizers", [f"{_label(o)} {o.get('class')}" for o in c_opts],
+                    [f"{_label(o)} {o.get('class')}" for o in r_opts])],
+            criteria, "optimizer-changed:count"))
+    for r_opt, c_opt in _match(r_opts, c_opts):
+        peers = [_same_opt(lst, r_opt) for lst in ref_lists]
+        changes = _changes(r_opt, c_opt, [p for p in peers if p is not None])
+        if changes:
+            label = _label(c_opt)
+            alarms.append(alarm(
+                "optimizer-changed", "optimizer", label, changes, criteria,
+                f"optimizer-changed:{r_opt.get('signature') or r_opt.get('index')}",
+                {"optimizer": label, "class": c_opt.get("class"),
+                 "reference_class": r_opt.get("class")}))
+    return alarms
+
+
+def _label(o: dict[str, Any]) -> str:
+    """How the script calls it: the modules it trains, else its variable, else its number."""
+    mods = o.get("modules") or []
+    if mods:
+        return "+".join(mods)
+    return str(o.get("name") or f"optimizer #{o.get('index', 0)}")
+
+
+def _same_opt(lst: list[dict[str, Any]], r_opt: dict[str, Any]) -> dict[str, Any] | None:
+    return next((o for o in lst if o.get("signature") == r_opt.get("signature")), None)
+
+
+def _match(r_opts: list[dict[str, Any]],
+           c_opts: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Pairs (reference, candidate): by parameter signature, then by name, then by order."""
+    left = list(c_opts)
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    unmatched = []
+    for r in r_opts:
+        hit = next((c for c in left if c.get("signature") == r.get("signature")), None)
+        if hit is None:
+            unmatched.append(r)
+            continue
+        left.remove(hit)
+        pairs.append((r, hit))
+    for r in list(unmatched):
+        hit = next((c for c in left if r.get("name") and c.get("name") == r.get("name")), None)
+        if hit is not None:
+            left.remove(hit)
+            unmatched.remove(r)
+            pairs.append((r, hit))
+    for r, c in zip(unmatched, left, strict=False):  # what is left, in the order it stepped
+        pairs.append((r, c))
+    return pairs
+
+
+def _changes(r_opt: dict[str, Any], c_opt: dict[str, Any],
+             peers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if c_opt.get("class") != r_opt.get("class"):
+        return [change("class", c_opt.get("class"), r_opt.get("class"))]
+    r_groups, c_groups = r_opt.get("groups") or [], c_opt.get("groups") or []
+    if len(r_groups) != len(c_groups):
+        return [change("param groups", len(c_groups), len(r_groups))]
+    out = []
+    cls = c_opt.get("class") or ""
+    for i, (rg, cg) in enumerate(zip(r_groups, c_groups, strict=True)):
+        rs, cs = rg.get("settings") or {}, cg.get("settings") or {}
+        where = cls if len(r_groups) == 1 else f"{cls} group {i}"
+        for key in sorted(rs.keys() & cs.keys()):
+            ref_vals = [((p.get("groups") or [{}] * (i + 1))[i].get("settings") or {}).get(key)
+                        for p in peers if len(p.get("groups") or []) > i]
+            if ref_vals and not agreed(ref_vals):
+                continue  # the references differ among themselves: not fixed by the script
+            if not same(cs[key], rs[key]):
+                out.append(change(key, cs[key], rs[key], where))
+    return out

@@ -1,0 +1,188 @@
+"""The settings a run trained with, for the probe's `facts`: every optimizer's class and
+hyper-parameters per param group, the training DataLoader's pipeline, the training precision.
+
+Loaded by path by ``_probe.py`` (stdlib at import; torch only through the objects it is
+given), never imports portside. Each function runs once per optimizer, per training
+iterator or per new autocast mode: nothing here is per-step work. Format: FORMAT.md
+("settings in `facts`").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from typing import Any
+
+# Param-group keys that are not the optimizer's settings: the lr has its own schedule check
+# (and schedulers write these), the others choose an implementation, not the arithmetic.
+SKIP_KEYS = frozenset({
+    "params", "lr", "initial_lr", "max_lr", "min_lr", "base_lr", "base_momentum",
+    "max_momentum", "foreach", "fused", "capturable", "differentiable", "name",
+})
+# Environment switches that change the precision torch_xla computes in.
+PRECISION_ENV = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16", "XLA_USE_FP16", "XLA_USE_32BIT_LONG")
+MAX_SCAN = 400  # frame variables looked at when naming an optimizer's owner
+
+
+def value(v: Any) -> Any:
+    """A JSON-ready setting: tuples as lists, 0-d tensors as numbers, other objects named."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [value(x) for x in v]
+    item = getattr(v, "item", None)
+    numel = getattr(v, "numel", None)
+    if callable(item) and callable(numel):
+        try:
+            if numel() == 1 and getattr(v, "device", None) is not None \
+                    and v.device.type == "cpu":
+                return item()
+        except Exception:
+            pass
+        return f"<tensor {tuple(getattr(v, 'shape', ()))}>"
+    return f"<{type(v).__name__}>"
+
+
+def param_signature(params: list[Any]) -> str:
+    """What the parameters are, not where: the sorted shapes (hashed), so one optimizer is
+    matched across runs by what it trains (a GAN's two optimizers), not by creation order."""
+    shapes = sorted(",".join(str(int(d)) for d in p.shape) for p in params)
+    return hashlib.sha256(";".join(shapes).encode()).hexdigest()[:12]
+
+
+def _user_frame() -> Any:
+    """The innermost frame outside torch and the probe: the training script's."""
+    f = sys._getframe(1)
+    here = os.path.dirname(os.path.abspath(__file__))
+    while f is not None:
+        name = f.f_code.co_filename
+        if not (name.startswith(here) or f"{os.sep}torch{os.sep}" in name
+                or f"{os.sep}torch_xla{os.sep}" in name or name.startswith("<frozen")):
+            return f
+        f = f.f_back
+    return None
+
+
+def owner_names(opt: Any, torch: Any) -> tuple[str | None, dict[int, str]]:
+    """The script's variable names for this optimizer and for the modules owning its
+    parameters (id of the parameter → module name), read from the stepping frame once."""
+    f = _user_frame()
+    if f is None:
+        return None, {}
+    ids = {id(p) for g in opt.param_groups for p in g["params"]}
+    opt_name: str | None = None
+    owners: dict[int, str] = {}
+    module_cls = torch.nn.Module
+    scanned = 0
+    for scope in (f.f_locals, f.f_globals):
+        for name, obj in list(scope.items()):
+            scanned += 1
+            if scanned > MAX_SCAN:
+                break
+            if name.startswith("_"):
+                continue
+            if obj is opt and opt_name is None:
+                opt_name = name
+            elif isinstance(obj, module_cls):
+                try:
+                    for p in obj.parameters():
+                        if id(p) in ids:
+                            owners.setdefault(id(p), name)
+                except Exception:
+                    continue
+    return opt_name, owners
+
+
+def optimizer_facts(opt: Any, index: int, torch: Any) -> dict[str, Any]:
+    """One optimizer: class, every param group's settings, what it trains."""
+    params = [p for g in opt.param_groups for p in g["params"]]
+    name, owners = owner_names(opt, torch)
+    groups = []
+    for g in opt.param_groups:
+        ps = list(g["params"])
+        mods = sorted({owners[id(p)] for p in ps if id(p) in owners})
+        groups.append({
+            "settings": {k: value(v) for k, v in sorted(g.items()) if k not in SKIP_KEYS},
+            "params": len(ps), "numel": int(sum(p.numel() for p in ps)),
+            "modules": mods,
+        })
+    mods = sorted({m for g in groups for m in g["modules"]})
+    return {"index": index, "class": type(opt).__name__, "name": name, "modules": mods,
+            "params": len(params), "numel": int(sum(p.numel() for p in params)),
+            "signature": param_signature(params), "groups": groups}
+
+
+def data_facts(it: Any) -> dict[str, Any] | None:
+    """The DataLoader iterator that fed the training steps: batch size, order, drop_last,
+    workers, dataset (read from the iterator: the loader itself is not kept by it)."""
+    if it is None:
+        return None
+    index = getattr(it, "_index_sampler", None)
+    sampler = getattr(index, "sampler", index)
+    sname = type(sampler).__name__ if sampler is not None else None
+    shuffle = getattr(sampler, "shuffle", None)  # DistributedSampler
+    if shuffle is None and sname is not None:
+        shuffle = {"RandomSampler": True, "SubsetRandomSampler": True,
+                   "WeightedRandomSampler": True, "SequentialSampler": False}.get(sname)
+    ds = getattr(it, "_dataset", None)
+    try:
+        ds_len = len(ds) if ds is not None else None
+    except Exception:
+        ds_len = None
+    return {
+        "batch_size": getattr(index, "batch_size", None),
+        "shuffle": shuffle,
+        "sampler": sname,
+        "batch_sampler": type(index).__name__ if index is not sampler else None,
+        "drop_last": getattr(it, "_drop_last", getattr(index, "drop_last", None)),
+        "num_workers": getattr(it, "_num_workers", None),
+        "pin_memory": getattr(it, "_pin_memory", None),
+        "dataset": type(ds).__name__ if ds is not None else None,
+        "dataset_len": ds_len,
+    }
+
+
+def precision_facts(torch: Any, param_dtypes: list[str], modes: set[tuple[str, str]],
+                    scaler: bool) -> dict[str, Any]:
+    """The training precision: parameter dtypes, autocast modes entered (device, dtype),
+    the default dtype, float32 matmul precision, torch_xla's precision switches, GradScaler."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():  # torch 2.9 warns about its TF32 API: not the user's
+            warnings.simplefilter("ignore")
+            matmul = torch.get_float32_matmul_precision()
+    except Exception:
+        matmul = None
+    return {
+        "param_dtypes": sorted(param_dtypes),
+        "autocast": sorted(f"{d}:{t}" for d, t in modes),
+        "default_dtype": str(torch.get_default_dtype()),
+        "matmul_precision": matmul,
+        "env": {k: os.environ[k] for k in PRECISION_ENV if k in os.environ},
+        "grad_scaler": scaler,
+    }
+
+
+def wrap_autocast(torch: Any, seen: Any, mark: str) -> None:
+    """Record each enabled autocast mode as it is entered: `seen(device, dtype)` is called with
+    every enabled entry (a set lookup there; the modes are few). Forward passes run inside
+    autocast and backward outside it, so the step itself cannot tell."""
+    cls = torch.amp.autocast_mode.autocast
+    enter = cls.__enter__
+    if getattr(enter, mark, False):
+        return
+
+    def __enter__(self: Any) -> Any:
+        out = enter(self)
+        try:
+            if getattr(self, "_enabled", False):
+                seen(str(getattr(self, "device", "?")), str(getattr(self, "fast_dtype", "?")))
+        except Exception:
+            pass
+        return out
+
+    __enter__.__wrapped__ = enter  # type: ignore[attr-defined]
+    setattr(__enter__, mark, True)
+    cls.__enter__ = __enter__
