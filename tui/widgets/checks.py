@@ -14,6 +14,7 @@ from textual.widgets.option_list import Option
 
 from portside.core.risk import linked_edits
 from portside.core.textsafe import clean_line
+from portside.core.wanted_hardware import is_wanted_hardware
 
 from ..chart import envelope_chart, envelope_from_runs
 from ..messages import AlarmSelected
@@ -250,7 +251,6 @@ class ChecksPanel(Vertical):
     def _hardware(self) -> Text:
         t = Text()
         t.append("hardware", style="bold")
-        want = self.target.split(":")[0].lower()
         shown = False
         for run in self.model.runs.values():
             f = run.facts or (run.finished.device if run.finished else None)
@@ -259,7 +259,8 @@ class ChecksPanel(Vertical):
             shown = True
             kind = str(f.get("device_kind") or "?")
             name = clean_line(str(f.get("device_name") or kind), 40)
-            ok = run.role == "reference" or not want or kind.lower().startswith(want[:3])
+            # The wrong-hardware check's own rule, so the panel and the alarm never disagree.
+            ok = run.role == "reference" or is_wanted_hardware(self.target, f)
             t.append(f"\n {run.label:<7}", style="bold")
             t.append(f" {name} ×{f.get('device_count', '?')} {f.get('backend', '')}")
             if run.role == "candidate":
