@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..wanted_hardware import hardware_findings
 from ..criteria import Criteria
+from ..wanted_hardware import hardware_findings
 from .alarms import Alarm
 from .records import RunRecords
 
