@@ -542,8 +542,9 @@ def stats_md(data: dict[str, Any]) -> str:
             f"| {_usd(r['cost_per_successful_run_usd'])} | {met} |"
         )
     per = t["steering_per_migration"]
+    migrations = "1 migration" if t["sessions"] == 1 else f"{t['sessions']} migrations"
     lines.append(
-        f"| **total ({t['sessions']} migrations)** | {t['attempts']} "
+        f"| **total ({migrations})** | {t['attempts']} "
         f"| {t['failures']} ({_pct(t['failure_share'])}) | {t['silent']} ({_pct(t['silent_share'])}) "
         f"| {t['steering']} / {t['interventions']} | {t['human_minutes']:.1f} "
         f"| {_usd(t['compute_usd'])} | {_usd(t['tokens_usd'])} "
