@@ -24,7 +24,8 @@ def warm(store: Any, session_id: str) -> None:
 
 
 def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
-          show_output: bool = False, after_seq: int = 0, interrupted: str = "") -> int:
+          show_output: bool = False, after_seq: int = 0, interrupted: str = "",
+          on_app: Any = None) -> int:
     """Run ``engine`` to its end. Headless: a live log on stderr (events after ``after_seq``:
     a resumed session's past is in the log already), then the summary or one JSON object.
     On the screen: the live app; quitting records the reviewer closing portside."""
@@ -62,6 +63,8 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
     app = make_app(bus=engine.bus, gate=engine.gate, info=engine.info, engine_run=engine.run,
                    engine_stop=lambda: engine.stop(REVIEWER_QUIT))
     app.on_terminal_gone = lambda: engine.interrupt("SIGHUP")  # a hangup nobody signalled
+    if on_app is not None:  # work that must not hold the first frame (demo: torch_xla check)
+        app.on_started = on_app
 
     def on_signal(name: str) -> None:
         engine.interrupt(name)

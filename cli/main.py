@@ -270,20 +270,32 @@ def export_cmd(
 def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: float | None,
              as_json: bool, db: Path | None) -> None:
     """Run the embedded demo: a GPU project ported to torch_xla by a recorded agent."""
-    from .demo import demo_config, find_xla_python
+    from .demo import check_in_background, demo_config, find_xla_python
+    from .xla_check import quick_xla_python
 
     policy = headless_policy(policy, headless)
     store = open_store(ctx, db)
+    # On the screen, torch_xla found on disk is enough to start: its import (~20 s) is checked
+    # behind the first frame. Headless, it is checked first, and the wait is said.
+    xla, verified = quick_xla_python()
+    how: dict[str, object] = {}
+    if xla and not verified:
+        if headless:
+            click.echo(f"portside demo · checking that torch_xla imports in {xla} "
+                       "(once; cached after)…", err=True)
+            xla = find_xla_python()
+        else:
+            how["on_app"] = check_in_background(xla)
     try:
         config, banner = demo_config(
             policy=policy, speed=speed if speed is not None else (0.0 if headless else 1.0),
-            xla_python=find_xla_python(), headless=headless,
+            xla_python=xla, headless=headless,
             workdir=None,
         )
     except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"portside demo · {banner}", err=True)
-    sys.exit(run_config(config, store, headless=headless, as_json=as_json))
+    sys.exit(run_config(config, store, headless=headless, as_json=as_json, **how))
 
 
 @main.command("run")
