@@ -86,6 +86,12 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
         return _interrupted(err, engine, interrupted, signals[0] if signals else 1)
     if engine.result is None:
         return 1
+    # Where the session went: quitting the screen left nothing to say what to do next.
+    import click
+
+    sid = engine.session_id
+    click.echo(f"portside: session {sid} · verdict {engine.result.verdict} · "
+               f"`portside replay {sid}` · `portside show {sid}`", err=True)
     return 0 if engine.result.verdict == "pass" else 1
 
 

@@ -118,21 +118,26 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
     from portside.tui.sessions import SessionsApp
 
     store = _open_store(ctx, db)
+    try:
+        # q in a replay opened from here comes back to the list; q on the list leaves.
+        while chosen := SessionsApp(_listed(store, session_costs), str(store.path)).run():
+            from portside.core.replay import Replayer
+            from portside.store.replay_source import StoreSource
+            from portside.tui.replay import run_replay
+
+            run_replay(store, chosen, Replayer(StoreSource(store, chosen)), close=False)
+    finally:
+        store.close()
+
+
+def _listed(store: Any, session_costs: Any) -> list[dict[str, Any]]:
     rows = store.sessions()
     for r in rows:
         try:
             r["compute_usd"] = session_costs(store, r["session_id"])["compute_usd"]
         except Exception:  # a cost is a nicety here, never a reason not to list
             r["compute_usd"] = None
-    chosen = SessionsApp(rows, str(store.path)).run()
-    if chosen:
-        from portside.core.replay import Replayer
-        from portside.store.replay_source import StoreSource
-        from portside.tui.replay import run_replay
-
-        run_replay(store, chosen, Replayer(StoreSource(store, chosen)))
-    else:
-        store.close()
+    return rows
 
 
 @main.command("show")

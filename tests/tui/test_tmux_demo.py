@@ -152,3 +152,34 @@ def test_demo_first_frame_comes_before_the_torch_xla_check(tmp_path: Path) -> No
     finally:
         time.sleep(0.5)
         _tmux("kill-server")
+
+
+def test_q_in_a_replay_opened_from_sessions_goes_back(tmp_path: Path) -> None:
+    """`portside sessions` → enter replays → q is back on the list (it quit portside) → q leaves,
+    saying nothing is lost."""
+    sys.path.insert(0, str(REPO / "tests" / "tui"))
+    from scenario import full_session
+
+    from portside.store import Store
+
+    db = tmp_path / "s.db"
+    with Store(db) as store:
+        for e in full_session():
+            store.recorder.append(e)
+        store.recorder.flush()
+    py = shlex.quote(sys.executable)
+    cmd = f"{py} -m portside.cli --db {shlex.quote(str(db))} sessions; echo EXITED-$?"
+    session = "list"
+    _tmux("kill-server")
+    _start(session, cmd, tmp_path)
+    try:
+        _wait_for("sessions in", session, timeout=60)
+        _tmux("send-keys", "-t", session, "Enter")
+        _wait_for(" · seq ", session, timeout=60)  # the replay header, not the list
+        _tmux("send-keys", "-t", session, "q")
+        screen = _wait_for("sessions in", session, timeout=60)  # the list again
+        assert "EXITED" not in screen
+        _tmux("send-keys", "-t", session, "q")
+        _wait_for("EXITED-0", session, timeout=30)
+    finally:
+        _tmux("kill-server")
