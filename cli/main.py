@@ -263,6 +263,12 @@ def export_cmd(
 
     export(_open_store(ctx, db), session, what, fmt, output, all_sessions)
 
+REFERENCE_RUNS_HELP = (
+    "Independent reference runs. Run #n shifts the seeds the script sets (torch.manual_seed, "
+    "random.seed, numpy) by n-1, so #2 on is another seed of the same code: their spread is "
+    "the envelope drift is judged against. The candidate runs with #1's seeds.")
+
+
 @main.command("demo")
 @click.option("--headless", is_flag=True, help="No screen: run to the end and print the summary.")
 @click.option("--policy", type=POLICY, default=None,
@@ -311,7 +317,8 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
 @click.option("--candidate", "candidate", callback=command_text, default=None, help="Candidate command (default: the reference's).")
 @click.option("--criteria", "criteria_file", callback=recorded_path,
               type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True)
+@click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True,
+              help=REFERENCE_RUNS_HELP)
 @click.option("--reference-target", type=click.Choice(TARGETS_CHOICE), default="cpu",
               show_default=True)
 @click.option("--agent", "agent_spec", default="none", show_default=True,
@@ -400,7 +407,8 @@ VERIFY_STALL_S = 1800.0
 @click.option("--candidate", "candidate", callback=command_text, default=None,
               help="Candidate command (shell string; with --session default the reference's).")
 @click.option("--target", type=click.Choice(TARGETS_CHOICE), required=True, help=TARGET_HELP)
-@click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True)
+@click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True,
+              help=REFERENCE_RUNS_HELP)
 @click.option("--reference-target", type=click.Choice(TARGETS_CHOICE), default="cpu",
               show_default=True)
 @click.option("--criteria", "criteria_file", callback=recorded_path,

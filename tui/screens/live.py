@@ -333,6 +333,10 @@ class LiveScreen(Screen[None]):
             return "awaiting review"
         if self.gate.pending_claim() is not None:
             return "awaiting verdict"
+        runs = self.model.runs.values()
+        if (self.model.state == "running" and not self.has_agent() and runs
+                and all(r.finished is not None for r in runs)):
+            return "awaiting verdict"  # every run ended: nothing runs, the verdict is next
         return self.model.state
 
     def header_text(self, now: float) -> Text:
