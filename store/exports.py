@@ -24,7 +24,7 @@ from typing import Any
 from portside.core import costs
 from portside.core import events as ev
 from portside.core.ledger import attention_s
-from portside.core.risk import linked_edits
+from portside.core.risk import linked_edits_for
 from portside.core.textsafe import clean_text, clean_text_stream, json_safe
 
 from .queries import Store
@@ -381,7 +381,7 @@ def report_md(store: Store, session_id: str) -> str:
             loc = localized.get(a["alarm_id"])
             if loc is not None:  # portside verify --localize
                 out.append(f"  - where it diverged: {_md_cell(loc.summary or loc.error)}")
-            for e, m in linked_edits(a["check"], proposed, applied)[:1]:
+            for e, m in linked_edits_for(a["check"], a["evidence"], proposed, applied)[:1]:
                 out.append(f"  - linked edit: `{_md_cell(e.path)}` ({e.edit_id}) carried "
                            f"\"{_md_cell(m.text)}\"")
     else:

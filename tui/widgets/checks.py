@@ -12,7 +12,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from portside.core.risk import linked_edits
+from portside.core.risk import linked_edits_for
 from portside.core.textsafe import clean_line
 from portside.core.wanted_hardware import is_wanted_hardware
 
@@ -113,7 +113,8 @@ STAT_KEYS = ("shape", "dtype", "norm", "mean", "absmax", "abs_max")
 def linked_text(model: SessionModel, a: AlarmView) -> Text:
     """The applied edit whose risk mark matches the alarm: where the reviewer should look."""
     applied = {edit_id for edit_id, v in model.edits.items() if v.applied}
-    links = linked_edits(a.event.check, [v.event for v in model.edits.values()], applied)
+    links = linked_edits_for(a.event.check, a.event.evidence,
+                             [v.event for v in model.edits.values()], applied)
     t = Text()
     for e, mark in links[:1]:
         t.append("  ← edit ", style="bold #e5c07b")
