@@ -57,7 +57,10 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
         warm(store, engine.session_id)
         if signals:  # stopped by SIGTERM/SIGHUP, and the session ended in good order
             return _interrupted(err, engine, interrupted, signals[0])
-        return emit_result(result.to_json(), as_json)
+        data = result.to_json()
+        # Said, not silent: the default criteria name no goal metric, so no goal was checked.
+        data["goal_metric"] = getattr(getattr(engine.criteria, "goal", None), "metric", "") or None
+        return emit_result(data, as_json)
     from portside.tui.app import make_app
 
     app = make_app(bus=engine.bus, gate=engine.gate, info=engine.info, engine_run=engine.run,
