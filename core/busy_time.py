@@ -40,6 +40,16 @@ class BusyWindows:
     def copy(self) -> BusyWindows:
         return BusyWindows(self._spans)
 
+    # Value semantics: a Ledger (a dataclass) compares its fields, and two folds of the same
+    # log must compare equal (replay snapshots are checked against the full fold).
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BusyWindows) and self._spans == other._spans
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"BusyWindows({self._spans!r})"
+
 
 def union_seconds(windows: list[tuple[float, float]]) -> float:
     busy = BusyWindows()
