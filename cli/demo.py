@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import shlex
-import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +22,41 @@ def demo_dir() -> Path:
 
 
 def find_xla_python() -> str | None:
-    """An interpreter where torch_xla imports: $PORTSIDE_XLA_PYTHON, else the suite's venv."""
-    candidates = [os.environ.get("PORTSIDE_XLA_PYTHON", ""),
-                  str(Path.home() / ".cache" / "portside" / "xla-venv" / "bin" / "python")]
-    for py in candidates:
-        if not py or not Path(py).exists():
-            continue
-        try:
-            ok = subprocess.run([py, "-c", "import torch_xla"], capture_output=True,
-                                timeout=120).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            ok = False
-        if ok:
-            return py
-    return None
+    """An interpreter where torch_xla imports: $PORTSIDE_XLA_PYTHON, else the suite's venv
+    (the import is checked once per venv and cached: cli/xla_check.py)."""
+    from .xla_check import check_import, quick_xla_python
+
+    py, verified = quick_xla_python()
+    if py is None or verified:
+        return py
+    return py if check_import(py)[0] else find_xla_python()
+
+
+def check_in_background(py: str) -> Callable[[Any], None]:
+    """Check that torch_xla imports in ``py`` while the screen is up; the returned hook,
+    given the app, tells the reviewer what was found (a notice, never a blank wait)."""
+    import contextlib
+    import threading
+
+    from .xla_check import check_import
+
+    def on_app(app: Any) -> None:
+        def work() -> None:
+            ok, why = check_import(py)
+            if ok:
+                say, severity = "torch_xla imports: the candidate runs on XLA:CPU", "information"
+            else:
+                say, severity = (f"torch_xla does not import in {py}: {why} · the candidate "
+                                 "will fail; quit and run `make xla-venv`"), "error"
+            with contextlib.suppress(RuntimeError):  # the app already ended
+                app.call_from_thread(app.notify, say, title="torch_xla", severity=severity,
+                                     timeout=8 if ok else 30)
+
+        app.notify(f"checking torch_xla… in {py} (once; cached after)", title="torch_xla",
+                   timeout=20)
+        threading.Thread(target=work, name="xla-check", daemon=True).start()
+
+    return on_app
 
 
 def demo_config(*, policy: str, speed: float, xla_python: str | None, headless: bool,

@@ -24,7 +24,8 @@ def warm(store: Any, session_id: str) -> None:
 
 
 def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
-          show_output: bool = False, after_seq: int = 0, interrupted: str = "") -> int:
+          show_output: bool = False, after_seq: int = 0, interrupted: str = "",
+          on_app: Any = None) -> int:
     """Run ``engine`` to its end. Headless: a live log on stderr (events after ``after_seq``:
     a resumed session's past is in the log already), then the summary or one JSON object.
     On the screen: the live app; quitting records the reviewer closing portside."""
@@ -56,12 +57,17 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
         warm(store, engine.session_id)
         if signals:  # stopped by SIGTERM/SIGHUP, and the session ended in good order
             return _interrupted(err, engine, interrupted, signals[0])
-        return emit_result(result.to_json(), as_json)
+        data = result.to_json()
+        # Said, not silent: the default criteria name no goal metric, so no goal was checked.
+        data["goal_metric"] = getattr(getattr(engine.criteria, "goal", None), "metric", "") or None
+        return emit_result(data, as_json)
     from portside.tui.app import make_app
 
     app = make_app(bus=engine.bus, gate=engine.gate, info=engine.info, engine_run=engine.run,
                    engine_stop=lambda: engine.stop(REVIEWER_QUIT))
     app.on_terminal_gone = lambda: engine.interrupt("SIGHUP")  # a hangup nobody signalled
+    if on_app is not None:  # work that must not hold the first frame (demo: torch_xla check)
+        app.on_started = on_app
 
     def on_signal(name: str) -> None:
         engine.interrupt(name)
@@ -83,6 +89,12 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
         return _interrupted(err, engine, interrupted, signals[0] if signals else 1)
     if engine.result is None:
         return 1
+    # Where the session went: quitting the screen left nothing to say what to do next.
+    import click
+
+    sid = engine.session_id
+    click.echo(f"portside: session {sid} · verdict {engine.result.verdict} · "
+               f"`portside replay {sid}` · `portside show {sid}`", err=True)
     return 0 if engine.result.verdict == "pass" else 1
 
 

@@ -92,6 +92,8 @@ def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str 
             from portside.tui.replay import run_replay  # type: ignore[import-not-found]
 
             run_replay(subject, session_id, replayer)
+            click.echo(f"portside: replayed {session_id} · `portside show {session_id}` prints "
+                       f"it · `portside export {session_id} report` writes its report", err=True)
             return
         click.echo("portside replay: the replay screen is not built yet; replaying headless.",
                    err=True)

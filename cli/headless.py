@@ -115,6 +115,14 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
         perf = cost.get("performance") or {}
         if perf.get("line"):
             console.print(Text(f"performance: {_safe(perf['line'])}"))
+    if cost.get("human_usd_per_hour") is not None:
+        console.print(Text(f"human time {cost.get('human_minutes', 0):.1f} min (busy time, "
+                           f"overlaps counted once) at ${cost['human_usd_per_hour']:.0f}/h "
+                           "(price row human-hour; set it in the criteria's [prices])",
+                           style="dim"))
+    if "goal_metric" in result and not result["goal_metric"]:
+        console.print(Text("goal: none checked (the criteria name no [goal] metric; set "
+                           "metric and pattern to check one)", style="yellow"))
     verdict = result["verdict"]
     console.print(Text(_safe(f"verdict: {verdict.upper()} ({result['outcome']}; "
                              f"{result.get('reason', '')})"),

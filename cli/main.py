@@ -119,6 +119,19 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
     from portside.tui.sessions import SessionsApp
 
     store = _open_store(ctx, db)
+    try:
+        # q in a replay opened from here comes back to the list; q on the list leaves.
+        while chosen := SessionsApp(_listed(store, session_costs), str(store.path)).run():
+            from portside.core.replay.player import Replayer
+            from portside.store.replay_source import StoreSource
+            from portside.tui.replay import run_replay
+
+            run_replay(store, chosen, Replayer(StoreSource(store, chosen)), close=False)
+    finally:
+        store.close()
+
+
+def _listed(store: Any, session_costs: Any) -> list[dict[str, Any]]:
     rows = store.sessions()
     from portside.store.study_log import session_studies
 
@@ -131,15 +144,7 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
             r["compute_usd"] = session_costs(store, r["session_id"])["compute_usd"]
         except Exception:  # a cost is a nicety here, never a reason not to list
             r["compute_usd"] = None
-    chosen = SessionsApp(rows, str(store.path)).run()
-    if chosen:
-        from portside.core.replay.player import Replayer
-        from portside.store.replay_source import StoreSource
-        from portside.tui.replay import run_replay
-
-        run_replay(store, chosen, Replayer(StoreSource(store, chosen)))
-    else:
-        store.close()
+    return rows
 
 
 @main.command("show")
@@ -276,6 +281,12 @@ def export_cmd(
 
     export(_open_store(ctx, db), session, what, fmt, output, all_sessions)
 
+REFERENCE_RUNS_HELP = (
+    "Independent reference runs. Run #n shifts the seeds the script sets (torch.manual_seed, "
+    "random.seed, numpy) by n-1, so #2 on is another seed of the same code: their spread is "
+    "the envelope drift is judged against. The candidate runs with #1's seeds.")
+
+
 @main.command("demo")
 @click.option("--headless", is_flag=True, help="No screen: run to the end and print the summary.")
 @click.option("--policy", type=POLICY, default=None,
@@ -288,20 +299,32 @@ def export_cmd(
 def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: float | None,
              as_json: bool, db: Path | None) -> None:
     """Run the embedded demo: a GPU project ported to torch_xla by a recorded agent."""
-    from .demo import demo_config, find_xla_python
+    from .demo import check_in_background, demo_config, find_xla_python
+    from .xla_check import quick_xla_python
 
     policy = headless_policy(policy, headless)
     store = open_store(ctx, db)
+    # On the screen, torch_xla found on disk is enough to start: its import (~20 s) is checked
+    # behind the first frame. Headless, it is checked first, and the wait is said.
+    xla, verified = quick_xla_python()
+    how: dict[str, object] = {}
+    if xla and not verified:
+        if headless:
+            click.echo(f"portside demo · checking that torch_xla imports in {xla} "
+                       "(once; cached after)…", err=True)
+            xla = find_xla_python()
+        else:
+            how["on_app"] = check_in_background(xla)
     try:
         config, banner = demo_config(
             policy=policy, speed=speed if speed is not None else (0.0 if headless else 1.0),
-            xla_python=find_xla_python(), headless=headless,
+            xla_python=xla, headless=headless,
             workdir=None,
         )
     except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"portside demo · {banner}", err=True)
-    sys.exit(run_config(config, store, headless=headless, as_json=as_json))
+    sys.exit(run_config(config, store, headless=headless, as_json=as_json, **how))
 
 
 @main.command("run")
@@ -312,7 +335,8 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
 @click.option("--candidate", "candidate", callback=command_text, default=None, help="Candidate command (default: the reference's).")
 @click.option("--criteria", "criteria_file", callback=recorded_path,
               type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True)
+@click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True,
+              help=REFERENCE_RUNS_HELP)
 @click.option("--reference-target", type=click.Choice(TARGETS_CHOICE), default="cpu",
               show_default=True)
 @click.option("--agent", "agent_spec", default="none", show_default=True,
@@ -402,7 +426,8 @@ VERIFY_STALL_S = 1800.0
 @click.option("--candidate", "candidate", callback=command_text, default=None,
               help="Candidate command (shell string; with --session default the reference's).")
 @click.option("--target", type=click.Choice(TARGETS_CHOICE), required=True, help=TARGET_HELP)
-@click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True)
+@click.option("--reference-runs", type=click.IntRange(1, 20), default=2, show_default=True,
+              help=REFERENCE_RUNS_HELP)
 @click.option("--reference-target", type=click.Choice(TARGETS_CHOICE), default="cpu",
               show_default=True)
 @click.option("--criteria", "criteria_file", callback=recorded_path,

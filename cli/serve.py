@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import secrets
 import shlex
 import socket
@@ -118,7 +119,9 @@ def make_server(command: str, port: int, token: str) -> Any:
         async def _one_tab(self, request: web.Request, handler: Any) -> web.StreamResponse:
             """Serve the tab while no other is open; after the app of a tab just closed ends."""
             if self.tabs:
-                raise web.HTTPConflict(text="a browser tab already holds this session\n")
+                raise web.HTTPConflict(text="portside serve: another browser tab holds this "
+                                            "session (one tab at a time); close it, then "
+                                            "reload this page\n")
             tab = _Tab(self.tabs)
             try:
                 try:
@@ -143,6 +146,12 @@ def make_server(command: str, port: int, token: str) -> Any:
             finally:
                 if (tab := _CURRENT_TAB.get()) is not None:
                     tab.release()
+
+        def initialize_logging(self) -> None:
+            super().initialize_logging()
+            # One access-log line per page, asset and websocket flooded the terminal that
+            # shows the URL; errors still come through.
+            logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
         async def on_startup(self, app: web.Application) -> None:
             # Startup runs before the socket listens: print once it accepts, so the URL

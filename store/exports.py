@@ -26,7 +26,7 @@ from portside.core.log import events as ev
 from portside.core.log.ledger import attention_s
 from portside.core.log.performance import performance
 from portside.core.safety.terminal_text import clean_text, clean_text_stream, json_safe
-from portside.core.workspace.risk import linked_edits
+from portside.core.workspace.risk import linked_edits_for
 
 from .queries import Store
 
@@ -386,7 +386,7 @@ def report_md(store: Store, session_id: str) -> str:
             loc = localized.get(a["alarm_id"])
             if loc is not None:  # portside verify --localize
                 out.append(f"  - where it diverged: {_md_cell(loc.summary or loc.error)}")
-            for e, m in linked_edits(a["check"], proposed, applied)[:1]:
+            for e, m in linked_edits_for(a["check"], a["evidence"], proposed, applied)[:1]:
                 out.append(f"  - linked edit: `{_md_cell(e.path)}` ({e.edit_id}) carried "
                            f"\"{_md_cell(m.text)}\"")
     else:
@@ -591,8 +591,9 @@ def stats_md(data: dict[str, Any]) -> str:
             f"| {_usd(r['cost_per_successful_run_usd'])} | {met} |"
         )
     per = t["steering_per_migration"]
+    migrations = "1 migration" if t["sessions"] == 1 else f"{t['sessions']} migrations"
     lines.append(
-        f"| **total ({t['sessions']} migrations)** | {t['attempts']} "
+        f"| **total ({migrations})** | {t['attempts']} "
         f"| {t['failures']} ({_pct(t['failure_share'])}) | {t['silent']} ({_pct(t['silent_share'])}) "
         f"| {t['steering']} / {t['interventions']} | {t['human_minutes']:.1f} "
         f"| {_usd(t['compute_usd'])} | {_usd(t['tokens_usd'])} "

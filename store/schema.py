@@ -11,10 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from portside.core.log.busy_time import HUMAN_S_SQL
+
 if TYPE_CHECKING:  # imported by migrate only: ~0.2 s that an up-to-date file never needs
     import sqlite_utils
 
-SCHEMA_USER_VERSION = 5
+SCHEMA_USER_VERSION = 6
 
 
 class StoreError(RuntimeError):
@@ -102,7 +104,7 @@ METRICS_COLUMNS: dict[str, type] = {
 # One row per session with the study's counts: what `portside sessions` and Datasette show.
 # The same rules as core/log/ledger.py (a test holds them equal): a run cut off by a kill of
 # portside (reason engine-killed, outcome aborted) is no attempt and no failure.
-SESSION_SUMMARY_SQL = """
+SESSION_SUMMARY_SQL = f"""
         SELECT s.session_id, s.project, s.target, s.agent, s.mode, s.started_at, s.ended_at,
           s.verdict, s.outcome,
           (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.session_id
@@ -115,8 +117,7 @@ SESSION_SUMMARY_SQL = """
              AND i.during_replay = 0) AS interventions,
           (SELECT COUNT(*) FROM interventions i WHERE i.session_id = s.session_id
              AND i.during_replay = 0 AND i.steering = 1) AS steering,
-          (SELECT COALESCE(SUM(i.attention_s), 0) FROM interventions i
-             WHERE i.session_id = s.session_id AND i.during_replay = 0) AS human_s,
+          {HUMAN_S_SQL} AS human_s,
           (SELECT COALESCE(SUM(u.cost_usd), 0) FROM agent_usage u
              WHERE u.session_id = s.session_id) AS token_usd,
           (SELECT COUNT(*) FROM alarms a WHERE a.session_id = s.session_id) AS alarms
@@ -296,7 +297,14 @@ def _v5(db: sqlite_utils.Database) -> None:
         reproject(db.conn, kinds=("run.record",))
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
+def _v6(db: sqlite_utils.Database) -> None:
+    # Human time was the sum of the interventions' spans: an ack open while a verdict was
+    # being written counted twice. The view now counts their union (core/log/busy_time.py).
+    db.execute("DROP VIEW IF EXISTS session_summary")
+    db.create_view("session_summary", SESSION_SUMMARY_SQL)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 
 
 def migrate(conn: sqlite3.Connection, path: str | Path = "") -> int:

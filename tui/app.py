@@ -145,6 +145,8 @@ class PortsideApp(App[None]):
         # What ends the engine when the terminal is gone (a hangup); default: engine_stop.
         self.on_terminal_gone: Callable[[], None] | None = None
         self._engine_done = engine_run is None
+        # Called once mounted, with the app: work that must not hold the first frame.
+        self.on_started: Callable[[PortsideApp], None] | None = None
 
     def get_driver_class(self) -> type[Driver]:
         base = super().get_driver_class()
@@ -190,6 +192,8 @@ class PortsideApp(App[None]):
         if self.engine_run is not None:
             self.run_worker(self.engine_run(), name=ENGINE_WORKER, group=ENGINE_WORKER,
                             exit_on_error=False)
+        if self.on_started is not None:
+            self.on_started(self)
         if self.WARM_UP_ON_MOUNT:
             self.start_warm_up()
 
@@ -265,6 +269,17 @@ class PortsideApp(App[None]):
         if action == "compare":  # only the live and replay screens compare (hidden elsewhere)
             return isinstance(self.screen, LiveScreen)
         return True
+
+    async def _on_exit_app(self) -> None:
+        # Every way out passes here. A browser tab closing reaches the app only as this
+        # ("quit" from textual-serve): it is the reviewer closing portside, as `q` is, not a
+        # cancelled engine (its worker is cancelled next). A signal or a hangup said its own.
+        if self.engine_stop is not None and not self.signalled and not self._engine_done:
+            try:
+                self.engine_stop()
+            except Exception as exc:  # quitting must always work
+                self.log.error(f"engine stop failed: {exc}")
+        await super()._on_exit_app()
 
     async def action_quit(self) -> None:
         if self.engine_stop is not None:

@@ -7,7 +7,7 @@ multi-line string stays a string). Nothing here is Textual.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from itertools import zip_longest
 from pathlib import PurePosixPath
@@ -116,6 +116,8 @@ class EditDiff:
         width = len(str(max(len(self.a), len(self.b), 1)))
         rows: list[Text] = []
         first_change: int | None = None
+        stops: list[int] = []
+        new_rows: dict[int, int] = {}
         groups = self._groups(context)
         if not groups:
             return DiffRows([Text("(no changes)", style=GUTTER)], [], 0)
@@ -123,13 +125,18 @@ class EditDiff:
             if context is not None:
                 _, i1, _, j1, _ = group[0]
                 _, _, i2, _, j2 = group[-1]
+                stops.append(len(rows))
                 rows.append(Text(f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@", style=HUNK))
             for tag, i1, i2, j1, j2 in group:
                 if tag == "equal":
+                    new_rows.update((j1 + k + 1, len(rows) + k) for k in range(j2 - j1))
                     rows += [_row(j1 + k + 1, " ", hb[j1 + k], "", width) for k in range(j2 - j1)]
                     continue
                 if first_change is None:
                     first_change = len(rows)
+                if context is None:
+                    stops.append(len(rows))
+                new_rows.update((ib + 1, len(rows) + (i2 - i1) + ib - j1) for ib in range(j1, j2))
                 marks_a: dict[int, list[tuple[int, int]]] = {}
                 marks_b: dict[int, list[tuple[int, int]]] = {}
                 if tag == "replace":
@@ -139,7 +146,7 @@ class EditDiff:
                          for ia in range(i1, i2)]
                 rows += [_row(ib + 1, "+", hb[ib], ADD_LINE, width, marks_b.get(ib), ADD_MARK)
                          for ib in range(j1, j2)]
-        return DiffRows(rows, [], first_change or 0)
+        return DiffRows(rows, [], first_change or 0, stops, new_rows)
 
     def side_by_side(self, context: int | None = 3) -> DiffRows:
         """Old and new in two columns with the same number of rows, so they scroll as one."""
@@ -148,6 +155,8 @@ class EditDiff:
         left: list[Text] = []
         right: list[Text] = []
         first_change: int | None = None
+        stops: list[int] = []
+        new_rows: dict[int, int] = {}
         groups = self._groups(context)
         if not groups:
             return DiffRows([Text("(no changes)", style=GUTTER)], [Text("")], 0)
@@ -164,17 +173,23 @@ class EditDiff:
             if context is not None:
                 _, i1, _, j1, _ = group[0]
                 _, _, i2, _, j2 = group[-1]
+                stops.append(len(left))
                 left.append(Text(f"@@ -{i1 + 1},{i2 - i1}", style=HUNK))
                 right.append(Text(f"@@ +{j1 + 1},{j2 - j1}", style=HUNK))
             for tag, i1, i2, j1, j2 in group:
                 if tag == "equal":
                     for k in range(i2 - i1):
+                        new_rows[j1 + k + 1] = len(left)
                         left.append(cell(i1 + k + 1, ha[i1 + k], ""))
                         right.append(cell(j1 + k + 1, hb[j1 + k], ""))
                     continue
                 if first_change is None:
                     first_change = len(left)
+                if context is None:
+                    stops.append(len(left))
                 for ia, ib in zip_longest(range(i1, i2), range(j1, j2)):
+                    if ib is not None:
+                        new_rows[ib + 1] = len(left)
                     ma = mb = None
                     if ia is not None and ib is not None:
                         ma, mb = intra_line(self.a[ia], self.b[ib])
@@ -182,7 +197,7 @@ class EditDiff:
                                      None if ia is None else ha[ia], DEL_LINE, ma, DEL_MARK))
                     right.append(cell(None if ib is None else ib + 1,
                                       None if ib is None else hb[ib], ADD_LINE, mb, ADD_MARK))
-        return DiffRows(left, right, first_change or 0)
+        return DiffRows(left, right, first_change or 0, stops, new_rows)
 
 
 @dataclass
@@ -192,6 +207,13 @@ class DiffRows:
     left: list[Text]
     right: list[Text]
     first_change: int  # the row of the first change, where a whole-file view starts
+    # Where `]` / `[` stop: each hunk's @@ row (each change's first row in a whole-file view).
+    stops: list[int] = field(default_factory=list)
+    new_rows: dict[int, int] = field(default_factory=dict)  # new file's line (1-based) -> row
+
+    def row_of_line(self, line: int) -> int | None:
+        """The row showing line ``line`` of the new file, or None where the view omits it."""
+        return self.new_rows.get(line)
 
     def __len__(self) -> int:
         return len(self.left)

@@ -295,9 +295,11 @@ def make_replay_app(replayer: Replayer, *, session_id: str, sink: Sink | None = 
                      autoplay=autoplay, batch=batch)
 
 
-def run_replay(store_or_events: Any, session_id: str, replayer: Replayer) -> None:
+def run_replay(store_or_events: Any, session_id: str, replayer: Replayer,
+               close: bool = True) -> None:
     """`portside replay` on screen. ``store_or_events``: the Store (review notes are recorded
-    in it) or a recording's events (notes are not stored: there is no database)."""
+    in it) or a recording's events (notes are not stored: there is no database). ``close``
+    False: the store stays open (the sessions screen comes back after it)."""
     store = None if isinstance(store_or_events, list) else store_or_events
     app = make_replay_app(replayer, session_id=session_id,
                           sink=store.recorder if store is not None else None)
@@ -305,4 +307,7 @@ def run_replay(store_or_events: Any, session_id: str, replayer: Replayer) -> Non
         app.run()
     finally:
         if store is not None:
-            store.close()  # flushes the recorder: a review note is on disk before we exit
+            if close:
+                store.close()  # flushes the recorder: a review note is on disk before we exit
+            else:
+                store.recorder.flush()

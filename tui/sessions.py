@@ -15,23 +15,32 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from portside.core.safety.terminal_text import clean_line
 
-# (key in session_summary, column title, sort key)
+# (key in session_summary, column title). The study's counts and the verdict come before the
+# long descriptive cells (agent, start time), so 120 columns show all of them: the table was
+# cut after "in…" there (interventions, human minutes, cost and verdict off screen).
 COLUMNS: list[tuple[str, str]] = [
     ("session_id", "session"),
     ("project", "project"),
     ("target", "target"),
-    ("agent", "agent"),
-    ("started_at", "started (UTC)"),
-    ("duration", "duration"),
-    ("attempts", "attempts"),
-    ("failures", "failures"),
+    ("verdict", "verdict"),
+    ("attempts", "tries"),
+    ("failures", "failed"),
     ("silent_failures", "silent"),
-    ("interventions", "interventions"),
+    ("interventions", "interv."),
     ("human_s", "human min"),
     ("cost", "cost $"),
-    ("verdict", "verdict"),
+    ("duration", "min"),
+    ("started_at", "started UTC"),
+    ("agent", "agent"),
     ("study", "study · task"),
 ]
+WIDE = {"project": 14, "agent": 24}  # cells cut to this many characters (…)
+
+
+def _short_agent(spec: str) -> str:
+    """`scripted:/long/path/agent.jsonl` → `scripted:agent.jsonl` (the file's name says it)."""
+    kind, sep, rest = spec.partition(":")
+    return f"{kind}:{Path(rest).name}" if sep and "/" in rest else spec or "none"
 
 
 def _row_values(r: dict[str, Any]) -> dict[str, Any]:
@@ -39,6 +48,7 @@ def _row_values(r: dict[str, Any]) -> dict[str, Any]:
     return {
         **r,
         "project": Path(r.get("project") or "").name or "-",
+        "agent": _short_agent(str(r.get("agent") or "")),
         "duration": (ended - started) if started and ended else None,
         "cost": float(r.get("token_usd") or 0.0) + float(r.get("compute_usd") or 0.0),
         "verdict": r.get("verdict") or "open",
@@ -49,16 +59,20 @@ def _cell(key: str, v: Any) -> Text:
     if v is None:
         return Text("-", style="dim")
     if key == "started_at":
-        return Text(dt.datetime.fromtimestamp(v, dt.UTC).strftime("%Y-%m-%d %H:%M"))
+        return Text(dt.datetime.fromtimestamp(v, dt.UTC).strftime("%m-%d %H:%M"))
     if key == "duration":
-        return Text(f"{v / 60:.1f} min")
+        return Text(f"{v / 60:.1f}")
     if key == "human_s":
         return Text(f"{v / 60:.1f}")
     if key == "cost":
         return Text(f"{v:.2f}")
     if key == "verdict":
         return Text(str(v), style="green" if v == "pass" else "red" if v == "fail" else "yellow")
-    return Text(clean_line(str(v)))
+    text = clean_line(str(v))
+    cut = WIDE.get(key)
+    if cut and len(text) > cut:
+        text = text[: cut - 1] + "…"
+    return Text(text)
 
 
 class SessionsApp(App[str | None]):

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from portside.core.log.costs import tpu_generation
+from portside.core.checks.wanted_hardware import hardware_findings
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
@@ -15,7 +15,6 @@ from .crash_cause import classify
 from .records import RunRecords
 
 TARGETS = ("cpu", "cuda", "xla", "xla:cpu", "tpu", "tpu:v5e", "tpu:v5p", "tpu:v6e")
-XLA_BACKENDS = ("torch_xla", "torch_tpu")
 FACT_KEYS = ("backend", "device_kind", "device_name", "device_count", "real_devices",
              "pjrt_device", "world_size", "param_devices", "param_dtypes", "versions")
 
@@ -52,9 +51,6 @@ def check_hardware(cand: RunRecords, criteria: Criteria, target: str, final: boo
                           f"no device facts recorded: cannot verify target {target}",
                           {"target": target, "steps": cand.n}, key="unverified-hardware")]
         return []
-    backend = str(facts.get("backend") or "")
-    kind = str(facts.get("device_kind") or "UNKNOWN").upper()
-    name = str(facts.get("device_name") or "")
     ev = {"target": target, **device_facts(facts)}
     alarms: list[Alarm] = []
 
@@ -62,30 +58,11 @@ def check_hardware(cand: RunRecords, criteria: Criteria, target: str, final: boo
         alarms.append(Alarm("wrong-hardware", severity, f"target {target}, but {why}", ev,
                             key="wrong-hardware"))
 
-    is_xla = backend in XLA_BACKENDS
-    want_kind = {"cpu": "CPU", "cuda": "CUDA", "xla:cpu": "CPU"}.get(
-        target, "TPU" if target.startswith("tpu") else None)
-    if kind == "UNKNOWN":
-        alarms.append(Alarm("unverified-hardware", "warning",
-                            f"real device kind unknown (backend {backend or '?'}): cannot verify "
-                            f"target {target}", ev, key="unverified-hardware"))
-    elif want_kind and kind != want_kind:
-        wrong(f"it ran on {kind} ({name or backend})")
-    elif target in ("xla", "xla:cpu", "tpu") or target.startswith("tpu:"):
-        if not is_xla:
-            wrong(f"backend is {backend or 'unknown'}, not torch_xla/torch_tpu")
-    elif target == "cpu" and is_xla:
-        wrong(f"it ran through {backend} (XLA:CPU), not plain CPU", "warning")
-
-    if target.startswith("tpu:") and kind == "TPU" and not alarms:
-        gen = tpu_generation(name)
-        want = "tpu-" + target.split(":", 1)[1]
-        if gen is None:
-            alarms.append(Alarm("unverified-hardware", "warning",
-                                f"TPU generation not in the device name {name!r}: cannot verify "
-                                f"{target}", ev, key="unverified-hardware"))
-        elif gen != want:
-            wrong(f"it ran on {name}")
+    for f in hardware_findings(target, facts):  # the rule the views share
+        if f.kind == "wrong-hardware":
+            wrong(f.why, f.severity)
+        else:
+            alarms.append(Alarm(f.kind, f.severity, f.why, ev, key=f.kind))
 
     devices = criteria.hardware.devices
     count = facts.get("device_count")

@@ -9,8 +9,9 @@ What counts, decided once here:
 - **Interventions** are the reviewer's actions during the session. Review notes written while
   replaying it (``during_replay``) are counted apart (``review_notes``), never as interventions
   or human minutes of the migration: they are made after it.
-- **Human time** is, per intervention, ``decided_at - attention_started_at`` (negative or
-  non-finite spans count 0).
+- **Human time** is the reviewer's busy time: the union of the interventions' windows
+  ``attention_started_at → decided_at`` (overlapping windows, an ack open while a verdict is
+  being written, count once; negative or non-finite spans count 0). Exports keep each window.
 - **Token $** is what the agent recorded (``agent.usage.cost_usd``: the agent prices its own
   turns with prompt-cache factors and the session's price table; Claude Code reports its own
   total). Usage with tokens but no cost is listed in ``unpriced_models``.
@@ -36,6 +37,7 @@ from typing import Any
 
 from portside.core.log import costs
 from portside.core.log import events as ev
+from portside.core.log.busy_time import BusyWindows
 
 ENGINE_KILLED = "engine-killed"  # the reason resume gives a run its killed engine left live
 LEDGER_KINDS: frozenset[str] = frozenset({
@@ -116,9 +118,9 @@ class Ledger:
     alarms: dict[str, AlarmEntry] = field(default_factory=dict)
     interventions: int = 0
     steering: int = 0
-    human_s: float = 0.0
+    busy: BusyWindows = field(default_factory=BusyWindows)
     review_notes: int = 0
-    review_s: float = 0.0
+    review_busy: BusyWindows = field(default_factory=BusyWindows)
     verdict: tuple[str, str] | None = None
     token_usd: float = 0.0
     tokens_in: int = 0
@@ -164,11 +166,11 @@ class Ledger:
             case ev.Intervention():
                 if e.during_replay:
                     self.review_notes += 1
-                    self.review_s += attention_s(e)
+                    self.review_busy.add(e.attention_started_at, e.decided_at)
                     return
                 self.interventions += 1
                 self.steering += int(e.steering)
-                self.human_s += attention_s(e)
+                self.busy.add(e.attention_started_at, e.decided_at)
                 if e.action == "override-alarm" and e.target_id in self.alarms:
                     self.alarms[e.target_id].overridden = True
                 decided = verdict_of(e)
@@ -191,9 +193,18 @@ class Ledger:
         other.runs = {k: copy.copy(r) for k, r in self.runs.items()}
         other.alarms = {k: copy.copy(a) for k, a in self.alarms.items()}
         other.unpriced_models = set(self.unpriced_models)
+        other.busy, other.review_busy = self.busy.copy(), self.review_busy.copy()
         return other
 
     # --- facts -------------------------------------------------------------------------------
+
+    @property
+    def human_s(self) -> float:
+        return self.busy.seconds
+
+    @property
+    def review_s(self) -> float:
+        return self.review_busy.seconds
 
     @property
     def human_minutes(self) -> float:

@@ -40,6 +40,9 @@ async def _pending(h: Harness, pilot: object) -> None:
                 and "cmd-1" in pilot.app.screen._shown_at)  # type: ignore[attr-defined]
     # The screen's next tick tells the gate when the card was first shown.
     await until(pilot, lambda: all(p.shown_at is not None for p in h.gate.pending_edits()))
+    # Laid out (on a loaded machine the first layout can come after the gate heard of it).
+    await until(pilot, lambda: all(c.outer_size.height for c in pilot.app.screen.query(  # type: ignore[attr-defined]
+        ".diff-card")))
 
 
 async def test_command_card_approved_with_a(harness: Harness) -> None:
@@ -50,8 +53,8 @@ async def test_command_card_approved_with_a(harness: Harness) -> None:
         text = screen_text(app)
         cards = app.live.query_one("Transcript").cards  # type: ignore[attr-defined]
         assert isinstance(cards["cmd-1"], CommandCard) and isinstance(cards["e1"], DiffCard)
-        assert "command 1/1 python -m pytest -q" in text and "edit 1/1" in text, text
-        assert "edit 1/2" not in text and "edit 2/2" not in text
+        assert "command 1 python -m pytest -q" in text and "edit 1 " in text, text
+        assert "edit 1 of" not in text and "edit 2" not in text  # numbered apart
         assert "in tests · run the unit tests" in text
         await pilot.press("a")
         await until(pilot, lambda: engine.decision is not None)
@@ -86,4 +89,4 @@ async def test_an_older_logs_command_shows_as_a_command_card(harness: Harness) -
         app.live.flush()
         await pilot.pause()
         text = screen_text(app)
-    assert "command 1/1 ls -la" in text and "edit 1/1" in text, text
+    assert "command 1 ls -la" in text and "edit 1 " in text, text

@@ -86,6 +86,9 @@ class TestEditKeys:
             await pilot.press("enter")
             await pilot.pause()
             assert isinstance(app.screen, TextDialog)
+            # Said in the dialog, not only in a toast behind it (it looked ignored).
+            said = str(app.screen.query_one("#dialog-error").render())
+            assert "needs a few words" in said, said
             await pilot.press("escape")
             await pilot.pause()
         assert harness.interventions() == []

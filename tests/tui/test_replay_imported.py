@@ -48,6 +48,6 @@ async def test_imported_claude_code_session_replays_on_screen(tmp_path: Path) ->
             text = screen_text(app)
             assert "replay end" in text and "0 interventions" in text
             # Commands are numbered apart from the edits: two edits, not four.
-            assert "edit 2/2 PORTING.md" in text and "approved · applied" in text
+            assert "edit 2 · 1 before PORTING.md" in text and "approved · applied" in text
     finally:
         store.close()

@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 
 from portside.core.log import events as ev
 from portside.store import Store
-from portside.tui.sessions import SessionsApp
+from portside.tui.sessions import COLUMNS, SessionsApp
 
 
 def _rows(tmp: Path) -> list[dict]:
@@ -37,7 +37,7 @@ async def test_filter_sort_and_choose(tmp_path: Path) -> None:
         await pilot.pause()
         assert table.row_count == 2
         await pilot.press("enter")  # leave the filter box
-        table.move_cursor(row=0, column=9)  # interventions column
+        table.move_cursor(row=0, column=[k for k, _ in COLUMNS].index("interventions"))
         await pilot.press("s")
         await pilot.pause()
         assert str(table.coordinate_to_cell_key((0, 0)).row_key.value) == "s-a"

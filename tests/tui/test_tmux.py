@@ -64,7 +64,7 @@ def test_alarm_acknowledged_in_a_real_terminal(tmp_path: Path) -> None:
         assert "\x1b" not in screen
         time.sleep(1.0)  # the alarm has been in front of the reviewer for a moment
         _tmux("send-keys", "-t", session, "k")
-        _wait_for("1 interventions", session, timeout=30)  # the header counts it
+        _wait_for("1 intervention", session, timeout=30)  # the header counts it
         _tmux("send-keys", "-t", session, "q")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and "portside" in _tmux("capture-pane", "-p", "-t",
@@ -133,7 +133,7 @@ def test_db_inside_the_project_runs_and_the_card_shows_its_risk_mark(tmp_path: P
         screen = _wait_for("touches gradient clipping", session, timeout=240)
         assert "engine failed" not in screen
         _tmux("send-keys", "-t", session, "a")
-        _wait_for("1 interventions", session, timeout=30)
+        _wait_for("1 intervention", session, timeout=30)
         _tmux("send-keys", "-t", session, "q")
     finally:
         time.sleep(1)

@@ -231,13 +231,21 @@ class TestFileNavigation:
             cards = {c.edit_id: c for c in screen.query(DiffCard)}
             assert screen.current_edit == "e1" and cards["e1"].selected
 
-            await pilot.press("right_square_bracket")
+            async def file_key(key: str) -> None:
+                # `]` / `[` step through the selected diff's hunks first, then to the next file.
+                start = screen.current_edit
+                for _ in range(len(cards[start].body.wrapped().stops) + 1):
+                    await pilot.press(key)
+                    if screen.current_edit != start:
+                        return
+
+            await file_key("right_square_bracket")
             assert screen.current_edit == "e2"
             assert cards["e2"].selected and not cards["e1"].selected
             assert cards["e2"].has_focus
-            await pilot.press("right_square_bracket")  # wraps
+            await file_key("right_square_bracket")  # wraps
             assert screen.current_edit == "e1" and cards["e1"].has_focus
-            await pilot.press("left_square_bracket")
+            await file_key("left_square_bracket")
             assert screen.current_edit == "e2"
 
             await pilot.press("a")

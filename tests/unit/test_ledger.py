@@ -49,9 +49,9 @@ def session_log() -> list[ev.Event]:
         ev.AlarmRaised(session_id=SID, alarm_id="a2", check="goal-regression",
                        severity="error", title="goal", run_id="cand1"),
         _act("approve", 60.0),
-        _act("override-alarm", 30.0, target="a1", note="known noise"),
+        _act("override-alarm", 30.0, at=200.0, target="a1", note="known noise"),
         ev.AlarmCleared(session_id=SID, alarm_id="a1", reason="overridden"),
-        _act("verdict", 30.0, verdict="pass", note="looks right"),
+        _act("verdict", 30.0, at=300.0, verdict="pass", note="looks right"),
         _act("review-note", 600.0, replay=True, note="later look"),
         _act("approve", -5.0),  # a clock step backwards counts 0, never negative
         ev.SessionEnded(session_id=SID, verdict="pass", reason="reviewer: looks right"),

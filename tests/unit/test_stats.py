@@ -39,7 +39,8 @@ def _migration(i: int) -> list[ev.Event]:
     for k in range(STEERING[i] + 1):  # plus one approval that does not steer
         out.append(ev.Intervention(session_id=sid, intervention_id=f"{sid}-i{k}",
                                    action="reject" if k else "approve", steering=bool(k),
-                                   attention_started_at=0.0, decided_at=30.0))
+                                   # apart in time: busy time is the union of the windows
+                                   attention_started_at=k * 60.0, decided_at=k * 60.0 + 30.0))
     out.append(ev.AgentUsage(session_id=sid, model="claude-sonnet-4-5", cost_usd=1.0))
     if i == 2:  # one crash, its cause on the alarm as check_end puts it there
         out.append(ev.AlarmRaised(session_id=sid, alarm_id=f"{sid}-crash", check="crashed",

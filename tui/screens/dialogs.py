@@ -50,6 +50,9 @@ class TextDialog(ModalScreen[DialogResult | None]):
             yield Label(Text(self.title_text, style="bold"))
             yield Static(Text(self.prompt, style="dim"))
             yield Input(value=self.value, id="dialog-input")
+            # In the dialog itself: a toast behind a modal went unseen (an empty reject reason
+            # looked ignored).
+            yield Static("", id="dialog-error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(self.confirm, variant="primary", id="ok")
                 yield Button("Cancel", id="cancel")
@@ -60,6 +63,8 @@ class TextDialog(ModalScreen[DialogResult | None]):
     def _submit(self) -> None:
         text = self.query_one(Input).value
         if self.required and not text.strip():
+            self.query_one("#dialog-error", Static).update(Text(
+                f"{self.confirm}: this needs a few words (esc cancels)", style="bold red"))
             self.notify("this needs a few words", severity="warning")
             return
         self.dismiss(DialogResult(text, self.opened_at))

@@ -41,11 +41,26 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog-box help-box"):
             yield Static(Text(self.title_text, style="bold"))
-            with VerticalScroll():
+            with VerticalScroll(id="help-keys"):
                 yield Static(bindings_table(self.bindings_shown))
+            yield Static(Text("", style="dim"), id="help-more")
             yield Static(Text("Every action is written to the session's database before it is "
                               "confirmed on screen. ctrl+p opens the command palette · esc closes",
                               style="dim"))
+
+    def on_mount(self) -> None:
+        keys = self.query_one("#help-keys", VerticalScroll)
+        keys.focus()  # ↑ ↓ PgUp PgDn Home End scroll the list at once
+        self.call_after_refresh(self._hint_more)
+
+    def _hint_more(self) -> None:
+        # The list is longer than the box at 120×40: say so, or the keys below are never seen.
+        keys = self.query_one("#help-keys", VerticalScroll)
+        more = self.query_one("#help-more", Static)
+        if keys.max_scroll_y > 0:
+            more.update(Text(f"↓ more keys below ({keys.max_scroll_y} rows) · ↑ ↓ PgUp PgDn "
+                             "Home End scroll this list", style="bold #e5c07b"))
+        more.display = keys.max_scroll_y > 0
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)

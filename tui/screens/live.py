@@ -71,6 +71,8 @@ REVIEW_BINDINGS = [
     _b("d", "dismiss_failure", "Dismiss", "review.dismiss-failure",
        "Hide the failure bar (the reason stays in the session log and in `portside show`)"),
 ]
+# Keys that answer an agent: hidden in a session without one (verification only).
+AGENT_ACTIONS = frozenset({"approve", "reject", "edit", "message", "pause"})
 # `c` (compare) is an app binding (tui/app.py), listed after ? and q: at 100 columns the
 # footer cuts it rather than Help; it calls action_compare of this screen.
 COMPARE_TOOLTIP = ("A reference's and the candidate's step records and logs side by side, "
@@ -84,10 +86,17 @@ VIEW_BINDINGS = [
        "Toggle the selected diff between unified and side by side", show=False),
     _b("f", "toggle_full", "Full file", "view.full",
        "Toggle the selected diff between its hunks and the whole file", show=False),
-    _b("right_square_bracket", "next_edit", "Next file", "view.next-edit",
-       "Select the next proposed edit (per-file navigation)", show=False, key_display="]"),
-    _b("left_square_bracket", "prev_edit", "Previous file", "view.prev-edit",
-       "Select the previous proposed edit", show=False, key_display="["),
+    _b("right_square_bracket", "next_edit", "Next hunk", "view.next-edit",
+       "Scroll the selected diff to its next hunk; after its last, the next proposed edit",
+       show=False, key_display="]"),
+    _b("left_square_bracket", "prev_edit", "Previous hunk", "view.prev-edit",
+       "Scroll the selected diff to its previous hunk; before its first, the previous edit",
+       show=False, key_display="["),
+    _b("j,ctrl+down,shift+down", "diff_scroll(1)", "Diff down", "view.diff-down",
+       "Scroll the selected diff down a row (the card's own scroll area)", show=False,
+       key_display="j"),
+    _b("J,ctrl+up,shift+up", "diff_scroll(-1)", "Diff up", "view.diff-up",
+       "Scroll the selected diff up a row", show=False, key_display="J"),
     _b("slash", "search", "Search log", "view.search",
        "Search the visible run's log (enter: next match, esc: close)", show=False,
        key_display="/"),
@@ -179,6 +188,7 @@ class LiveScreen(Screen[None]):
         transcript = self.query_one(Transcript)
         runs = self.query_one(RunsPanel)
         renumber = select = False
+        awaiting: DiffCard | CommandCard | None = None
         for e in events:
             self.model.apply(e)
             if model_only is not None and model_only(e):
@@ -206,6 +216,8 @@ class LiveScreen(Screen[None]):
                         if current is None or current.decided is not None:
                             self.current_edit = item_id
                             select = True
+                            if card.view.decided is None:
+                                awaiting = card
                     renumber = True
                 case ev.EditDecided() | ev.EditApplied():
                     renumber = True
@@ -221,6 +233,8 @@ class LiveScreen(Screen[None]):
                     self.show_failure(e.reason)
         if select:  # once for the batch: each card restyled at most once (a replay's load)
             self._select_edit(self.current_edit or "", scroll=False)
+        if awaiting is not None and awaiting.edit_id == self.current_edit:
+            transcript.bring_into_view(awaiting)  # its title and marks in view, not below
         if renumber:
             self._renumber_cards()
         self._sync_reviewing()
@@ -266,7 +280,12 @@ class LiveScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "dismiss_failure":
             return self.is_mounted and self.query_one("#failure", Static).display
-        return True
+        # A session without an agent: nothing proposes or listens (not in the footer, not run).
+        return action not in AGENT_ACTIONS or self.has_agent()
+
+    def has_agent(self) -> bool:
+        agent = str(self.model.info.get("agent") or "none")
+        return agent not in ("none", "") or bool(self.model.edits or self.model.commands)
 
     def _update_header(self) -> None:
         self.query_one("#header", TextLine).set(self.header_text(self.clock()))
@@ -314,6 +333,10 @@ class LiveScreen(Screen[None]):
             return "awaiting review"
         if self.gate.pending_claim() is not None:
             return "awaiting verdict"
+        runs = self.model.runs.values()
+        if (self.model.state == "running" and not self.has_agent() and runs
+                and all(r.finished is not None for r in runs)):
+            return "awaiting verdict"  # every run ended: nothing runs, the verdict is next
         return self.model.state
 
     def header_text(self, now: float) -> Text:
@@ -324,27 +347,32 @@ class LiveScreen(Screen[None]):
         t.append(" portside ", style="bold")
         t.append(f"{clean_line(project)} → {clean_line(str(m.info.get('target') or '?'))}",
                  style="bold #e5c07b")
-        if m.session_id:
-            t.append(f"  session {clean_line(m.session_id)}", style="dim")
         status = self.status()
         style = {"paused": "bold black on yellow", "awaiting review": "bold #61afef",
                  "awaiting verdict": "bold #61afef", "running": "bold green",
                  "engine failed": "bold white on red"}.get(status, "bold")
-        t.append("  ")
-        t.append(self.mode_text(status), style=style)
-        t.append(f" {clock(m.elapsed(now))}")
+        rest = Text.assemble("  ", (self.mode_text(status), style), f" {clock(m.elapsed(now))}")
         cap = m.max_attempts()
-        t.append(f"  attempt {m.attempts()}{f'/{cap}' if cap else ''}\n")
+        rest.append(f"  attempt {m.attempts()}{f'/{cap}' if cap else ''}")
+        if m.session_id:
+            # The id gives way first when the line is too long (a replay's position, a long
+            # target): it was the mode, clock and attempt that were cut at 120 columns.
+            sid = clean_line(m.session_id)
+            room = (self.size.width or self.app.size.width) - t.cell_len - rest.cell_len
+            label = next((x for x in (f"  session {sid}", f"  {sid}") if len(x) <= room), "")
+            t.append(label, style="dim")
+        t.append_text(rest)
+        t.append("\n")
         t.append(" spend ", style="dim")
         t.append(f"${m.compute_usd():.2f} compute + ${m.token_usd:.2f} tokens · "
                  f"{m.human_minutes():.1f} min human")
         open_alarms = [a for a in m.open_alarms() if not a.acknowledged]
         t.append(" · ")
-        t.append(f"{len(open_alarms)} open alarms", style="bold red" if open_alarms else "")
+        t.append(plural(len(open_alarms), "open alarm"), style="bold red" if open_alarms else "")
         led = m.ledger
-        t.append(f" · {led.interventions} interventions")
+        t.append(f" · {plural(led.interventions, 'intervention')}")
         if led.review_notes:
-            t.append(f" · {led.review_notes} review notes", style="dim")
+            t.append(f" · {plural(led.review_notes, 'review note')}", style="dim")
         return t
 
     def mode_text(self, status: str) -> str:
@@ -513,9 +541,8 @@ class LiveScreen(Screen[None]):
 
     def action_verdict(self) -> None:
         errors = self.gate.open_errors()
-        summary = (f"{len(errors)} open error alarm(s): "
-                   + ", ".join(a.check for a in errors[:4]) if errors
-                   else "no open error alarms") + " · enter, then Pass or Fail"
+        summary = (f"{plural(len(errors), 'open error alarm')}: " + alarm_names(errors)
+                   if errors else "no open error alarms") + " · enter, then Pass or Fail"
 
         def done(result: DialogResult | None) -> None:
             if result is not None and result.choice in ("pass", "fail"):
@@ -597,10 +624,19 @@ class LiveScreen(Screen[None]):
             card.call_after_refresh(card.focus) if not card.is_mounted else card.focus()
 
     def action_next_edit(self) -> None:
-        self._step_edit(1)
+        card = self._card()
+        if not (isinstance(card, DiffCard) and card.body.step_hunk(1)):
+            self._step_edit(1)
 
     def action_prev_edit(self) -> None:
-        self._step_edit(-1)
+        card = self._card()
+        if not (isinstance(card, DiffCard) and card.body.step_hunk(-1)):
+            self._step_edit(-1)
+
+    def action_diff_scroll(self, rows: int) -> None:
+        card = self._card()
+        if isinstance(card, DiffCard):
+            card.body.scroll_rows(rows)
 
     def action_search(self) -> None:
         runs = self.query_one(RunsPanel)
@@ -630,6 +666,17 @@ class LiveScreen(Screen[None]):
             node = node.parent
         if isinstance(node, DiffCard | CommandCard) and node.edit_id != self.current_edit:
             self._select_edit(node.edit_id, scroll=False)
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def alarm_names(alarms: list[Any], shown: int = 4) -> str:
+    """Every alarm's check, or the first few and how many more: the count and the names agree
+    (the dialog said "5 open error alarm(s)" and named four)."""
+    names = ", ".join(a.check for a in alarms[:shown])
+    return names + (f" and {len(alarms) - shown} more" if len(alarms) > shown else "")
 
 
 def _proposal_id(e: ev.Event) -> str:

@@ -12,8 +12,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from portside.core.checks.wanted_hardware import is_wanted_hardware
 from portside.core.safety.terminal_text import clean_line
-from portside.core.workspace.risk import linked_edits
+from portside.core.workspace.risk import linked_edits_for
 
 from ..chart import envelope_chart, envelope_from_runs
 from ..messages import AlarmSelected
@@ -116,7 +117,8 @@ STAT_KEYS = ("shape", "dtype", "norm", "mean", "absmax", "abs_max")
 def linked_text(model: SessionModel, a: AlarmView) -> Text:
     """The applied edit whose risk mark matches the alarm: where the reviewer should look."""
     applied = {edit_id for edit_id, v in model.edits.items() if v.applied}
-    links = linked_edits(a.event.check, [v.event for v in model.edits.values()], applied)
+    links = linked_edits_for(a.event.check, a.event.evidence,
+                             [v.event for v in model.edits.values()], applied)
     t = Text()
     for e, mark in links[:1]:
         t.append("  ← edit ", style="bold #e5c07b")
@@ -254,7 +256,6 @@ class ChecksPanel(Vertical):
     def _hardware(self) -> Text:
         t = Text()
         t.append("hardware", style="bold")
-        want = self.target.split(":")[0].lower()
         shown = False
         for run in self.model.runs.values():
             f = run.facts or (run.finished.device if run.finished else None)
@@ -263,7 +264,8 @@ class ChecksPanel(Vertical):
             shown = True
             kind = str(f.get("device_kind") or "?")
             name = clean_line(str(f.get("device_name") or kind), 40)
-            ok = run.role == "reference" or not want or kind.lower().startswith(want[:3])
+            # The wrong-hardware check's own rule, so the panel and the alarm never disagree.
+            ok = run.role == "reference" or is_wanted_hardware(self.target, f)
             t.append(f"\n {run.label:<7}", style="bold")
             t.append(f" {name} ×{f.get('device_count', '?')} {f.get('backend', '')}")
             if run.role == "candidate":

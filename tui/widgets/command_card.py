@@ -46,7 +46,7 @@ class CommandCard(ProposalCard):
 
     def _title(self) -> Text:
         t = Text()
-        t.append(f"command {self.index}/{self.total} ", style="bold")
+        t.append(f"{self.ordinal('command')} ", style="bold")
         first = (self.view.event.command.splitlines() or [""])[0]
         t.append(clean_line(first, 60), style="bold #98c379")
         status = self.view.status

@@ -50,6 +50,10 @@ class DiffBody(ScrollView, can_focus=True):
         self._width = 0  # the width rows are wrapped to (the view's)
         self._frame: Frame = (Style(), 0, 0, 0)
         self._separator = Strip([Segment(SEPARATOR)], 1)
+        # The new file's lines risk marks point at: the body opens on the first one's hunk
+        # (once), and `]` / `[` stop at each of them as at each hunk.
+        self.mark_lines: list[int] = []
+        self._placed = False
 
     def rows(self, split: bool | None = None, full: bool | None = None) -> DiffRows:
         key = (self.split if split is None else split, self.full if full is None else full)
@@ -94,12 +98,9 @@ class DiffBody(ScrollView, can_focus=True):
         self._sync_virtual_size()
         if relayout:
             self.refresh(layout=True)
-            if full:
-                # Whole file: start where the change is, not at line 1.
-                top = max(0, self.wrapped().first_change - 3)
-                self.call_after_refresh(self.scroll_to, y=top, animate=False)
-            else:
-                self.call_after_refresh(self.scroll_to, y=0, animate=False)
+            # Whole file: start where the (marked) change is, not at line 1.
+            top = self.opening_row() or (max(0, self.wrapped().first_change - 3) if full else 0)
+            self.call_after_refresh(self.scroll_to, y=top, animate=False)
         self.refresh()
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
@@ -113,6 +114,43 @@ class DiffBody(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         self._sync_virtual_size()
+        if not self._placed and self.size.height:
+            self._placed = True
+            top = self.opening_row()
+            if top:
+                self.call_after_refresh(self.scroll_to, y=top, animate=False)
+
+    def opening_row(self) -> int:
+        """Where the body opens: on the hunk of the marked line, or lower if that hunk is
+        taller than the view (the marked line itself always in view)."""
+        rows = self.wrapped()
+        row = rows.row_of_line(self.mark_lines[0]) if self.mark_lines else None
+        if row is None:
+            return 0
+        stop = max((s for s in rows.stops if s <= row), default=0)
+        height = self.scrollable_content_region.height or self.size.height
+        return stop if row - stop < height - 1 else max(0, row - 2)
+
+    def scroll_rows(self, n: int) -> None:
+        self.scroll_to(y=self.scroll_y + n, animate=False)
+
+    def step_hunk(self, step: int) -> bool:
+        """Scroll to the next (step 1) or previous (-1) hunk; False when there is none that
+        would move the view (the caller goes on to the next or previous card)."""
+        y = round(self.scroll_y)
+        rows = self.wrapped()
+        marked = (rows.row_of_line(line) for line in self.mark_lines)
+        stops = sorted({*rows.stops, *(max(0, r - 2) for r in marked if r is not None)})
+        if step > 0:
+            ahead = [s for s in stops if min(s, self.max_scroll_y) > y]
+            target = ahead[0] if ahead else None
+        else:
+            behind = [s for s in stops if s < y]
+            target = behind[-1] if behind else (0 if y > 0 else None)
+        if target is None:
+            return False
+        self.scroll_to(y=target, animate=False)
+        return True
 
     def _sync_virtual_size(self) -> None:
         # Rows wrap to the view: nothing to scroll sideways.
@@ -179,9 +217,15 @@ def wrap_text(text: Text, width: int, gutter: int) -> list[Text]:
     return out
 
 
-def _mapped(rows: DiffRows, n_rows: list[int]) -> int:
-    """Where the first change lies once each row ``i`` became ``n_rows[i]`` rows."""
-    return sum(n_rows[: rows.first_change])
+def _remapped(rows: DiffRows, left: list[Text], right: list[Text], n_rows: list[int]
+              ) -> DiffRows:
+    """``rows``' landmarks (first change, hunk stops, lines) once row ``i`` became
+    ``n_rows[i]`` rows."""
+    start = [0]
+    for n in n_rows:
+        start.append(start[-1] + n)
+    return DiffRows(left, right, start[rows.first_change], [start[i] for i in rows.stops],
+                    {line: start[i] for line, i in rows.new_rows.items()})
 
 
 def wrap_rows(rows: DiffRows, width: int, gutter: int) -> DiffRows:
@@ -191,7 +235,7 @@ def wrap_rows(rows: DiffRows, width: int, gutter: int) -> DiffRows:
         parts = wrap_text(t, width, gutter)
         counts.append(len(parts))
         out += parts
-    return DiffRows(out, [], _mapped(rows, counts))
+    return _remapped(rows, out, [], counts)
 
 
 def wrap_pairs(rows: DiffRows, column: int, gutter: int) -> DiffRows:
@@ -205,7 +249,7 @@ def wrap_pairs(rows: DiffRows, column: int, gutter: int) -> DiffRows:
         counts.append(n)
         left += pa + [Text("")] * (n - len(pa))
         right += pb + [Text("")] * (n - len(pb))
-    return DiffRows(left, right, _mapped(rows, counts))
+    return _remapped(rows, left, right, counts)
 
 
 def risk_text(risks: list[ev.RiskMark]) -> Text:
@@ -231,6 +275,7 @@ class DiffCard(ProposalCard):
         e = view.event
         self.diff = EditDiff(e.before, e.after, e.path)
         self.body = DiffBody(self.diff)
+        self.body.mark_lines = [m.line for m in e.risks if m.line]
 
     @property
     def edit_id(self) -> str:
@@ -248,7 +293,7 @@ class DiffCard(ProposalCard):
     def _title(self) -> Text:
         e, st = self.view.event, self.diff.stats
         t = Text()
-        t.append(f"edit {self.index}/{self.total} ", style="bold")
+        t.append(f"{self.ordinal('edit')} ", style="bold")
         t.append(e.path, style="bold #e5c07b")
         t.append(f"  +{st.added}", style="green")
         t.append(f" −{st.removed}", style="red")
@@ -257,10 +302,10 @@ class DiffCard(ProposalCard):
         return t
 
     def _hint(self) -> Text:
+        keys = "j J scroll · ] [ hunks, files · s side-by-side · f full file"
         if self.view.decided is not None:
-            return Text("s side-by-side · f full file · [ ] files", style="dim")
-        return Text("a approve · r reject · e edit · s side-by-side · f full file · [ ] files",
-                    style="dim")
+            return Text(keys, style="dim")
+        return Text(f"a approve · r reject · e edit · {keys}", style="dim")
 
     def watch_split(self) -> None:
         self.body.show(self.split, self.full)

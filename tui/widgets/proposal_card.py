@@ -40,6 +40,14 @@ class ProposalCard(Vertical, can_focus=True):
     def _title(self) -> Text:
         raise NotImplementedError
 
+    def ordinal(self, noun: str) -> str:
+        """`edit 3 · 2 before` for the newest ("3/3" read as "the last edit"), else
+        `edit 2 of 5`."""
+        if self.index < self.total:
+            return f"{noun} {self.index} of {self.total}"
+        before = self.index - 1
+        return f"{noun} {self.index}" + (f" · {before} before" if before else "")
+
     def _hint(self) -> Text:
         raise NotImplementedError
 

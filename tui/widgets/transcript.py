@@ -90,6 +90,9 @@ class Transcript(VerticalScroll, can_focus=True):
         self.older: list[Widget] = []  # built, not mounted: above the first mounted entry
         self.uncoloured: list[DiffCard] = []
         self._batch: list[Widget] | None = None
+        # The card awaiting the reviewer: following the conversation keeps its top (title, risk
+        # marks) in view rather than the column's end, which a tall card pushes them past.
+        self.pinned: DiffCard | CommandCard | None = None
 
     # --- what is mounted ---------------------------------------------------------------------
 
@@ -189,8 +192,25 @@ class Transcript(VerticalScroll, can_focus=True):
                   ) -> DiffCard | CommandCard | None:
         # Follow the conversation unless the reviewer scrolled up to read something.
         if self.scroll_y >= self.max_scroll_y - 1:
-            self.call_after_refresh(self.scroll_end, animate=False)
+            self.call_after_refresh(self._follow)
         return self._add(e, edit)
+
+    def bring_into_view(self, card: DiffCard | CommandCard) -> None:
+        """Pin a card awaiting a decision and show it from its top, wherever the reviewer was."""
+        self.pinned = card
+        self.call_after_refresh(self._follow)
+
+    def _follow(self, tries: int = 20) -> None:
+        card = self.pinned
+        if card is None or card.view.decided is not None or card.parent is not self:
+            self.pinned = None
+            self.scroll_end(animate=False)
+            return
+        if tries and not card.outer_size.height:  # not laid out yet
+            self.call_after_refresh(self._follow, tries - 1)
+            return
+        self.scroll_to(y=min(card.virtual_region.y, self.max_scroll_y), animate=False,
+                       immediate=True)
 
     def _add(self, e: ev.Event, edit: EditView | CommandView | None
              ) -> DiffCard | CommandCard | None:

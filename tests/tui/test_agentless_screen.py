@@ -1,0 +1,57 @@
+"""A session without an agent (verification only, issue 27 items 8 and 9): the footer carries no
+agent keys (a r e m space), and once every run ended the header no longer says `running`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from conftest import FROZEN
+from scenario import SID, at, facts, run_started, session_start, steps
+from screen_text import screen_lines
+
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.session.review import ReviewGate
+from portside.tui.app import make_app
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
+from doubles import MemorySink  # noqa: E402
+
+
+def _finished(run_id: str, dt: float) -> ev.RunFinished:
+    return ev.RunFinished(session_id=SID, ts=at(dt), run_id=run_id, exit_code=0,
+                          outcome="passed", wall_s=3.0, steps=5)
+
+
+async def _lines(ended: bool) -> list[str]:
+    start = session_start()
+    start.agent = "none"
+    events: list[ev.Event] = [start, run_started("ref-1", "reference", 1, 1), facts("ref-1", 2),
+                              steps("ref-1", 5, dt=3), _finished("ref-1", 4),
+                              run_started("cand-1", "candidate", 1, 5), steps("cand-1", 5, dt=6)]
+    if ended:
+        events.append(_finished("cand-1", 7))
+    sink = MemorySink()
+    history = [sink.append(e) for e in events]
+    bus = EventBus(sink)
+    info = {"project": "/p/mnist", "target": "cpu", "agent": "none", "mode": "live",
+            "title": "mnist", "criteria": {}}
+    app = make_app(bus=bus, gate=ReviewGate(bus, SID, reviewer="t"), info=info,
+                   history=history, clock=lambda: FROZEN)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        app.live.flush()
+        await pilot.pause()
+        return screen_lines(app)
+
+
+async def test_no_agent_keys_and_no_running_once_runs_ended() -> None:
+    running = await _lines(ended=False)
+    assert "running" in running[0], running[0]
+    done = await _lines(ended=True)
+    assert "awaiting verdict" in done[0] and "running" not in done[0], done[0]
+    footer = done[-1]
+    assert "v Verdict" in footer, footer
+    for key in ("a Approve", "r Reject", "e Edit", "m Message", "space Pause"):
+        assert key not in footer, footer
