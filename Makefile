@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 XLA_VENV ?= $(HOME)/.cache/portside/xla-venv
 export PORTSIDE_XLA_PYTHON ?= $(XLA_VENV)/bin/python
 
-.PHONY: venv xla-venv demo test test-fast bench lint clean
+.PHONY: venv xla-venv demo test test-fast test-heavy bench lint clean
 
 venv: $(VENV)/.installed
 
@@ -45,8 +45,15 @@ test: venv xla-venv
 	@echo "== portside tests: unit tier (no process, no torch)"
 	@$(PYTEST) tests/unit; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
 	@echo "== portside tests: processes, screens, probe, corpus, XLA:CPU (2 workers)"
-	@$(PYTEST) -n 2 --dist loadscope tests --ignore=tests/unit; \
+	@$(PYTEST) -n 2 --dist loadscope --durations=15 -m "not heavy" tests --ignore=tests/unit; \
 	  rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+# Minutes each: a real Ray cluster with a node killed, whole Claude Code / Codex sessions. CI
+# runs them after `make test`.
+test-heavy: venv
+	@echo "== portside tests: heavy tier (Ray cluster, whole agent CLI sessions; 2 workers)"
+	@$(PYTEST) -n 2 --dist loadscope --durations=15 -m heavy tests; \
+	  rc=$$?; if [ $$rc -eq 5 ]; then echo "no heavy tests collected"; exit 0; fi; exit $$rc
 
 # The edit loop: the unit tier, a tenth of the property tests' examples (tests/tiers.py).
 test-fast: venv

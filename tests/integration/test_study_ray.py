@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ray_cluster import LocalRayCluster, ray_env  # noqa: E402
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # a real Ray cluster, a node killed
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "sessions" / "study" / "tiny"
