@@ -100,6 +100,10 @@ class SessionsApp(App[str | None]):
         self.sort_key = "started_at"
         self.reverse = True
         self.text = ""
+        # The study column only where some session belongs to a study: at 120 columns an
+        # empty one would push the counts and the verdict off screen.
+        self.columns = [c for c in COLUMNS
+                        if c[0] != "study" or any(r.get("study") for r in self.all_rows)]
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="filter: project, target, agent, verdict…", id="filter")
@@ -109,7 +113,7 @@ class SessionsApp(App[str | None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for key, title in COLUMNS:
+        for key, title in self.columns:
             table.add_column(title, key=key)
         self.refill()
         table.focus()
@@ -120,7 +124,7 @@ class SessionsApp(App[str | None]):
         """The rows the filter keeps, in the chosen order."""
         needle = self.text.lower()
         rows = [r for r in self.all_rows
-                if not needle or needle in " ".join(str(r.get(k) or "") for k, _ in COLUMNS).lower()]
+                if not needle or needle in " ".join(str(r.get(k) or "") for k, _ in self.columns).lower()]
 
         def key(r: dict[str, Any]) -> tuple[int, Any]:
             v = r.get(self.sort_key)
@@ -136,7 +140,7 @@ class SessionsApp(App[str | None]):
         table.clear()
         rows = self.shown_rows()
         for r in rows:
-            table.add_row(*(_cell(k, r.get(k)) for k, _ in COLUMNS), key=r["session_id"])
+            table.add_row(*(_cell(k, r.get(k)) for k, _ in self.columns), key=r["session_id"])
         title = dict(COLUMNS)[self.sort_key]
         self.query_one("#summary", Static).update(
             f"{len(rows)} of {len(self.all_rows)} sessions in {self.db} · sorted by {title}"
@@ -156,7 +160,8 @@ class SessionsApp(App[str | None]):
 
     def action_sort(self) -> None:
         table = self.query_one(DataTable)
-        key = COLUMNS[table.cursor_column][0] if table.cursor_column < len(COLUMNS) else "started_at"
+        cols = self.columns
+        key = cols[table.cursor_column][0] if table.cursor_column < len(cols) else "started_at"
         self.reverse = not self.reverse if key == self.sort_key else True
         self.sort_key = key
         self.refill()
