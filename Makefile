@@ -63,11 +63,13 @@ test-fast: venv
 bench: venv
 	@for b in tests/bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
-# ruff, mypy, and the import contracts (pyproject.toml [tool.importlinter]): no cycle, layers kept.
+# ruff, mypy, the import contracts (pyproject.toml [tool.importlinter]: no cycle, layers kept),
+# and every portside import naming a module that exists (lazy ones too, which mypy let by).
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy core store tui cli --explicit-package-bases
 	$(VENV)/bin/lint-imports
+	$(PY) tests/tools/check_imports.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -217,7 +217,7 @@ class SessionEngine:
     def cost(self) -> dict[str, Any]:
         cost = self.ledger.cost()
         cost["candidate_vs_reference"] = self._compare()
-        from .performance import performance
+        from portside.core.log.performance import performance
 
         cost["performance"] = performance(self.ledger)
         return cost
