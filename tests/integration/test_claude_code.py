@@ -310,7 +310,7 @@ DRIVER = textwrap.dedent(f"""
     from pathlib import Path
     sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})  # tests/: the doubles
     from doubles import MemorySink
-    from portside.core import events as ev
+    from portside.core.log import events as ev
     from portside.core.claude_code.live import ClaudeCodeAgent
     from portside.core.session.config import SessionConfig
     from portside.core.session.engine import SessionEngine
