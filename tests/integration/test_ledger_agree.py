@@ -244,7 +244,8 @@ def test_every_reader_agrees_with_the_ledger(tmp_path: Path) -> None:
     text = asyncio.run(header())
     assert f"${led.compute_usd:.2f} compute + ${led.token_usd:.2f} tokens" in text, text
     assert f"{led.human_minutes:.1f} min human" in text
-    assert f"{led.interventions} interventions" in text and "1 review notes" in text
+    noun = "intervention" if led.interventions == 1 else "interventions"  # "1 intervention"
+    assert f"{led.interventions} {noun}" in text and "1 review note" in text
 
 
 def test_the_cli_is_its_own_room() -> None:
