@@ -106,15 +106,13 @@ def _config(task: Any, work_root: Path, project: Path, study: dict[str, Any]) ->
 async def _references_only(engine: Any) -> None:
     """The reference phase: the session's start (or its resume) and its reference runs, and
     no end: the candidate phase continues the session, placed where the target is."""
-    from portside.core.session.resume import restore
-
     engine._rerun, engine._decided = asyncio.Queue(), asyncio.Event()
     engine.lock()
     try:
         if engine.resumed is None:
             engine._started()
         else:
-            restore(engine, engine.resumed)
+            engine._restore(engine.resumed)
         _placed(engine, "reference")
         ref_cwd, _ = engine._prepare_dirs()
         for _ in range(max(0, engine.config.reference_runs - len(engine.verifier.references))):
