@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ray_cluster import LocalRayCluster, ray_env  # noqa: E402
 
 ray = pytest.importorskip("ray")
-pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # a real Ray cluster, a node killed
+pytestmark = [pytest.mark.slow, pytest.mark.heavy,  # a real Ray cluster, a node killed
+              pytest.mark.timeout(1800)]  # 21 min once at load 12-19 on 2 cores
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "sessions" / "study" / "tiny"
