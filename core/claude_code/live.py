@@ -43,6 +43,7 @@ from portside.core.agent.base import AgentHost, AgentStopped
 from portside.core.agent.stop_check import claims_success, evidence_line
 from portside.core.log import events as ev
 from portside.core.log.costs import default_prices, token_cost
+from portside.core.safety.secrets import replace_secrets
 
 EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 READ_TOOLS = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})
@@ -218,15 +219,7 @@ class ClaudeCodeAgent:
         return [v for k in SECRET_ENV if len(v := env.get(k, "") or os.environ.get(k, "")) >= 8]
 
     def _scrub(self, value: Any) -> Any:
-        if isinstance(value, str):
-            for s in self._secrets():
-                value = value.replace(s, "[redacted]")
-            return value
-        if isinstance(value, dict):
-            return {k: self._scrub(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self._scrub(v) for v in value]
-        return value
+        return replace_secrets(value, self._secrets())
 
     def _publish(self, host: AgentHost, event: ev.Event) -> None:
         for f in ("text", "content", "detail", "title"):

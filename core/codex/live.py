@@ -36,6 +36,7 @@ from typing import Any
 from portside.core.agent.base import AgentHost, AgentStopped, EditOutcome
 from portside.core.claude_code.live import MAX_STOP_BLOCKS, default_task
 from portside.core.log import events as ev
+from portside.core.safety.secrets import replace_secrets
 
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -151,15 +152,7 @@ class CodexAgent:
         before the kill are in the files; the thread id recorded is only a pointer)."""
 
     def _scrub(self, value: Any) -> Any:
-        if isinstance(value, str):
-            for s in self._secrets:
-                value = value.replace(s, "[redacted]")
-            return value
-        if isinstance(value, dict):
-            return {k: self._scrub(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self._scrub(v) for v in value]
-        return value
+        return replace_secrets(value, self._secrets)
 
     def _publish(self, host: AgentHost, event: ev.Event) -> None:
         for f in ("text", "content", "detail", "title"):

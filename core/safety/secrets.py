@@ -244,3 +244,17 @@ def mask_event(event: Any) -> bool:
             setattr(event, name, new)
             changed = True
     return changed
+
+
+def replace_secrets(value: Any, secrets: Iterable[str]) -> Any:
+    """``value`` (text, or dicts and lists of it) with each of ``secrets`` as ``[redacted]``:
+    what an agent adapter does to its CLI's words before they become events."""
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, "[redacted]")
+        return value
+    if isinstance(value, dict):
+        return {k: replace_secrets(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [replace_secrets(v, secrets) for v in value]
+    return value
