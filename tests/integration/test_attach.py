@@ -119,7 +119,7 @@ def test_attach_gates_the_users_claude_and_checks_its_stop(tmp_path: Path) -> No
             await asyncio.wait_for(ready.wait(), 120)
             hooked = json.loads((project / ".claude" / "settings.local.json").read_text())
             assert hooked["permissions"] == {"allow": ["Read"]}  # theirs kept
-            assert "attach_hook_client.py" in json.dumps(hooked["hooks"]["PreToolUse"])
+            assert "claude_code/hook_client.py" in json.dumps(hooked["hooks"]["PreToolUse"])
             proc = await asyncio.to_thread(_claude, api, tmp_path, project)
             out = await asyncio.to_thread(proc.communicate, None, 240)
             try:
@@ -169,8 +169,10 @@ def test_attach_fails_closed_when_portside_is_gone(tmp_path: Path) -> None:
          "--no-sandbox"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     settings = project / ".claude" / "settings.local.json"
     deadline = time.monotonic() + 60
-    while b"attach_hook_client" not in settings.read_bytes():
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[1][-2000:]
+    while b"claude_code/hook_client.py" not in (settings.read_bytes() if settings.exists() else b""):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()  # communicate() on a live attach would wait for ever
+            pytest.fail("hooks never written: " + proc.communicate()[1][-2000:].decode(errors="replace"))
         time.sleep(0.1)
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
