@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 XLA_VENV ?= $(HOME)/.cache/portside/xla-venv
 export PORTSIDE_XLA_PYTHON ?= $(XLA_VENV)/bin/python
 
-.PHONY: venv xla-venv demo test test-fast test-heavy bench lint clean
+.PHONY: venv xla-venv demo test test-fast test-slow check bench lint clean
 
 venv: $(VENV)/.installed
 
@@ -36,29 +36,35 @@ demo: venv
 	  130) echo "portside demo: interrupted";; \
 	  *) exit $$rc;; esac
 
-# Tiers by cost, each announced as it starts. unit: no process, no torch (tests/unit/conftest.py
-# refuses both). The rest runs one test at a time: on these 2-core machines two xdist workers
-# gained little (the runs are CPU-bound) and made wall-clock bounds (stall detection, torch
-# imports taking 10 s under load) fail. pytest exits 5 when it collected nothing: that is
-# reported, not failed.
+# Tiers by cost, each announced as it starts (pyproject.toml's markers):
+#   test-fast  the unit tier (no process, no torch: tests/unit/conftest.py refuses both) without
+#              its slow tests, a tenth of the property tests' examples: the edit loop;
+#   test       every test not marked slow or heavy: the unit tier, then processes, screens, the
+#              probe, real sandboxed runs of tiny scripts (target: 12 minutes on 2 cores);
+#   test-slow  the tests marked slow or heavy: whole sessions with real training, the corpus,
+#              torch_xla on XLA:CPU, real agent CLIs, a Ray cluster;
+#   check      lint, test and test-slow: what CI runs.
+# One test at a time: on these 2-core machines two xdist workers gained little (the runs are
+# CPU-bound) and made wall-clock bounds (stall detection, torch imports taking 10 s under load)
+# fail. pytest exits 5 when it collected nothing: that is reported, not failed.
 PYTEST := $(PY) -m pytest -q -ra
-test: venv xla-venv
+QUICK := -m "not slow and not heavy"
+test: venv
 	@echo "== portside tests: unit tier (no process, no torch)"
-	@$(PYTEST) tests/unit; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
-	@echo "== portside tests: processes, screens, probe, corpus, XLA:CPU"
-	@$(PYTEST) --durations=15 -m "not heavy" tests --ignore=tests/unit; \
+	@$(PYTEST) $(QUICK) tests/unit; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
+	@echo "== portside tests: processes, screens, the probe, sandboxed runs"
+	@$(PYTEST) --durations=10 $(QUICK) tests --ignore=tests/unit; \
 	  rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
-# Minutes each: a real Ray cluster with a node killed, whole Claude Code / Codex sessions. CI
-# runs them after `make test`.
-test-heavy: venv
-	@echo "== portside tests: heavy tier (Ray cluster, whole agent CLI sessions)"
-	@$(PYTEST) --durations=15 -m heavy tests; \
-	  rc=$$?; if [ $$rc -eq 5 ]; then echo "no heavy tests collected"; exit 0; fi; exit $$rc
+test-slow: venv xla-venv
+	@echo "== portside tests: slow tier (whole sessions, corpus, XLA:CPU, agent CLIs, Ray)"
+	@$(PYTEST) --durations=15 -m "slow or heavy" tests; \
+	  rc=$$?; if [ $$rc -eq 5 ]; then echo "no slow tests collected"; exit 0; fi; exit $$rc
 
-# The edit loop: the unit tier, a tenth of the property tests' examples (tests/tiers.py).
+check: lint test test-slow
+
 test-fast: venv
-	PORTSIDE_TEST_TIER=fast $(PYTEST) tests/unit -m "not slow"
+	PORTSIDE_TEST_TIER=fast $(PYTEST) tests/unit $(QUICK)
 
 bench: venv
 	@for b in tests/bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -64,7 +64,7 @@ def _mentioned(body: dict[str, Any], needle: str) -> bool:
 
 
 @pytest.mark.slow  # two real trainer runs under the sandbox (~40 s each on a loaded machine)
-@pytest.mark.heavy  # a whole real agent CLI session: make test-heavy
+@pytest.mark.heavy  # a whole real agent CLI session (make test-slow)
 def test_attach_gates_the_users_claude_and_checks_its_stop(tmp_path: Path) -> None:
     """The edit is a card (disk unchanged while it is shown), a rejection's reason reaches the
     model, the approved edit lands in the user's tree; the Stop is refused with the clipping
@@ -156,7 +156,7 @@ def test_attach_gates_the_users_claude_and_checks_its_stop(tmp_path: Path) -> No
 
 
 @pytest.mark.slow  # portside attach and claude -p each start in full (~45 s on a loaded machine)
-@pytest.mark.heavy  # a whole real agent CLI session: make test-heavy
+@pytest.mark.heavy  # a whole real agent CLI session (make test-slow)
 def test_attach_fails_closed_when_portside_is_gone(tmp_path: Path) -> None:
     """`portside attach` killed with its hooks still written: the user's next Bash is blocked,
     not run; the next attach puts the user's settings back first."""

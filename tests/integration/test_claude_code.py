@@ -139,6 +139,7 @@ def test_claims_success_wording() -> None:
     assert not claims_success("")
 
 
+@pytest.mark.slow  # the real claude CLI through a whole session with real runs
 def test_every_change_gated_live(tmp_path: Path, cc_env: Any) -> None:
     """Edit shown before the file changes; a rejected edit's reason reaches the model and the
     file stays; a rejected command never runs; a Write outside is denied; usage is recorded."""
@@ -239,6 +240,7 @@ def _run_cli(tmp: Path, api: LoopbackAPI, project: Path, db: Path) -> subprocess
         capture_output=True, text=True, timeout=400, env=env)
 
 
+@pytest.mark.slow  # the real claude CLI through a whole session with real runs
 def test_headless_clipping_port_blocked_at_stop_and_fails(tmp_path: Path) -> None:
     """--headless --policy auto: Claude Code tightens clipping and claims success. The Stop hook
     runs the candidate, blocks with the clipping evidence (which the model receives), raises
@@ -328,6 +330,7 @@ DRIVER = textwrap.dedent(f"""
 """)
 
 
+@pytest.mark.slow  # the real claude CLI and a killed portside
 def test_killing_portside_while_a_permission_is_pending_leaves_the_tool_unrun(
         tmp_path: Path) -> None:
     import psutil

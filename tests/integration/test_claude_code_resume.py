@@ -33,6 +33,7 @@ def _portside(args: list[str], env: dict[str, str], **kw: Any) -> subprocess.Pop
     return subprocess.Popen([PY, "-m", "portside.cli", *args], env=env, **kw)
 
 
+@pytest.mark.slow  # two real claude CLI sessions with real runs
 def test_resume_continues_the_conversation_and_never_reapplies(tmp_path: Path) -> None:
     import psutil
 

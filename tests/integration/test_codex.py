@@ -55,7 +55,7 @@ def test_apply_diff_matches_and_refuses() -> None:
 
 @needs_codex
 @pytest.mark.slow  # two real trainer runs under the sandbox (~40 s each on a loaded machine)
-@pytest.mark.heavy  # a whole real agent CLI session: make test-heavy
+@pytest.mark.heavy  # a whole real agent CLI session (make test-slow)
 def test_codex_gated_rejections_reach_it_and_its_claim_is_checked(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A patch is a card before Codex writes it, and a rejection's reason reaches the model; a

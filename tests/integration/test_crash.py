@@ -11,9 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 CHILD = Path(__file__).with_name("crash_writer.py")
 
 
+@pytest.mark.slow  # a real session killed and reopened
 def test_sigkill_loses_no_intervention(tmp_path: Path) -> None:
     db = tmp_path / "crash.db"
     rng = random.Random(1234)

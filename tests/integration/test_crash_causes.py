@@ -37,6 +37,7 @@ def test_every_cause_has_a_failing_script() -> None:
     assert sorted(c for c, _ in CASES.values()) == sorted(CAUSES)
 
 
+@pytest.mark.slow  # portside verify on a real failing script, per cause
 @pytest.mark.parametrize("script", sorted(CASES))
 def test_the_crash_alarm_names_the_cause(tmp_path: Path, script: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORTSIDE_")}

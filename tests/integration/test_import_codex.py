@@ -99,7 +99,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow  # two real trainer runs in verify --session (~40 s each, loaded machine)
-@pytest.mark.heavy  # a whole real agent CLI session: make test-heavy
+@pytest.mark.heavy  # a whole real agent CLI session (make test-slow)
 def test_codex_rollout_imported_and_verified(tmp_path: Path) -> None:
     project = tmp_path / "proj"
     project.mkdir()

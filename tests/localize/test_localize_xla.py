@@ -18,6 +18,7 @@ XLA_PYTHON = Path(
 
 pytestmark = [
     pytest.mark.xla,
+    pytest.mark.slow,  # torch_xla takes seconds to import in every process
     pytest.mark.skipif(not XLA_PYTHON.exists(), reason=f"no torch_xla venv at {XLA_PYTHON}: run "
                        "tests/xla/make_venv.sh or set PORTSIDE_XLA_PYTHON"),
 ]

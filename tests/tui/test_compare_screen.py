@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from conftest import until
 from doubles import MemorySink
 from scenario import SID, at, run_started, session_start
@@ -133,6 +134,7 @@ async def test_compare_view_aligns_marks_and_jumps_both_logs(harness):
         await until(pilot, lambda: not isinstance(app.screen, CompareScreen))
 
 
+@pytest.mark.slow  # tens of thousands of log lines on both sides
 async def test_compare_view_at_large_size_stays_responsive(harness):
     """200,000 steps a run: the view opens and moves without drawing more than the screen."""
     n = 200_000

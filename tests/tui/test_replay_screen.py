@@ -165,6 +165,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[
     return db, engine.session_id, info
 
 
+@pytest.mark.slow  # a whole live session with real runs, then its replay
 class TestReplayFidelity:
     async def test_replay_at_speed_1000_ends_as_the_live_screen(
             self, recorded: tuple[Path, str, dict[str, Any]]) -> None:
@@ -371,6 +372,7 @@ def _long_session(n: int) -> list[ev.Event]:
     return list(synthetic_events(n, session_id="long"))
 
 
+@pytest.mark.slow  # a long session folded at every seek
 class TestSeekLongSession:
     async def test_seeks_land_on_the_folded_state(self) -> None:
         events = _long_session(100_000)

@@ -168,7 +168,8 @@ async def _wait(cond: Any, timeout: float, what: str) -> Any:
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-pytestmark = [pytest.mark.skipif(chromium() is None,
+pytestmark = [pytest.mark.slow,  # a real server, a headless Chromium and a session each
+              pytest.mark.skipif(chromium() is None,
                                  reason="chromium is not installed (apt-get install chromium; "
                                         ".ci/run installs it)")]
 

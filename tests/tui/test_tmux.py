@@ -20,6 +20,7 @@ TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
 
 pytestmark = [
     pytest.mark.tmux,
+    pytest.mark.slow,  # a real terminal, the whole app and its runs: tens of seconds each
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
 ]
 

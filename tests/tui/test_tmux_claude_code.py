@@ -27,6 +27,7 @@ from test_tmux import _tmux, _wait_for  # noqa: E402
 
 pytestmark = [
     pytest.mark.tmux,
+    pytest.mark.slow,  # a real terminal, the whole app and its runs: tens of seconds each
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
 ]
 

@@ -23,6 +23,7 @@ XLA_PY = Path(os.environ.get("PORTSIDE_XLA_PYTHON")
 
 pytestmark = [
     pytest.mark.tmux,
+    pytest.mark.slow,  # a real terminal, the whole app and its runs: tens of seconds each
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
 ]
 

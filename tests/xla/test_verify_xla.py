@@ -27,6 +27,7 @@ XLA_PYTHON = Path(
 )
 pytestmark = [
     pytest.mark.xla,
+    pytest.mark.slow,  # torch_xla takes seconds to import in every process
     pytest.mark.skipif(not XLA_PYTHON.exists(), reason=f"no torch_xla venv at {XLA_PYTHON}"),
 ]
 CRITERIA = parse_criteria('[goal]\nmetric = "accuracy"\npattern = \'accuracy=(?P<value>[0-9.]+)\'\n'

@@ -1,6 +1,6 @@
 """The probe under torch_xla on XLA:CPU, launched with the XLA venv's python.
 
-Create that venv with tests/xla/make_venv.sh (the Makefile does it for `make test`). Every
+Create that venv with tests/xla/make_venv.sh (the Makefile does it for `make test-slow`). Every
 training run of this module starts at once in one fixture: torch_xla costs seconds per process.
 """
 
@@ -23,6 +23,7 @@ SCRIPT = Path(__file__).parent / "scripts" / "train_xla.py"
 
 pytestmark = [
     pytest.mark.xla,
+    pytest.mark.slow,  # torch_xla takes seconds to import in every process
     pytest.mark.skipif(
         not XLA_PYTHON.exists(),
         reason=f"no torch_xla venv at {XLA_PYTHON}: run tests/xla/make_venv.sh "

@@ -33,6 +33,7 @@ UNFREEZE = ["--unfreeze-at", str(UNFREEZE_AT)]
 ADAM = ["--opt", "adam"]
 pytestmark = [
     pytest.mark.xla,
+    pytest.mark.slow,  # torch_xla takes seconds to import in every process
     pytest.mark.skipif(not XLA_PYTHON.exists(), reason=f"no torch_xla venv at {XLA_PYTHON}"),
 ]
 
