@@ -103,31 +103,6 @@ def _config(task: Any, work_root: Path, project: Path, study: dict[str, Any]) ->
     )
 
 
-async def _references_only(engine: Any) -> None:
-    """The reference phase: the session's start (or its resume) and its reference runs, and
-    no end: the candidate phase continues the session, placed where the target is."""
-    engine._rerun, engine._decided = asyncio.Queue(), asyncio.Event()
-    engine.lock()
-    try:
-        if engine.resumed is None:
-            engine._started()
-        else:
-            engine._restore(engine.resumed)
-        _placed(engine, "reference")
-        ref_cwd, _ = engine._prepare_dirs()
-        for _ in range(max(0, engine.config.reference_runs - len(engine.verifier.references))):
-            if engine._decided_already():
-                break
-            await engine.verifier.run_reference(
-                engine.config.reference_command, ref_cwd,
-                target=engine.config.reference_target, env=engine.config.reference_env)
-    except Exception as exc:
-        engine._failed(exc)
-        raise
-    finally:
-        engine._unlock()
-
-
 def _placed(engine: Any, phase: str) -> None:
     engine.bus.publish(ev.SessionState(session_id=engine.session_id, state="study-placed",
                                        detail=f"{phase} phase on {where_label()}"))
@@ -156,22 +131,18 @@ def run_job(job: dict[str, Any], out: BinaryIO) -> None:
         _watch_parent(engine, asyncio.get_running_loop())
         await coro
 
-    if phase == "reference":
-        asyncio.run(watched(_references_only(engine)))
-    else:
-        if not log:  # a new session (an agent's one phase): placed once it has started
-            engine.bus.subscribe(lambda e: _placed(engine, phase)
-                                 if isinstance(e, ev.SessionStarted) else None)
-        elif engine.resumed is not None:
-            first = True
+    # Where the phase runs, in the log once the session has started (or resumed) here.
+    first = True
 
-            def on_event(e: ev.Event) -> None:
-                nonlocal first
-                if first and isinstance(e, ev.SessionState) and e.state == "resumed":
-                    first = False
-                    _placed(engine, phase)
-            engine.bus.subscribe(on_event)
-        asyncio.run(watched(engine.run()))
+    def on_event(e: ev.Event) -> None:
+        nonlocal first
+        if first and (isinstance(e, ev.SessionStarted) if not log else
+                      isinstance(e, ev.SessionState) and e.state == "resumed"):
+            first = False
+            _placed(engine, phase)
+    engine.bus.subscribe(on_event)
+    # The reference phase has no end: the candidate phase continues the session.
+    asyncio.run(watched(engine.run_references() if phase == "reference" else engine.run()))
 
 
 def _watch_parent(engine: Any, loop: asyncio.AbstractEventLoop) -> None:
