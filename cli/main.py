@@ -126,6 +126,13 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
             from portside.store.replay_source import StoreSource
             from portside.tui.replay import run_replay
 
+            from .study_review import review_relay, review_session
+
+            # A study's running session that waits for a reviewer opens live, to decide.
+            relay = review_relay(store, chosen)
+            if relay is not None:
+                review_session(store, chosen, relay)
+                continue
             run_replay(store, chosen, Replayer(StoreSource(store, chosen)), close=False)
     finally:
         store.close()

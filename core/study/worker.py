@@ -97,8 +97,9 @@ def _config(task: Any, work_root: Path, project: Path, study: dict[str, Any]) ->
         candidate_command=task.candidate, criteria=load_criteria(task.criteria or None),
         criteria_path=task.criteria, reference_runs=task.reference_runs,
         reference_target=task.reference_target, timeout_s=task.timeout_s, stall_s=task.stall_s,
-        # A study has no reviewer at each session's side: edits are decided by policy.
-        agent=agent, policy="auto", mode="verify" if agent is None else "headless",
+        # "ask": the edits wait for a reviewer who opens the session from elsewhere; their
+        # decisions come on this worker's stdin (_watch_parent).
+        agent=agent, policy=task.policy, mode="verify" if agent is None else "headless",
         work_root=work_root, isolate=agent is not None, meta={"study": study},
     )
 
@@ -118,7 +119,7 @@ def run_job(job: dict[str, Any], out: BinaryIO) -> None:
     log = [ev.decode(line) for line in job.get("log", [])]
     sink = ChannelSink(out, (log[-1].seq + 1) if log else 1)
     if log:
-        engine = engine_from_log(log, sink, policy="auto")
+        engine = engine_from_log(log, sink, policy=task.policy)
     else:
         project = project_folder(task, Path(job["work_root"]) / "checkouts")
         config = _config(task, Path(job["work_root"]), project, job["study"])
@@ -148,14 +149,20 @@ def run_job(job: dict[str, Any], out: BinaryIO) -> None:
 def _watch_parent(engine: Any, loop: asyncio.AbstractEventLoop) -> None:
     """stdin closes when the process that started this worker is gone (a dead Ray worker, a
     killed `study run`) or stops it (^C there): the session is interrupted as a signal
-    interrupts it (live runs cut off, never attempts; resumable), then the worker exits."""
+    interrupts it (live runs cut off, never attempts; resumable), then the worker exits.
+    Until then each line on it is a reviewer's decision, for the engine's gate."""
 
     def watch() -> None:
         # The raw descriptor, not sys.stdin: a daemon thread inside a buffered read holds its
         # lock, and the interpreter aborts at exit waiting for it.
+        pending = b""
         try:
-            while os.read(0, 4096):
-                pass
+            while chunk := os.read(0, 65536):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    with contextlib.suppress(RuntimeError):  # the loop has ended
+                        loop.call_soon_threadsafe(_review, engine, line)
         except OSError:
             pass
         with contextlib.suppress(RuntimeError):  # the loop has ended: nothing left to stop
@@ -165,6 +172,37 @@ def _watch_parent(engine: Any, loop: asyncio.AbstractEventLoop) -> None:
         os._exit(70)
 
     threading.Thread(target=watch, name="study-parent-watch", daemon=True).start()
+
+
+def _review(engine: Any, line: bytes) -> None:
+    """A decision the head passed on (core/study/review_relay.py), on the engine's loop: the
+    gate records the intervention (under the reviewer's name, their attention from when the
+    card was on their screen), which reaches the log like every event. One that does not
+    apply any more (decided meanwhile) is said on this worker's log, nothing else."""
+    from portside.core.session.review import GateError
+
+    from .review_relay import RelayError, check_request
+
+    try:
+        req = check_request(json.loads(line).get("review"))
+        gate = engine.gate
+        if req.get("reviewer"):
+            gate.reviewer = req["reviewer"]
+        target, note = req.get("target", ""), req.get("note", "")
+        if req.get("shown_at") and target:
+            gate.shown(target, at=float(req["shown_at"]))
+        if req["action"] == "approve":
+            gate.approve(target, note)
+        elif req["action"] == "reject":
+            gate.reject(target, note)
+        else:
+            claim = gate.pending_claim()
+            if claim is not None and req.get("shown_at"):
+                gate.shown(claim.item_id, at=float(req["shown_at"]))
+            gate.verdict(req["verdict"], note)
+    except (ValueError, AttributeError, RelayError, GateError) as exc:
+        print(f"portside study worker: a reviewer's decision not taken: {exc}", file=sys.stderr,
+              flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
