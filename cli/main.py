@@ -142,11 +142,15 @@ def _listed(store: Any, session_costs: Any) -> list[dict[str, Any]]:
     rows = store.sessions()
     from portside.store.study_log import session_studies
 
+    from .study_review import waits_for_reviewer
+
     studies = session_studies(store)
     for r in rows:
         if r["session_id"] in studies:
             r["study_name"], task = studies[r["session_id"]]
             r["study"] = f"{r['study_name']} · {task}"
+            if r.get("verdict") is None and waits_for_reviewer(store, r["session_id"]):
+                r["verdict"] = "review"  # enter opens it live, to decide its cards
         try:
             r["compute_usd"] = session_costs(store, r["session_id"])["compute_usd"]
         except Exception:  # a cost is a nicety here, never a reason not to list

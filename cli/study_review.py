@@ -93,6 +93,14 @@ class Follower:
             await asyncio.sleep(FOLLOW_S)
 
 
+def waits_for_reviewer(store: Any, session_id: str) -> bool:
+    """A running study session with a card nobody has decided (the sessions screen marks it)."""
+    from portside.core.session.awaiting import awaiting
+
+    return review_relay(store, session_id) is not None and bool(
+        awaiting(store.events(session_id)))
+
+
 def review_session(store: Any, session_id: str, relay: Path) -> None:
     from portside.tui.app import make_app
 

@@ -165,7 +165,7 @@ class StudyRun:
                     self._by_session[sid] = stream
                 self._tell(task, f"{phase} phase started ({stream.where})")
                 try:
-                    self._ingest(sid, stream, not log, submitted)
+                    self._ingest(task, sid, stream, not log, submitted)
                     self._tell(task, f"{phase} phase done")
                     break
                 except WorkerLost as exc:
@@ -207,7 +207,8 @@ class StudyRun:
             "log": [ev.encode(e).decode() for e in log],
         }
 
-    def _ingest(self, sid: str, stream: Any, first: bool, submitted: float) -> None:
+    def _ingest(self, task: Task, sid: str, stream: Any, first: bool,
+                submitted: float) -> None:
         """Each line the worker wrote, checked, appended in order; the writer numbers it."""
         timed = False
         for line in stream.lines():
@@ -227,6 +228,9 @@ class StudyRun:
             first = False
             event.seq = 0
             self.log.append(event)
+            if task.policy == "ask" and isinstance(event, ev.EditProposed | ev.CommandProposed
+                                                   | ev.AgentClaimed):
+                self._tell(task, f"waiting for a reviewer: `portside study review {sid}`")
 
     def _close_cut_off(self, sid: str, why: str) -> None:
         """The end a killed engine never wrote: its live runs aborted (engine-killed, never
