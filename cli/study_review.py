@@ -92,6 +92,13 @@ class Follower:
             self.catch_up()
             await asyncio.sleep(FOLLOW_S)
 
+    def app(self) -> Any:
+        """The live screen over the session; ``q`` leaves it, the session goes on."""
+        from portside.tui.app import make_app
+
+        return make_app(bus=self.bus, gate=self.gate, info=self.info(), engine_run=self.follow,
+                        history=self.history)
+
 
 def waits_for_reviewer(store: Any, session_id: str) -> bool:
     """A running study session with a card nobody has decided (the sessions screen marks it)."""
@@ -102,8 +109,4 @@ def waits_for_reviewer(store: Any, session_id: str) -> bool:
 
 
 def review_session(store: Any, session_id: str, relay: Path) -> None:
-    from portside.tui.app import make_app
-
-    f = Follower(store, session_id, relay)
-    make_app(bus=f.bus, gate=f.gate, info=f.info(), engine_run=f.follow,
-             history=f.history).run()
+    Follower(store, session_id, relay).app().run()

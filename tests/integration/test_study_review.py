@@ -12,6 +12,7 @@ written by its one writer, with the reviewer's name; seqs gap-free.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,6 +57,14 @@ def _until(what: str, head: subprocess.Popen, check) -> None:  # type: ignore[ty
                                  f"{what}: {head.communicate()[1][-2000:]}")
         time.sleep(0.5)
     raise AssertionError(f"no {what} within {DEADLINE_S} s")
+
+
+async def _press_approve(app: Any) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("a")  # returns once the intervention is in the database
+        await pilot.pause()
+        await pilot.press("q")  # the review ends; the session goes on
 
 
 def test_reviewer_decides_a_waiting_task_while_the_study_goes_on(tmp_path: Path) -> None:
@@ -106,8 +116,9 @@ candidate = "python train.py --steps 20"
             f = Follower(store, sid, relay)
             f.gate.reviewer = "rita"
             (edit,) = f.gate.pending_edits()
-            f.gate.shown(edit.item_id)
-            approved = f.gate.approve(edit.item_id, "fine")
+            # The keyboard path: `a` on the review screen (the one `study review` opens).
+            asyncio.run(_press_approve(f.app()))
+            (approved,) = [e for e in store.events(sid, kinds=["intervention"])]
             assert (approved.action, approved.target_id, approved.reviewer) == (
                 "approve", edit.item_id, "rita")
             # A decision nothing waits for any more is refused, said, not recorded twice.
