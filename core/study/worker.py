@@ -143,7 +143,12 @@ def run_job(job: dict[str, Any], out: BinaryIO) -> None:
             _placed(engine, phase)
     engine.bus.subscribe(on_event)
     # The reference phase has no end: the candidate phase continues the session.
-    asyncio.run(watched(engine.run_references() if phase == "reference" else engine.run()))
+    try:
+        asyncio.run(watched(engine.run_references() if phase == "reference" else engine.run()))
+    except asyncio.CancelledError:  # _interrupt ended a reviewer's wait: said, no traceback
+        raise SystemExit("portside study worker: stopped while a card waited for a reviewer; "
+                         "the session ended interrupted, and the next `study run` resumes it"
+                         ) from None
 
 
 def _watch_parent(engine: Any, loop: asyncio.AbstractEventLoop) -> None:
@@ -166,12 +171,21 @@ def _watch_parent(engine: Any, loop: asyncio.AbstractEventLoop) -> None:
         except OSError:
             pass
         with contextlib.suppress(RuntimeError):  # the loop has ended: nothing left to stop
-            loop.call_soon_threadsafe(engine.interrupt,
+            loop.call_soon_threadsafe(_interrupt, engine,
                                       "the end of its stdin (the study stopped or died)")
         time.sleep(PARENT_GONE_GRACE_S)
         os._exit(70)
 
     threading.Thread(target=watch, name="study-parent-watch", daemon=True).start()
+
+
+def _interrupt(engine: Any, why: str) -> None:
+    engine.interrupt(why)
+    # A card waiting for a reviewer (policy = "ask") waits no more: the agent's wait is
+    # cancelled, and the session ends interrupted, as a signal ends it (resumed next run).
+    for item in list(engine.gate.pending.values()):
+        if item.future is not None and not item.future.done():
+            item.future.cancel()
 
 
 def _review(engine: Any, line: bytes) -> None:
