@@ -149,7 +149,8 @@ def _listed(store: Any, session_costs: Any) -> list[dict[str, Any]]:
         if r["session_id"] in studies:
             r["study_name"], task = studies[r["session_id"]]
             r["study"] = f"{r['study_name']} · {task}"
-            if r.get("verdict") is None and waits_for_reviewer(store, r["session_id"]):
+            # (Open, whatever an interrupted end before its resume left in the row.)
+            if r.get("verdict") != "pass" and waits_for_reviewer(store, r["session_id"]):
                 r["verdict"] = "review"  # enter opens it live, to decide its cards
         try:
             r["compute_usd"] = session_costs(store, r["session_id"])["compute_usd"]

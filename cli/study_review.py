@@ -59,7 +59,8 @@ class Follower:
         for e in self.history:  # the gate and its ledger learn the past; the screen draws it
             self.bus.deliver_only(e)
         self.last = self.history[-1].seq if self.history else 0
-        self.ended = any(isinstance(e, ev.SessionEnded) for e in self.history)
+        # Its ends: an interrupted one (resumed by the next `study run`) is not the end.
+        self._ends = [e for e in self.history if isinstance(e, ev.SessionEnded)]
 
     def _recorded(self, target: str, since: int) -> ev.Intervention | None:
         for e in self.store.events(self.session_id, since + 1, kinds=["intervention"]):
@@ -74,8 +75,14 @@ class Follower:
             self.bus.deliver_only(e)
         if new:
             self.last = new[-1].seq
-            self.ended = self.ended or any(isinstance(e, ev.SessionEnded) for e in new)
+            self._ends += [e for e in new if isinstance(e, ev.SessionEnded)]
         return new
+
+    @property
+    def ended(self) -> bool:
+        from portside.core.session.resume import final_end
+
+        return final_end(self._ends) is not None
 
     def info(self) -> dict[str, Any]:
         info: dict[str, Any] = {"session_id": self.session_id, "policy": "ask"}
