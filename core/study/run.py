@@ -71,6 +71,7 @@ class StudyRun:
         self.first_event_s: list[float] = []
         self._live: set[Any] = set()  # the phases' streams now running
         self._by_session: dict[str, Any] = {}  # session -> its phase's stream, while it runs
+        self._sending = threading.Lock()  # the relay answers in threads: one line at a time
         self._stopping = False
         asks = [t.task_id for t in manifest.tasks if t.policy == "ask"]
         if asks and not engine.reviewable:
@@ -104,7 +105,8 @@ class StudyRun:
         elif request.get("target") not in {a.item_id for a in waiting if a.kind == "edit"}:
             raise RelayError(f"{request.get('target')!r} is not waiting for a decision")
         try:
-            stream.send(json.dumps({"review": request}).encode() + b"\n")
+            with self._sending:
+                stream.send(json.dumps({"review": request}).encode() + b"\n")
         except WorkerLost as exc:
             raise RelayError(str(exc)) from None
 

@@ -127,7 +127,11 @@ candidate = "python train.py --steps 20"
                                       "target": edit.item_id})
             _until("the claim waiting", head, lambda: (f.catch_up(), f.gate.pending_claim())[1]
                    is not None)
+            t0 = time.perf_counter()
             verdict = f.gate.verdict("pass", "logging only")
+            # reviewer -> relay -> worker's gate -> head's writer -> database, and read back
+            print(f"decision round trip {time.perf_counter() - t0:.3f} s, load "
+                  f"{os.getloadavg()[0]:.1f}")
             assert (verdict.action, verdict.verdict, verdict.reviewer) == ("verdict", "pass",
                                                                           "rita")
         finally:
