@@ -126,6 +126,13 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
             from portside.store.replay_source import StoreSource
             from portside.tui.replay import run_replay
 
+            from .study_review import review_relay, review_session
+
+            # A study's running session that waits for a reviewer opens live, to decide.
+            relay = review_relay(store, chosen)
+            if relay is not None:
+                review_session(store, chosen, relay)
+                continue
             run_replay(store, chosen, Replayer(StoreSource(store, chosen)), close=False)
     finally:
         store.close()
@@ -135,11 +142,16 @@ def _listed(store: Any, session_costs: Any) -> list[dict[str, Any]]:
     rows = store.sessions()
     from portside.store.study_log import session_studies
 
+    from .study_review import waits_for_reviewer
+
     studies = session_studies(store)
     for r in rows:
         if r["session_id"] in studies:
             r["study_name"], task = studies[r["session_id"]]
             r["study"] = f"{r['study_name']} · {task}"
+            # (Open, whatever an interrupted end before its resume left in the row.)
+            if r.get("verdict") != "pass" and waits_for_reviewer(store, r["session_id"]):
+                r["verdict"] = "review"  # enter opens it live, to decide its cards
         try:
             r["compute_usd"] = session_costs(store, r["session_id"])["compute_usd"]
         except Exception:  # a cost is a nicety here, never a reason not to list

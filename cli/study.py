@@ -66,8 +66,9 @@ def run_cmd(ctx: click.Context, manifest: Path, engine: str, address: str | None
         eng = make_engine(engine, parallel=parallel, address=address)
     except (ValueError, ConnectionError) as exc:
         raise UsageFailure(f"portside study run: {exc}") from None
+    from .study_review import work_root
+
     store = open_store(ctx, db)
-    work_root = Path(store.path).resolve().parent / "work"
 
     def say(task_id: str, what: str) -> None:
         click.echo(clean_line(f"study {m.name} · {task_id}: {what}", 300), err=True)
@@ -75,8 +76,12 @@ def run_cmd(ctx: click.Context, manifest: Path, engine: str, address: str | None
     click.echo(f"study {m.name}: {len(m.tasks)} tasks, engine {engine}, database {store.path}",
                err=True)
     try:
-        results = StudyRun(m, StoreStudyLog(store), eng, work_root, max_tries=retries + 1,
-                           on_change=say).run()
+        try:
+            study = StudyRun(m, StoreStudyLog(store), eng, work_root(store),
+                             max_tries=retries + 1, on_change=say)
+        except ValueError as exc:
+            raise UsageFailure(f"portside study run: {exc}") from None
+        results = study.run()
     finally:
         eng.close()
         store.close()
@@ -85,6 +90,29 @@ def run_cmd(ctx: click.Context, manifest: Path, engine: str, address: str | None
     click.echo(f"study {m.name}: {ran} task(s) run, {len(results) - ran} done earlier, "
                f"{len(failed)} could not finish; `portside study report {manifest}`", err=True)
     sys.exit(1 if failed else 0)
+
+
+@study_group.command("review")
+@click.argument("session")
+@db_option
+@click.pass_context
+def review_cmd(ctx: click.Context, session: str, db: Path | None) -> None:
+    """Open a study's running SESSION (id or prefix) live and decide its cards (a approve,
+    r reject with a reason, v verdict) while the rest of the study goes on."""
+    from .options import resolve_session
+    from .study_review import review_relay, review_session
+
+    store = open_store(ctx, db)
+    try:
+        sid = resolve_session(store, session, "portside study review: ")
+        relay = review_relay(store, sid)
+        if relay is None:
+            raise UsageFailure(f"portside study review: session {sid} is not a running session "
+                               f"of a `study run` that waits for a reviewer (policy = \"ask\"); "
+                               f"`portside replay {sid}` shows it")
+        review_session(store, sid, relay)
+    finally:
+        store.close()
 
 
 @study_group.command("status")

@@ -1,5 +1,6 @@
 """The sessions screen (`portside`, `portside sessions`): every session with the study's counts,
-filterable and sortable; enter opens its replay."""
+filterable and sortable; enter opens its replay (a study's running session waiting for a
+reviewer, verdict "review": opens it live, to decide its cards)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def _cell(key: str, v: Any) -> Text:
     if key == "cost":
         return Text(f"{v:.2f}")
     if key == "verdict":
-        return Text(str(v), style="green" if v == "pass" else "red" if v == "fail" else "yellow")
+        style = {"pass": "green", "fail": "red", "review": "bold yellow"}.get(str(v), "yellow")
+        return Text(str(v), style=style)
     text = clean_line(str(v))
     cut = WIDE.get(key)
     if cut and len(text) > cut:
@@ -85,7 +87,8 @@ class SessionsApp(App[str | None]):
     DataTable { height: 1fr; }
     """
     BINDINGS = [
-        Binding("enter", "open", "Replay", id="sessions.open", tooltip="Replay the session"),
+        Binding("enter", "open", "Replay", id="sessions.open",
+                tooltip="Replay the session (verdict 'review': open it live, to decide)"),
         Binding("slash", "filter", "Filter", id="sessions.filter",
                 tooltip="Filter by any text in the row"),
         Binding("s", "sort", "Sort", id="sessions.sort",
@@ -144,7 +147,9 @@ class SessionsApp(App[str | None]):
         title = dict(COLUMNS)[self.sort_key]
         self.query_one("#summary", Static).update(
             f"{len(rows)} of {len(self.all_rows)} sessions in {self.db} · sorted by {title}"
-            f" {'↓' if self.reverse else '↑'} · enter replays")
+            f" {'↓' if self.reverse else '↑'} · enter replays"
+            + (" (review: live, to decide)" if any(r.get("verdict") == "review" for r in rows)
+               else ""))
 
     @on(Input.Changed, "#filter")
     def _filter(self, event: Input.Changed) -> None:

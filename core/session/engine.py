@@ -360,7 +360,9 @@ class SessionEngine:
     def _decided_already(self) -> bool:
         return bool(self._stop_reason) or self.ledger.verdict is not None
 
-    async def run(self) -> SessionResult:
+    def _begin(self) -> None:
+        """On the engine's loop: the session's start, or its resume from the log, under the
+        session's lock. A workdir that cannot be made ends a new session failed, saying why."""
         self._rerun = asyncio.Queue()
         self._decided = asyncio.Event()
         try:
@@ -368,20 +370,26 @@ class SessionEngine:
         except OSError as exc:  # the workdir cannot be made (SessionLocked is no OSError)
             if self.resumed is None:
                 self._started()
-                self._failed(exc)
+                self.record_failure(exc)
             raise
         if self.resumed is None:
             self._started()
         else:
             self._restore(self.resumed)
+
+    async def _references(self, ref_cwd: Path) -> None:
+        # Resumed: the references already in the log are not run again.
+        await self.verifier.run_references(
+            max(0, self.config.reference_runs - len(self.verifier.references)),
+            self.config.reference_command, ref_cwd, target=self.config.reference_target,
+            env=self.config.reference_env, stop=self._decided_already,
+        )
+
+    async def run(self) -> SessionResult:
+        self._begin()
         try:
             ref_cwd, cand_cwd = self._prepare_dirs()
-            # Resumed: the references already in the log are not run again.
-            await self.verifier.run_references(
-                max(0, self.config.reference_runs - len(self.verifier.references)),
-                self.config.reference_command, ref_cwd, target=self.config.reference_target,
-                env=self.config.reference_env, stop=self._decided_already,
-            )
+            await self._references(ref_cwd)
             if self._decided_already():
                 pass
             elif self.config.agent is not None:
@@ -395,15 +403,31 @@ class SessionEngine:
             self._unlock()
             raise
         except Exception as exc:
-            self._failed(exc)
+            self.record_failure(exc)
             self._unlock()
             raise
         result = self._end()
         self._unlock()
         return result
 
-    def _failed(self, exc: Exception) -> None:
-        """Recorded as the session's end, so `show`, replay and the screen can say why."""
+    async def run_references(self) -> None:
+        """The reference phase alone, for a study that places it apart from the candidate's
+        (core/study/worker.py): the session's start, or its resume from the log, and the
+        reference runs still to do; no end: the candidate phase continues the session from
+        its log. An error ends the session failed, saying why, and is raised."""
+        self._begin()
+        try:
+            ref_cwd, _ = self._prepare_dirs()
+            await self._references(ref_cwd)
+        except Exception as exc:
+            self.record_failure(exc)
+            raise
+        finally:
+            self._unlock()
+
+    def record_failure(self, exc: Exception) -> None:
+        """The engine failed: recorded as the session's end, so `show`, replay and the screen
+        (and a study's status) can say why."""
         self._stop_reason = f"engine failed: {type(exc).__name__}: {exc}"
         self._end()
 

@@ -28,10 +28,15 @@ class PhaseStream(Protocol):
 
     def cancel(self) -> None: ...
 
+    def send(self, line: bytes) -> None:
+        """A line for the worker (a reviewer's decision: core/study/review_relay.py)."""
+        ...
+
 
 class Engine(Protocol):
     name: str
     slots: int  # phases at once (local: --parallel; ray: as many as the cluster takes)
+    reviewable: bool  # whether send() reaches the worker: tasks may wait for a reviewer
 
     def start(self, job: dict[str, Any], resources: dict[str, float]) -> PhaseStream: ...
 

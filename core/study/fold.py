@@ -10,11 +10,13 @@ from typing import Any
 from portside.core.log import costs
 from portside.core.log import events as ev
 from portside.core.log.ledger import Ledger, fold
+from portside.core.session.awaiting import awaiting
 from portside.core.session.resume import final_end
 
 from .manifest import Manifest, Task
 
-STATES = ("pending", "running", "waiting", "done", "failed")
+REVIEWER = "waiting for a reviewer"  # an agent's card (policy = "ask") nobody has decided yet
+STATES = ("pending", "running", "waiting", REVIEWER, "done", "failed")
 
 
 @dataclass
@@ -22,7 +24,7 @@ class TaskState:
     task_id: str
     project: str
     session_id: str
-    state: str  # pending | running | waiting (for its next phase) | done | failed
+    state: str  # pending | running | waiting (for its next phase) | REVIEWER | done | failed
     phase: str  # the phase running or next: reference | candidate | all | ""
     where: str  # the last placement the worker reported
     runs_done: int
@@ -62,7 +64,10 @@ def task_state(task: Task, session_id: str, log: list[ev.Event]) -> TaskState:
         phase = "candidate" if len(refs) >= task.reference_runs else "reference"
     placed_for = where.split(" phase", 1)[0] if where else ""
     running = bool(live) or placed_for == phase
-    return TaskState(task.task_id, task.project, session_id, "running" if running else "waiting",
+    state = "running" if running else "waiting"
+    if running and task.policy == "ask" and awaiting(log):
+        state = REVIEWER
+    return TaskState(task.task_id, task.project, session_id, state,
                      phase, where, done, max(total, done + len(live)), retries, "", "")
 
 

@@ -71,6 +71,16 @@ class WorkerProcess:
         except (OSError, IndexError):
             return "(no output)"
 
+    def send(self, line: bytes) -> None:
+        """After the job, the worker's stdin carries a reviewer's decisions, one per line."""
+        if self.proc.stdin is None or self.proc.stdin.closed:
+            raise WorkerLost(f"worker {self.where}: its stdin is closed")
+        try:
+            self.proc.stdin.write(line)
+            self.proc.stdin.flush()
+        except (OSError, ValueError) as exc:
+            raise WorkerLost(f"worker {self.where}: {exc}") from None
+
     def cancel(self) -> None:
         # Its stdin closing is the worker's cue: its runs are stopped, then it exits.
         if self.proc.stdin is not None:
@@ -80,6 +90,7 @@ class WorkerProcess:
 
 class LocalEngine:
     name = "local"
+    reviewable = True
 
     def __init__(self, parallel: int | None = None) -> None:
         self.slots = parallel or default_parallel()

@@ -13,6 +13,7 @@ TOML, checked like criteria (core/log/criteria.py): every error reads
     path = "projects/mlp"            # a folder (relative to the manifest), or
     # git = "https://…", commit = "<sha>"
     candidate = "python train_tpu.py"   # or agent = "scripted:FILE" (+ task = "…")
+    # policy = "ask"                 # an agent's edits wait for a reviewer (default "auto")
 
 A project with ``repetitions = N`` is N tasks (``name#1`` … ``name#N``). Placement: each phase
 asks the engine for resources; the defaults follow the targets (references where a ``CPU`` or
@@ -34,10 +35,11 @@ from portside.core.log.criteria import CriteriaError, load_criteria
 
 PROJECT_KEYS = ("name", "path", "git", "commit", "reference", "candidate", "agent", "task",
                 "target", "reference_target", "criteria", "reference_runs", "repetitions",
-                "timeout", "stall", "reference_resources", "candidate_resources")
+                "timeout", "stall", "reference_resources", "candidate_resources", "policy")
 DEFAULT_KEYS = tuple(k for k in PROJECT_KEYS if k not in ("name", "git", "commit"))
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
+STUDY_POLICIES = ("auto", "ask")  # runs-only has no meaning without a reviewer at the side
 _RESOURCE = re.compile(r"^[A-Za-z][A-Za-z0-9_:-]{0,63}$")
 
 
@@ -67,6 +69,9 @@ class Task:
     stall_s: float | None
     reference_resources: dict[str, float] = field(default_factory=dict)
     candidate_resources: dict[str, float] = field(default_factory=dict)
+    # An agent's cards: decided by policy ("auto"), or waiting for a reviewer who opens the
+    # running session (`portside study review`, or enter on the sessions screen): "ask".
+    policy: str = "auto"
 
     @property
     def phases(self) -> tuple[str, ...]:
@@ -83,7 +88,7 @@ class Task:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,10 @@ def _check_value(key: str, value: Any) -> str | None:
                     "starting with a letter or digit")
         if key == "commit" and not _SHA.match(value):
             return f"{value!r}: expected a commit sha (7 to 40 lowercase hex digits)"
+        return None
+    if key == "policy":
+        if value not in STUDY_POLICIES:
+            return f"{value!r}: expected one of {', '.join(STUDY_POLICIES)}"
         return None
     if key in ("target", "reference_target"):
         if value not in TARGETS:
@@ -266,6 +275,9 @@ def _project(body: Any, i: int, defaults: dict[str, Any], base: Path, err: _Erro
         raise err(t, i, None, "give candidate (a command) or agent (with task), one of them")
     if "task" in merged and "agent" not in merged:
         raise err(*where("task"), "task", "task goes with agent")
+    if "policy" in body and "agent" not in merged:
+        raise err(*where("policy"), "policy", "policy goes with agent: a verification has no "
+                  "cards to decide")
     if "agent" in merged and not str(merged["agent"]).startswith("scripted:") \
             and str(merged["agent"]).split(":")[0] not in ("claude", "claude-code"):
         raise err(*where("agent"), "agent", f"{merged['agent']!r}: expected claude[:MODEL], "
@@ -295,7 +307,8 @@ def _project(body: Any, i: int, defaults: dict[str, Any], base: Path, err: _Erro
     common = dict(
         project=name, folder=folder, git=body.get("git", ""), commit=body.get("commit", ""),
         reference=merged["reference"], candidate=merged.get("candidate"), agent=agent,
-        agent_task=merged.get("task", ""), target=target, reference_target=reference_target,
+        agent_task=merged.get("task", ""), policy=merged.get("policy", "auto") if agent else "auto",
+        target=target, reference_target=reference_target,
         criteria=criteria_path, reference_runs=int(merged.get("reference_runs", 2)),
         timeout_s=float(merged["timeout"]) if "timeout" in merged else None,
         stall_s=float(merged["stall"]) if "stall" in merged else None,

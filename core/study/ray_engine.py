@@ -57,6 +57,10 @@ class RayStream:
         except ray.exceptions.RayError as exc:  # a dead node, worker or the task's own error
             raise WorkerLost(f"ray: {type(exc).__name__}: {str(exc).strip()[-300:]}") from None
 
+    def send(self, line: bytes) -> None:
+        del line
+        raise WorkerLost("the ray engine does not carry a reviewer's decision to its worker")
+
     def cancel(self) -> None:
         import ray
 
@@ -66,6 +70,9 @@ class RayStream:
 
 class RayEngine:
     name = "ray"
+    # The Ray task's stream goes one way (worker to head): `policy = "ask"` tasks need the
+    # local engine, whose worker's stdin carries the decisions.
+    reviewable = False
 
     def __init__(self, address: str | None, parallel: int | None = None) -> None:
         try:

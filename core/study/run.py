@@ -9,6 +9,7 @@ nothing here keeps a fact the database does not hold (``study status`` folds the
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -19,10 +20,12 @@ from typing import Any, Protocol
 
 from portside.core.log import events as ev
 from portside.core.log.ledger import Ledger
+from portside.core.session.awaiting import awaiting
 from portside.core.session.resume import final_end
 
 from .engines import Engine, WorkerLost
 from .manifest import Manifest, Task
+from .review_relay import RelayError, ReviewRelay, relay_file
 
 MAX_TRIES = 3
 
@@ -67,9 +70,47 @@ class StudyRun:
         # Per phase started: seconds from submit to its first event here (bench_study.py).
         self.first_event_s: list[float] = []
         self._live: set[Any] = set()  # the phases' streams now running
+        self._by_session: dict[str, Any] = {}  # session -> its phase's stream, while it runs
+        self._sending = threading.Lock()  # the relay answers in threads: one line at a time
         self._stopping = False
+        asks = [t.task_id for t in manifest.tasks if t.policy == "ask"]
+        if asks and not engine.reviewable:
+            raise ValueError(f"tasks {', '.join(asks)} wait for a reviewer (policy = \"ask\"); "
+                             f"the {engine.name} engine cannot carry decisions to its workers: "
+                             "use --engine local")
 
     def run(self) -> list[TaskResult]:
+        relay = None
+        if any(t.policy == "ask" for t in self.manifest.tasks):
+            # Where a reviewer's `study review` finds this process (core/study/review_relay.py).
+            relay = ReviewRelay(relay_file(self.work_root, self.manifest.name), self.decide)
+        try:
+            return self._run()
+        finally:
+            if relay is not None:
+                relay.close()
+
+    def decide(self, request: dict[str, Any]) -> None:
+        """A reviewer's decision (checked by the relay) to the worker of its session's phase,
+        if what it answers waits now; the intervention comes back as the phase's events do."""
+        sid = request["session"]
+        with self._say:
+            stream = self._by_session.get(sid)
+        if stream is None:
+            raise RelayError(f"session {sid} has no phase running now")
+        waiting = awaiting(self.log.events(sid))
+        if request["action"] == "verdict":
+            if not any(a.kind == "claim" for a in waiting):
+                raise RelayError("no claim is waiting for a verdict")
+        elif request.get("target") not in {a.item_id for a in waiting if a.kind == "edit"}:
+            raise RelayError(f"{request.get('target')!r} is not waiting for a decision")
+        try:
+            with self._sending:
+                stream.send(json.dumps({"review": request}).encode() + b"\n")
+        except WorkerLost as exc:
+            raise RelayError(str(exc)) from None
+
+    def _run(self) -> list[TaskResult]:
         known = self.log.find(self.manifest.name)
         pool = ThreadPoolExecutor(max_workers=max(1, self.engine.slots),
                                   thread_name_prefix="study-task")
@@ -123,9 +164,10 @@ class StudyRun:
                                            task.resources(phase))
                 with self._say:
                     self._live.add(stream)
+                    self._by_session[sid] = stream
                 self._tell(task, f"{phase} phase started ({stream.where})")
                 try:
-                    self._ingest(sid, stream, not log, submitted)
+                    self._ingest(task, sid, stream, not log, submitted)
                     self._tell(task, f"{phase} phase done")
                     break
                 except WorkerLost as exc:
@@ -153,6 +195,8 @@ class StudyRun:
                 finally:
                     with self._say:
                         self._live.discard(stream)
+                        if self._by_session.get(sid) is stream:
+                            del self._by_session[sid]
         self.log.flush()
         return result
 
@@ -165,7 +209,8 @@ class StudyRun:
             "log": [ev.encode(e).decode() for e in log],
         }
 
-    def _ingest(self, sid: str, stream: Any, first: bool, submitted: float) -> None:
+    def _ingest(self, task: Task, sid: str, stream: Any, first: bool,
+                submitted: float) -> None:
         """Each line the worker wrote, checked, appended in order; the writer numbers it."""
         timed = False
         for line in stream.lines():
@@ -185,6 +230,9 @@ class StudyRun:
             first = False
             event.seq = 0
             self.log.append(event)
+            if task.policy == "ask" and isinstance(event, ev.EditProposed | ev.CommandProposed
+                                                   | ev.AgentClaimed):
+                self._tell(task, f"waiting for a reviewer: `portside study review {sid}`")
 
     def _close_cut_off(self, sid: str, why: str) -> None:
         """The end a killed engine never wrote: its live runs aborted (engine-killed, never

@@ -97,35 +97,11 @@ def _config(task: Any, work_root: Path, project: Path, study: dict[str, Any]) ->
         candidate_command=task.candidate, criteria=load_criteria(task.criteria or None),
         criteria_path=task.criteria, reference_runs=task.reference_runs,
         reference_target=task.reference_target, timeout_s=task.timeout_s, stall_s=task.stall_s,
-        # A study has no reviewer at each session's side: edits are decided by policy.
-        agent=agent, policy="auto", mode="verify" if agent is None else "headless",
+        # "ask": the edits wait for a reviewer who opens the session from elsewhere; their
+        # decisions come on this worker's stdin (_watch_parent).
+        agent=agent, policy=task.policy, mode="verify" if agent is None else "headless",
         work_root=work_root, isolate=agent is not None, meta={"study": study},
     )
-
-
-async def _references_only(engine: Any) -> None:
-    """The reference phase: the session's start (or its resume) and its reference runs, and
-    no end: the candidate phase continues the session, placed where the target is."""
-    engine._rerun, engine._decided = asyncio.Queue(), asyncio.Event()
-    engine.lock()
-    try:
-        if engine.resumed is None:
-            engine._started()
-        else:
-            engine._restore(engine.resumed)
-        _placed(engine, "reference")
-        ref_cwd, _ = engine._prepare_dirs()
-        for _ in range(max(0, engine.config.reference_runs - len(engine.verifier.references))):
-            if engine._decided_already():
-                break
-            await engine.verifier.run_reference(
-                engine.config.reference_command, ref_cwd,
-                target=engine.config.reference_target, env=engine.config.reference_env)
-    except Exception as exc:
-        engine._failed(exc)
-        raise
-    finally:
-        engine._unlock()
 
 
 def _placed(engine: Any, phase: str) -> None:
@@ -143,7 +119,7 @@ def run_job(job: dict[str, Any], out: BinaryIO) -> None:
     log = [ev.decode(line) for line in job.get("log", [])]
     sink = ChannelSink(out, (log[-1].seq + 1) if log else 1)
     if log:
-        engine = engine_from_log(log, sink, policy="auto")
+        engine = engine_from_log(log, sink, policy=task.policy)
     else:
         project = project_folder(task, Path(job["work_root"]) / "checkouts")
         config = _config(task, Path(job["work_root"]), project, job["study"])
@@ -156,44 +132,91 @@ def run_job(job: dict[str, Any], out: BinaryIO) -> None:
         _watch_parent(engine, asyncio.get_running_loop())
         await coro
 
-    if phase == "reference":
-        asyncio.run(watched(_references_only(engine)))
-    else:
-        if not log:  # a new session (an agent's one phase): placed once it has started
-            engine.bus.subscribe(lambda e: _placed(engine, phase)
-                                 if isinstance(e, ev.SessionStarted) else None)
-        elif engine.resumed is not None:
-            first = True
+    # Where the phase runs, in the log once the session has started (or resumed) here.
+    first = True
 
-            def on_event(e: ev.Event) -> None:
-                nonlocal first
-                if first and isinstance(e, ev.SessionState) and e.state == "resumed":
-                    first = False
-                    _placed(engine, phase)
-            engine.bus.subscribe(on_event)
-        asyncio.run(watched(engine.run()))
+    def on_event(e: ev.Event) -> None:
+        nonlocal first
+        if first and (isinstance(e, ev.SessionStarted) if not log else
+                      isinstance(e, ev.SessionState) and e.state == "resumed"):
+            first = False
+            _placed(engine, phase)
+    engine.bus.subscribe(on_event)
+    # The reference phase has no end: the candidate phase continues the session.
+    try:
+        asyncio.run(watched(engine.run_references() if phase == "reference" else engine.run()))
+    except asyncio.CancelledError:  # _interrupt ended a reviewer's wait: said, no traceback
+        raise SystemExit("portside study worker: stopped while a card waited for a reviewer; "
+                         "the session ended interrupted, and the next `study run` resumes it"
+                         ) from None
 
 
 def _watch_parent(engine: Any, loop: asyncio.AbstractEventLoop) -> None:
     """stdin closes when the process that started this worker is gone (a dead Ray worker, a
     killed `study run`) or stops it (^C there): the session is interrupted as a signal
-    interrupts it (live runs cut off, never attempts; resumable), then the worker exits."""
+    interrupts it (live runs cut off, never attempts; resumable), then the worker exits.
+    Until then each line on it is a reviewer's decision, for the engine's gate."""
 
     def watch() -> None:
         # The raw descriptor, not sys.stdin: a daemon thread inside a buffered read holds its
         # lock, and the interpreter aborts at exit waiting for it.
+        pending = b""
         try:
-            while os.read(0, 4096):
-                pass
+            while chunk := os.read(0, 65536):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    with contextlib.suppress(RuntimeError):  # the loop has ended
+                        loop.call_soon_threadsafe(_review, engine, line)
         except OSError:
             pass
         with contextlib.suppress(RuntimeError):  # the loop has ended: nothing left to stop
-            loop.call_soon_threadsafe(engine.interrupt,
+            loop.call_soon_threadsafe(_interrupt, engine,
                                       "the end of its stdin (the study stopped or died)")
         time.sleep(PARENT_GONE_GRACE_S)
         os._exit(70)
 
     threading.Thread(target=watch, name="study-parent-watch", daemon=True).start()
+
+
+def _interrupt(engine: Any, why: str) -> None:
+    engine.interrupt(why)
+    # A card waiting for a reviewer (policy = "ask") waits no more: the agent's wait is
+    # cancelled, and the session ends interrupted, as a signal ends it (resumed next run).
+    for item in list(engine.gate.pending.values()):
+        if item.future is not None and not item.future.done():
+            item.future.cancel()
+
+
+def _review(engine: Any, line: bytes) -> None:
+    """A decision the head passed on (core/study/review_relay.py), on the engine's loop: the
+    gate records the intervention (under the reviewer's name, their attention from when the
+    card was on their screen), which reaches the log like every event. One that does not
+    apply any more (decided meanwhile) is said on this worker's log, nothing else."""
+    from portside.core.session.review import GateError
+
+    from .review_relay import RelayError, check_request
+
+    try:
+        req = check_request(json.loads(line).get("review"))
+        gate = engine.gate
+        if req.get("reviewer"):
+            gate.reviewer = req["reviewer"]
+        target, note = req.get("target", ""), req.get("note", "")
+        if req.get("shown_at") and target:
+            gate.shown(target, at=float(req["shown_at"]))
+        if req["action"] == "approve":
+            gate.approve(target, note)
+        elif req["action"] == "reject":
+            gate.reject(target, note)
+        else:
+            claim = gate.pending_claim()
+            if claim is not None and req.get("shown_at"):
+                gate.shown(claim.item_id, at=float(req["shown_at"]))
+            gate.verdict(req["verdict"], note)
+    except (ValueError, AttributeError, RelayError, GateError) as exc:
+        print(f"portside study worker: a reviewer's decision not taken: {exc}", file=sys.stderr,
+              flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

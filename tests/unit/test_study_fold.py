@@ -71,3 +71,66 @@ def test_states_and_counts(tmp_path: Path) -> None:
     assert (t["attempts"], t["failures"], t["silent"], t["passed"], t["done"]) == (1, 1, 1, 0, 1)
     assert t["summary"] == "1 of 1 attempts failed, 1 of them silently; 0 of 3 tasks passed"
     assert t["outcomes"] == {"failed-silent": 1, "pending": 1, "waiting": 1}
+
+
+AGENT_MANIFEST = """\
+[study]
+name = "r"
+[[project]]
+name = "ask"
+path = "{p}"
+reference = "python train.py"
+agent = "scripted:{a}"
+policy = "ask"
+target = "cpu"
+"""
+
+
+def test_waiting_for_a_reviewer(tmp_path: Path) -> None:
+    """An agent task (policy = "ask") whose edit, and then whose claim, nobody decided yet;
+    decided, it runs again. A verification card decided by policy never waits."""
+    (tmp_path / "agent.jsonl").write_text("")
+    m = parse_manifest(AGENT_MANIFEST.format(p=tmp_path, a=tmp_path / "agent.jsonl"), "m.toml")
+    (task,) = m.tasks
+    assert task.policy == "ask"
+    placed = ev.SessionState(session_id="S", state="study-placed", detail="all phase on h")
+    proposed = ev.EditProposed(session_id="S", edit_id="e-1", path="train.py", before="a",
+                               after="b")
+    decided = ev.EditDecided(session_id="S", edit_id="e-1", decision="approved")
+    claimed = ev.AgentClaimed(session_id="S", summary="done")
+    verdict = ev.Intervention(session_id="S", intervention_id="i-1", action="verdict",
+                              steering=False, attention_started_at=1.0, decided_at=2.0,
+                              verdict="pass")
+    start = ev.SessionStarted(session_id="S", project="/p", target="cpu",
+                              meta={"policy": "ask"})
+
+    def state(*events: ev.Event) -> str:
+        log = _log("S", placed, *events)
+        log[0] = start
+        return task_state(task, "S", log).state
+
+    assert state(proposed) == "waiting for a reviewer"
+    assert state(proposed, decided) == "running"
+    assert state(proposed, decided, claimed) == "waiting for a reviewer"
+    assert state(proposed, decided, claimed, verdict) == "running"
+    # the same log under policy auto: its cards never wait for anyone
+    auto = parse_manifest(AGENT_MANIFEST.format(p=tmp_path, a=tmp_path / "agent.jsonl")
+                          .replace('policy = "ask"\n', ""), "m.toml").tasks[0]
+    assert task_state(auto, "S", _log("S", placed, proposed)).state == "running"
+
+
+def test_policy_goes_with_an_agent(tmp_path: Path) -> None:
+    import pytest
+
+    from portside.core.study.manifest import ManifestError
+
+    bad = MANIFEST.format(p=tmp_path).replace('name = "b"\n', 'name = "b"\npolicy = "ask"\n')
+    with pytest.raises(ManifestError, match=r"m.toml:\d+: project\[2\]\.policy: policy goes "
+                                            r"with agent"):
+        parse_manifest(bad, "m.toml")
+    wrong = AGENT_MANIFEST.format(p=tmp_path, a=tmp_path / "agent.jsonl").replace(
+        'policy = "ask"', 'policy = "runs-only"')
+    (tmp_path / "agent.jsonl").write_text("")
+    with pytest.raises(ManifestError, match=r"m.toml:8: project\[1\]\.policy: 'runs-only': "
+                                            r"expected one of auto, ask"):
+        parse_manifest(wrong, "m.toml")

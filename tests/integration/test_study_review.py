@@ -1,0 +1,172 @@
+"""A study task that waits for a reviewer (`policy = "ask"`), decided from another process
+while the rest of the study goes on.
+
+A real `portside study run` (embedded engine, two phases at once) runs two tasks: a scripted
+agent whose edit and claim wait for a reviewer, and a verification. The reviewer's side is the
+one `portside study review` opens (cli/study_review.py's Follower: the session's events from the
+database, a RemoteGate whose decisions go through the study run's relay to the worker). The
+status says "waiting for a reviewer" while the verification finishes; the edit is approved, the
+claim given its verdict, and both decisions are in the study's one database as interventions,
+written by its one writer, with the reviewer's name; seqs gap-free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# A whole study: three short torch runs and two worker processes on a shared machine.
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "sessions" / "study" / "tiny"
+DEADLINE_S = 600
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def _status(study: Path, db: Path) -> dict[str, dict]:
+    out = subprocess.run([sys.executable, "-m", "portside.cli", "study", "status", str(study),
+                          "--db", str(db), "--json"], env=_env(), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return {t["task_id"]: t for t in json.loads(out.stdout)["tasks"]}
+
+
+def _until(what: str, head: subprocess.Popen, check) -> None:  # type: ignore[type-arg]
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if head.poll() is not None:
+            raise AssertionError(f"study run ended ({head.returncode}) while waiting for "
+                                 f"{what}: {head.communicate()[1][-2000:]}")
+        time.sleep(0.5)
+    raise AssertionError(f"no {what} within {DEADLINE_S} s")
+
+
+async def _press_approve(app: Any) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("a")  # returns once the intervention is in the database
+        await pilot.pause()
+        await pilot.press("q")  # the review ends; the session goes on
+
+
+def test_reviewer_decides_a_waiting_task_while_the_study_goes_on(tmp_path: Path) -> None:
+    from portside.cli.study_review import Follower, review_relay
+    from portside.core.study.review_relay import RelayError, send_decision
+    from portside.store.queries import Store
+
+    old = 'p.add_argument("--log-every", type=int, default=1)'
+    assert old in (TINY / "train.py").read_text()
+    script = tmp_path / "agent.jsonl"
+    script.write_text("\n".join(json.dumps(x) for x in [
+        {"edit": {"path": "train.py", "old": old, "new": old.replace("default=1", "default=5"),
+                  "rationale": "log every 5th step"}},
+        {"claim": "ported: only the logging changed"},
+    ]) + "\n")
+    study = tmp_path / "study.toml"
+    study.write_text(f"""\
+[study]
+name = "review"
+[defaults]
+path = "{TINY}"
+reference = "python train.py --steps 20"
+target = "cpu"
+reference_runs = 1
+[[project]]
+name = "asked"
+agent = "scripted:{script}"
+policy = "ask"
+[[project]]
+name = "verified"
+candidate = "python train.py --steps 20"
+""")
+    db = tmp_path / "s.db"
+    head = subprocess.Popen([sys.executable, "-m", "portside.cli", "study", "run", str(study),
+                             "--db", str(db), "--parallel", "2"], env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Its first line comes once it has made the database (`status` must not race that).
+        assert head.stderr is not None and "2 tasks" in head.stderr.readline()
+        # The asked task waits for its edit's decision while the verification finishes.
+        _until("the edit waiting and the verification done", head, lambda: (
+            lambda s: s.get("asked", {}).get("state") == "waiting for a reviewer"
+            and s.get("verified", {}).get("state") == "done")(_status(study, db)))
+        store = Store(db)
+        try:
+            sid = _status(study, db)["asked"]["session_id"]
+            relay = review_relay(store, sid)
+            assert relay is not None and relay.stat().st_mode & 0o077 == 0  # owner only
+            f = Follower(store, sid, relay)
+            f.gate.reviewer = "rita"
+            (edit,) = f.gate.pending_edits()
+            # The keyboard path: `a` on the review screen (the one `study review` opens).
+            asyncio.run(_press_approve(f.app()))
+            (approved,) = [e for e in store.events(sid, kinds=["intervention"])]
+            assert (approved.action, approved.target_id, approved.reviewer) == (
+                "approve", edit.item_id, "rita")
+            # A decision nothing waits for any more is refused, said, not recorded twice.
+            with pytest.raises(RelayError, match="not waiting for a decision"):
+                send_decision(relay, {"session": sid, "action": "approve",
+                                      "target": edit.item_id})
+            _until("the claim waiting", head, lambda: (f.catch_up(), f.gate.pending_claim())[1]
+                   is not None)
+            t0 = time.perf_counter()
+            verdict = f.gate.verdict("pass", "logging only")
+            # reviewer -> relay -> worker's gate -> head's writer -> database, and read back
+            print(f"decision round trip {time.perf_counter() - t0:.3f} s, load "
+                  f"{os.getloadavg()[0]:.1f}")
+            assert (verdict.action, verdict.verdict, verdict.reviewer) == ("verdict", "pass",
+                                                                          "rita")
+        finally:
+            store.close()
+        out, err = head.communicate(timeout=DEADLINE_S)
+    finally:
+        if head.poll() is None:
+            head.kill()
+            head.wait()
+    assert head.returncode == 0, err
+
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rows = conn.execute("SELECT session_id, seq, kind, body FROM events ORDER BY session_id, "
+                            "seq").fetchall()
+    finally:
+        conn.close()
+    by: dict[str, list[tuple[int, str, dict]]] = {}
+    for s, seq, kind, body in rows:
+        by.setdefault(s, []).append((seq, kind, json.loads(body)))
+    for s, evs in by.items():
+        assert [seq for seq, _, _ in evs] == list(range(1, len(evs) + 1)), s  # gap-free
+    asked = by[sid]
+    (other,) = [v for k, v in by.items() if k != sid]
+    kinds = [k for _, k, _ in asked]
+    assert kinds.count("edit.applied") == 1 and kinds.count("agent.claimed") == 1
+    inter = [b for _, k, b in asked if k == "intervention"]
+    assert [(i["action"], i["reviewer"]) for i in inter] == [("approve", "rita"),
+                                                             ("verdict", "rita")]
+    decided = [b for _, k, b in asked if k == "edit.decided"]
+    assert [(d["decision"], d["by"]) for d in decided] == [("approved", "reviewer")]
+    end = [b for _, k, b in asked if k == "session.ended"][-1]
+    assert (end["verdict"], end["reason"]) == ("pass", "reviewer: logging only")
+    # The other task of the study had ended before anyone decided the waiting one's card.
+    other_end = [b for _, k, b in other if k == "session.ended"][-1]
+    assert other_end["verdict"] == "pass"
+    assert other_end["ts"] < inter[0]["decided_at"]
