@@ -34,6 +34,7 @@ import click
 HOST = "127.0.0.1"
 COOKIE = "portside_serve"
 COMMANDS = ("run", "replay", "demo", "sessions", "attach")
+SPLASH = "portside · starting the app (a few seconds; longer on a busy machine)…"
 # How long a new tab waits for the app of a tab just closed to end before it is refused.
 ENDING_WAIT_S = 60.0
 
@@ -172,7 +173,9 @@ def make_server(command: str, port: int, token: str) -> Any:
                   f"ssh -L {self.port}:127.0.0.1:{self.port} <this host>  ·  ctrl+c stops",
                   flush=True)
 
-    return GuardedServer(command, host=HOST, port=port, title="portside")
+    # The name is all textual-serve's splash shows until the app's first frame (its process
+    # starts per tab: seconds of imports, more on a busy machine): say what it waits for.
+    return GuardedServer(command, host=HOST, port=port, title=SPLASH)
 
 
 def usable_port(port: int) -> int:

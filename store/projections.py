@@ -10,6 +10,7 @@ from itertools import chain
 from typing import Any
 
 from portside.core.log import events as ev
+from portside.core.log.ledger import alarm_refresh
 
 from . import index_blocks
 from .codec import ROW_COLUMNS, decode_row, stored_body
@@ -228,6 +229,14 @@ def _alarm_raised(b: Batch, e: ev.AlarmRaised) -> None:
     )
 
 
+def _alarm_updated(b: Batch, e: ev.AlarmUpdated) -> None:
+    new = alarm_refresh(e)  # the ledger's rule, so the rows say what the screen says
+    b.updates.append((
+        "UPDATE alarms SET title=?, evidence=? WHERE session_id=? AND alarm_id=?",
+        (new["title"], _json(new["evidence"]), e.session_id, e.alarm_id),
+    ))
+
+
 def _alarm_acknowledged(b: Batch, e: ev.AlarmAcknowledged) -> None:
     b.updates.append(
         (
@@ -285,6 +294,7 @@ _HANDLERS: dict[type, Any] = {
     ev.RunFinished: _run_finished,
     ev.RunRecord: _run_record,
     ev.AlarmRaised: _alarm_raised,
+    ev.AlarmUpdated: _alarm_updated,
     ev.AlarmAcknowledged: _alarm_acknowledged,
     ev.AlarmCleared: _alarm_cleared,
     ev.Intervention: _intervention,

@@ -189,11 +189,20 @@ class PortsideApp(App[None]):
         if self._history:
             self.live.apply(self._history)
             self.live.flush()
+        if self.on_started is not None:
+            self.on_started(self)
+        # After the first frame: the engine's first stretch (workspace copy, sandbox probe,
+        # spawning the references) runs on this loop without awaiting, and the warm-up's
+        # imports hold the GIL; either one before it held the first frame (~4 s of 5.6 s at load
+        # 4.5 per core, tests/tui/test_tmux_demo.py).
+        self.call_after_refresh(self._start_after_first_frame)
+
+    def _start_after_first_frame(self) -> None:
+        if not self.live.is_attached:  # the app is ending already (a signal, a test's exit)
+            return
         if self.engine_run is not None:
             self.run_worker(self.engine_run(), name=ENGINE_WORKER, group=ENGINE_WORKER,
                             exit_on_error=False)
-        if self.on_started is not None:
-            self.on_started(self)
         if self.WARM_UP_ON_MOUNT:
             self.start_warm_up()
 

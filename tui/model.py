@@ -14,7 +14,7 @@ from typing import Any
 
 from portside.core.checks.side_by_side import StepColumns
 from portside.core.log import events as ev
-from portside.core.log.ledger import LEDGER_KINDS, Ledger
+from portside.core.log.ledger import LEDGER_KINDS, AlarmEntry, Ledger
 
 from .linestore import LineStore
 
@@ -87,10 +87,25 @@ class AlarmView:
     acknowledged: bool = False
     cleared: bool = False
     localized: ev.AlarmLocalized | None = None  # where the runs first part (core/localize/traces.py)
+    entry: AlarmEntry | None = None  # the model's ledger's fact: its newest title and evidence
 
     @property
     def rank(self) -> int:
         return ev.SEVERITY_RANK.get(self.event.severity, 0)
+
+    @property
+    def title(self) -> str:
+        """As the evidence now stands (``alarm.updated``, folded by the ledger)."""
+        return self.entry.title if self.entry is not None else self.event.title
+
+    @property
+    def evidence(self) -> dict[str, Any]:
+        return self.entry.evidence if self.entry is not None else self.event.evidence
+
+    @property
+    def evidence_step(self) -> int | None:
+        """The candidate step of the newest evidence; None while it is as raised."""
+        return self.entry.evidence_step if self.entry is not None else None
 
 
 @dataclass
@@ -175,7 +190,7 @@ class SessionModel:
                 self.runs[e.run_id].finished = e
                 self.runs[e.run_id].version += 1
             case ev.AlarmRaised():
-                self.alarms[e.alarm_id] = AlarmView(e)
+                self.alarms[e.alarm_id] = AlarmView(e, entry=self.ledger.alarms.get(e.alarm_id))
             case ev.AlarmAcknowledged() if e.alarm_id in self.alarms:
                 self.alarms[e.alarm_id].acknowledged = True
             case ev.AlarmCleared() if e.alarm_id in self.alarms:

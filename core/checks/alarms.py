@@ -83,9 +83,11 @@ class Alarm:
                               severity=self.severity,  # type: ignore[arg-type]
                               title=self.title, evidence=self.evidence, run_id=run_id)
 
-    @classmethod
-    def from_event(cls, e: ev.AlarmRaised) -> Alarm:
-        return cls(e.check, e.severity, e.title, e.evidence)
+    def updated(self, session_id: str, alarm_id: str, step: int | None) -> ev.AlarmUpdated:
+        """The event that records this alarm's newer evidence (the one builder of
+        ``alarm.updated``; when one is due: checks/refresh.py)."""
+        return ev.AlarmUpdated(session_id=session_id, alarm_id=alarm_id, title=self.title,
+                               evidence=self.evidence, step=step)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "severity": self.severity, "title": self.title,

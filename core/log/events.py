@@ -267,6 +267,18 @@ class AlarmRaised(Event, tag="alarm.raised"):
     run_id: str = ""
 
 
+class AlarmUpdated(Event, tag="alarm.updated"):
+    """An open alarm's evidence as the run went on: the checks saw it change materially since
+    it was raised (or last updated). It replaces the alarm's title and evidence (the ledger's
+    ``alarm_refresh``); severity and identity stay as raised. ``step``: the candidate's last
+    step the new evidence covers."""
+
+    alarm_id: str
+    title: str
+    evidence: dict[str, Any] = {}
+    step: Int | None = None
+
+
 class AlarmAcknowledged(Event, tag="alarm.acknowledged"):
     alarm_id: str
     by: str = ""
@@ -331,7 +343,8 @@ AnyEvent = (
     | AlarmCleared
     | AlarmLocalized
     | Intervention
-    | CommandProposed  # last: the replay index's kind codes of older kinds stay as they were
+    | CommandProposed  # from here on, newest last: the replay index's kind codes of older
+    | AlarmUpdated  # kinds stay as they were
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {

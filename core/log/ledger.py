@@ -22,6 +22,8 @@ What counts, decided once here:
   still counts); failures are outcomes ``failed-*``; silent ones ``failed-silent``. A **valid reference** is a reference run that finished ``passed`` (an
   aborted or engine-killed one never counts).
 - **Open alarms** are raised and not cleared (an override clears); acknowledging keeps one open.
+- An alarm's **title and evidence** are the newest ``alarm.updated``'s, else the raised ones
+  (:func:`alarm_refresh`: the live card, replay, the store's rows, the report and exports).
 - The **reviewer's verdict** is the last ``verdict`` intervention's ``verdict`` field.
 
 Only the kinds in :data:`LEDGER_KINDS` change a ledger, and they are the rare ones, so a reader
@@ -42,7 +44,7 @@ from portside.core.log.busy_time import BusyWindows
 ENGINE_KILLED = "engine-killed"  # the reason resume gives a run its killed engine left live
 LEDGER_KINDS: frozenset[str] = frozenset({
     "session.started", "session.ended", "agent.usage", "run.started", "run.finished",
-    "alarm.raised", "alarm.acknowledged", "alarm.cleared", "intervention",
+    "alarm.raised", "alarm.updated", "alarm.acknowledged", "alarm.cleared", "intervention",
 })
 
 
@@ -83,10 +85,20 @@ class AlarmEntry:
     cleared: bool = False
     overridden: bool = False  # cleared by an override-alarm intervention
     shown_at: float | None = None  # not from the log: the gate's note of the reviewer's first look
+    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence_step: int | None = None  # the candidate step the evidence covers (None: as raised)
+    updated_at: float | None = None
 
     @property
     def is_error(self) -> bool:
         return ev.is_error_or_worse(self.severity)
+
+
+def alarm_refresh(e: ev.AlarmUpdated) -> dict[str, Any]:
+    """What an ``alarm.updated`` changes in its alarm, the one rule: the ledger's entry (what the
+    live card and replay show) and the store's ``alarms`` row (the report, exports) take these."""
+    return {"title": e.title, "evidence": e.evidence, "evidence_step": e.step,
+            "updated_at": e.ts}
 
 
 def attention_s(i: ev.Intervention) -> float:
@@ -158,7 +170,11 @@ class Ledger:
                                                             self.prices)
             case ev.AlarmRaised():
                 self.alarms[e.alarm_id] = AlarmEntry(e.alarm_id, e.seq, e.check, e.severity,
-                                                     e.title, e.run_id, e.ts)
+                                                     e.title, e.run_id, e.ts,
+                                                     evidence=e.evidence)
+            case ev.AlarmUpdated() if e.alarm_id in self.alarms:
+                for name, value in alarm_refresh(e).items():
+                    setattr(self.alarms[e.alarm_id], name, value)
             case ev.AlarmAcknowledged() if e.alarm_id in self.alarms:
                 self.alarms[e.alarm_id].acknowledged = True
             case ev.AlarmCleared() if e.alarm_id in self.alarms:

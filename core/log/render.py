@@ -70,6 +70,9 @@ def _describe(event: ev.Event) -> str:
             )
         case ev.AlarmRaised():
             return f"ALARM {event.severity} {event.check}: {_clip(event.title)}"
+        case ev.AlarmUpdated():
+            at = f" at step {event.step}" if event.step is not None else ""
+            return f"alarm {event.alarm_id} evidence updated{at}: {_clip(event.title)}"
         case ev.AlarmAcknowledged():
             return f"alarm {event.alarm_id} acknowledged by {event.by}"
         case ev.AlarmCleared():

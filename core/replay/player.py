@@ -65,6 +65,7 @@ STRUCTURAL_KINDS: frozenset[str] = frozenset(
         "run.started",
         "run.finished",
         "alarm.raised",
+        "alarm.updated",
         "alarm.acknowledged",
         "alarm.cleared",
         "alarm.localized",  # rare, and a seek must show the answer under its alarm

@@ -54,8 +54,6 @@ class EngineHost:
         self.claimed = False
         self.task = task_brief(engine)
         self._tool_edits: dict[str, Edit] = {}  # approved, not yet applied by the agent
-        self._evidence: dict[str, dict[str, Any]] = {}
-        engine.bus.subscribe(self._note_evidence)
         resumed = engine.resumed
         self._interrupted_edit: Interrupted | None = resumed.interrupted_edit if resumed else None
         self._pending_claim: ev.AgentClaimed | None = resumed.pending_claim if resumed else None
@@ -279,13 +277,10 @@ class EngineHost:
         return EditOutcome("approved", proposed.command_id, decision.note, applied_text=text)
 
     def open_errors(self) -> list[tuple[str, str, dict[str, Any]]]:
-        """(check, title, evidence) of each open error-or-worse alarm."""
+        """(check, title, evidence) of each open error-or-worse alarm, as its evidence now
+        stands (the ledger folds ``alarm.updated``)."""
         found = {a.alarm_id: a for a in self.engine.gate.open_errors()}
-        return [(a.check, a.title, self._evidence.get(a.alarm_id, {})) for a in found.values()]
-
-    def _note_evidence(self, event: ev.Event) -> None:
-        if isinstance(event, ev.AlarmRaised):
-            self._evidence[event.alarm_id] = event.evidence
+        return [(a.check, a.title, a.evidence) for a in found.values()]
 
     @property
     def has_references(self) -> bool:

@@ -304,9 +304,11 @@ class SessionEngine:
                 tail = tails.setdefault(e.run_id, [])
                 tail.extend(e.lines)
                 del tail[:-200]
-            elif isinstance(e, ev.AlarmRaised) and e.run_id:
+        for a in self.ledger.alarms.values():  # as their evidence last stood (alarm.updated)
+            if a.run_id:
                 with contextlib.suppress(ValueError):
-                    alarms.setdefault(e.run_id, []).append(Alarm.from_event(e))
+                    alarms.setdefault(a.run_id, []).append(
+                        Alarm(a.check, a.severity, a.title, a.evidence))
         for run_id, st in started.items():
             fin = finished.get(run_id)
             if fin is None:

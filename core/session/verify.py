@@ -18,6 +18,7 @@ from typing import Any
 
 from portside.core.checks import Alarm, RunEnd, RunRecords, run_checks, sort_alarms
 from portside.core.checks.records_live import LiveRecords
+from portside.core.checks.refresh import EvidenceRefresh
 from portside.core.checks.settings import settings_summary
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
@@ -243,8 +244,11 @@ class Verifier:
         )
         return report
 
-    def _raise(self, alarm: Alarm, run_id: str) -> None:
-        self.bus.publish(alarm.raised(self.session_id, run_id))
+    def _raise(self, alarm: Alarm, run_id: str) -> str:
+        """Publish the alarm; its id."""
+        event = alarm.raised(self.session_id, run_id)
+        self.bus.publish(event)
+        return event.alarm_id
 
     async def run_reference(
         self, command: str, cwd: Path, *, target: str = "cpu", env: dict[str, str] | None = None
@@ -332,11 +336,18 @@ class Verifier:
             del pending[:]
             live.add(batch)
 
+        refresh = EvidenceRefresh()
+
         def judge(records: RunRecords, final: bool) -> None:
+            step = int(records.steps.max()) if records.n else None
+            now = time.monotonic()
             for alarm in run_checks(refs, records, self.criteria, self.target, final):
                 if alarm.key not in raised:
                     raised[alarm.key] = alarm
-                    self._raise(alarm, spec.run_id)
+                    refresh.recorded(alarm, self._raise(alarm, spec.run_id), step, now)
+                elif (due := refresh.due(alarm, step, now, final)) is not None:
+                    alarm_id, raised[alarm.key] = due
+                    self.bus.publish(raised[alarm.key].updated(self.session_id, alarm_id, step))
 
         async def live_checks() -> None:
             # Judge partial series while the run is live, at most once a second and the checks

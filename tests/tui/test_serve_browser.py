@@ -310,3 +310,15 @@ async def test_a_tab_opened_right_after_one_closed_is_served(served) -> None:
                 "Origin": base, "Cookie": f"portside_serve={token}"})
         assert third.value.status == 409
         await second.close()
+
+
+async def test_the_splash_says_the_app_is_starting(served) -> None:
+    """Until the app's first frame (its process starts per tab: seconds of imports) the page
+    showed only textual-serve's splash with the word "portside" (issue 27 item 2, serve)."""
+    import aiohttp
+
+    url, _db, _proc = served
+    async with aiohttp.ClientSession() as http, http.get(url) as page:
+        html = await page.text()
+    assert page.status == 200
+    assert "starting the app" in html and "longer on a busy machine" in html, html[-1500:]

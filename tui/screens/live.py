@@ -203,8 +203,8 @@ class LiveScreen(Screen[None]):
                     self._facts_dirty = True
                 case ev.RunRecord() if any(r.get("type") == "facts" for r in e.records):
                     self._facts_dirty = True
-                case (ev.AlarmRaised() | ev.AlarmAcknowledged() | ev.AlarmCleared()
-                      | ev.AlarmLocalized()):
+                case (ev.AlarmRaised() | ev.AlarmUpdated() | ev.AlarmAcknowledged()
+                      | ev.AlarmCleared() | ev.AlarmLocalized()):
                     self._alarms_dirty = True
                 case ev.EditProposed() | ev.CommandProposed():
                     item_id = _proposal_id(e)

@@ -39,7 +39,7 @@ def alarm_prompt(a: AlarmView, width: int = 40) -> Text:
         t.append(" ack", style="dim green")
     room = width - t.cell_len - 2
     if room > 4:
-        title = clean_line(a.event.title)
+        title = clean_line(a.title)
         t.append(f"  {title if len(title) <= room else title[: room - 1] + '…'}", style="dim")
     return t
 
@@ -65,8 +65,10 @@ def evidence_text(a: AlarmView) -> Text:
     mark, style = SEVERITY_MARK.get(e.severity, ("•", ""))
     t.append(f"{mark} {e.check}", style=style)
     t.append(f" ({e.severity})\n", style="dim")
-    t.append(clean_line(e.title) + "\n")
-    ev = e.evidence
+    t.append(clean_line(a.title) + "\n")
+    if a.evidence_step is not None:
+        t.append(f"  evidence as of step {a.evidence_step}\n", style="dim")
+    ev = a.evidence
     if e.check == "clipping-changed" and isinstance(ev.get("candidate"), dict):
         # The study's silent failure: show what changed the way a reviewer reads it.
         for r_i, ref in enumerate(ev.get("references") or [], 1):
@@ -117,7 +119,7 @@ STAT_KEYS = ("shape", "dtype", "norm", "mean", "absmax", "abs_max")
 def linked_text(model: SessionModel, a: AlarmView) -> Text:
     """The applied edit whose risk mark matches the alarm: where the reviewer should look."""
     applied = {edit_id for edit_id, v in model.edits.items() if v.applied}
-    links = linked_edits_for(a.event.check, a.event.evidence,
+    links = linked_edits_for(a.event.check, a.evidence,
                              [v.event for v in model.edits.values()], applied)
     t = Text()
     for e, mark in links[:1]:
@@ -202,10 +204,11 @@ class ChecksPanel(Vertical):
     def refresh_chart(self) -> None:
         width = max(10, self.size.width - 8) if self.size.width else 30
         alarm = self.model.alarms.get(self.selected or "")
-        spark = alarm.event.evidence.get("spark") if alarm else None
+        spark = alarm.evidence.get("spark") if alarm else None
         chart: Text | None
         if isinstance(spark, dict) and spark.get("candidate"):
-            key: tuple[Any, ...] = ("alarm", self.selected, width)
+            key: tuple[Any, ...] = ("alarm", self.selected, width,
+                                     alarm.evidence_step if alarm else None)
             if key == self._chart_key:
                 return
             self._chart_key = key
@@ -215,7 +218,7 @@ class ChecksPanel(Vertical):
                 hi = [_to_float(v) for v in spark["hi"]]
             else:
                 lo = hi = [_to_float(v) for v in spark.get("reference", [])]
-            label = str(alarm.event.evidence.get("series", "")) if alarm else ""
+            label = str(alarm.evidence.get("series", "")) if alarm else ""
             chart = envelope_chart(cand, lo, hi, width, label or "series")
         else:
             chart = self._loss_chart(width)
