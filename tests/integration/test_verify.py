@@ -165,6 +165,7 @@ def _clipped_share(events: list[ev.Event], run_id: str) -> tuple[float, int]:
     return sum(clipped) / len(clipped), len(clipped)
 
 
+@pytest.mark.slow  # a reference and a candidate, both real sandboxed runs, with a pause
 def test_clipping_evidence_ends_stating_the_whole_run(tmp_path: Path) -> None:
     # Issue 27 item 5: the alarm fires at the first clipped steps (a pause at step 30 makes
     # sure a live pass judges before the end) and used to keep the shares of those few steps
