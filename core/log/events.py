@@ -18,7 +18,8 @@ import msgspec
 
 SCHEMA_VERSION = 1
 
-Role = Literal["reference", "candidate"]
+# larger: a few steps of a candidate at a bigger batch or sequence size ([larger] criteria)
+Role = Literal["reference", "candidate", "larger"]
 Severity = Literal["info", "warning", "error", "critical"]
 Outcome = Literal["passed", "failed-error", "failed-timeout", "failed-silent", "aborted", "running"]
 Verdict = Literal["pass", "fail", "undecided"]

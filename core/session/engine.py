@@ -48,12 +48,11 @@ class SessionResult:
     references: list[RunReport]
     candidates: list[RunReport]
     cost: dict[str, Any]
+    larger: list[RunReport] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         last = self.candidates[-1] if self.candidates else None
-        alarms = [a.to_dict() for a in last.alarms] if last else []
-        for a in alarms:
-            a.pop("key", None)
+        alarms = _alarms_json(last) if last else []
         return {
             "session": self.session_id,
             "verdict": self.verdict,
@@ -63,12 +62,20 @@ class SessionResult:
             "reference": [r.to_json() for r in self.references],
             "candidate": last.to_json() if last else None,
             "attempts": [c.to_json() for c in self.candidates],
+            # [larger]: each a passed attempt's few steps at the bigger size ("attempt" is its)
+            "larger": [{**r.to_json(), "alarms": _alarms_json(r)} for r in self.larger],
             "cost": self.cost,
             **({"divergence": last.localize.get("divergence"), "localize": last.localize}
                if last is not None and last.localize is not None else {}),
         }
 
 
+
+def _alarms_json(report: RunReport) -> list[dict[str, Any]]:
+    alarms = [a.to_dict() for a in report.alarms]
+    for a in alarms:
+        a.pop("key", None)
+    return alarms
 
 
 class SessionEngine:
@@ -208,6 +215,9 @@ class SessionEngine:
     async def run_candidate(self, cwd: Path) -> RunReport:
         report = await self.verifier.run_candidate(self.config.candidate, cwd,
                                                    env=self.config.candidate_env)
+        if self.criteria.larger.command and report.outcome == "passed" and not self._stop_reason:
+            # Only a candidate that passed at its own size is worth a few steps at a bigger one.
+            await self.verifier.run_larger(report, cwd, env=self.config.candidate_env)
         if self.config.localize:
             from portside.core.localize.runs import localize_alarm
 
@@ -217,9 +227,10 @@ class SessionEngine:
     def cost(self) -> dict[str, Any]:
         cost = self.ledger.cost()
         cost["candidate_vs_reference"] = self._compare()
-        from portside.core.log.performance import performance
+        from portside.core.log.performance import larger_inputs, performance
 
         cost["performance"] = performance(self.ledger)
+        cost["larger"] = larger_inputs(self.ledger)
         return cost
 
     # --- the session -------------------------------------------------------------------------
@@ -503,7 +514,8 @@ class SessionEngine:
         self.bus.publish(ev.SessionEnded(session_id=self.session_id, verdict=verdict,  # type: ignore[arg-type]
                                          outcome=outcome, reason=reason))
         self.result = SessionResult(self.session_id, verdict, outcome, reason,
-                                    list(self.verifier.references), list(cands), cost)
+                                    list(self.verifier.references), list(cands), cost,
+                                    list(self.verifier.larger))
         return self.result
 
     def _compare(self) -> dict[str, Any] | None:

@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 from portside.core.log import events as ev
-from portside.core.log.performance import performance
+from portside.core.log.ledger import Ledger
+from portside.core.log.performance import larger_inputs, performance
 from portside.core.safety.terminal_text import clean_text
 from portside.core.workspace.risk import linked_edits_for
 from portside.store.exports.formats import md_cell, usd
@@ -90,6 +91,7 @@ def report_md(store: Store, session_id: str) -> str:
     else:
         out.append("No runs.")
     out += _output_cuts(store, session_id)
+    out += _larger_section(ledger)
     edits = list(store.events(session_id, kinds=["edit.proposed", "edit.applied",
                                                   "command.proposed", "edit.decided"]))
     proposed = [e for e in edits if ev.is_file_edit(e)]  # commands are not edits
@@ -178,6 +180,20 @@ def report_md(store: Store, session_id: str) -> str:
     return clean_text("\n".join(out) + "\n")
 
 
+
+
+def _larger_section(ledger: Ledger) -> list[str]:
+    """[larger]: each passed attempt's few steps at the bigger size, beside the attempt."""
+    rows = larger_inputs(ledger)
+    if not rows:
+        return []
+    out = ["", "## Larger inputs", "",
+           "A few steps of the candidate at the criteria's larger size ([larger]), judged for "
+           "peak memory, compilations after warm-up and step time against the attempt it "
+           "followed (its alarms are under Alarms, by run).", ""]
+    out += [f"- {r['run']} (after attempt {r['attempt']}, {r['candidate_run'] or '-'}): "
+            f"{md_cell(r['line'])}" for r in rows]
+    return out
 
 
 def _commands_section(events: list[ev.Event]) -> list[str]:
