@@ -37,6 +37,7 @@ from portside.core.workspace.copy import Workspace, WorkspaceError, git_repo
 if TYPE_CHECKING:
     from portside.core.run.sandbox import Sandbox
     from portside.core.session.halfway import Resumed
+    from portside.core.workspace.scan import ScanResult
 
 
 @dataclass
@@ -115,6 +116,7 @@ class SessionEngine:
             "policy": config.policy,
         }
         self.workspace: Workspace | None = None
+        self.scan_result: ScanResult | None = None  # the project's, logged at the start
         self.sandbox: Sandbox | None = None  # agent sessions: the runs'; wrap agent commands too
         self.resumed = resumed
         if resumed is not None:
@@ -386,6 +388,7 @@ class SessionEngine:
         else:
             self._restore(self.resumed)
         try:
+            await self._scan()
             ref_cwd, cand_cwd = self._prepare_dirs()
             # Resumed: the references already in the log are not run again.
             await self.verifier.run_references(
@@ -412,6 +415,24 @@ class SessionEngine:
         result = self._end()
         self._unlock()
         return result
+
+    async def _scan(self) -> None:
+        """What in the project will not move as it is, in the log before any run: the screen,
+        the report and the agent's task read it. Static (ast, nothing imported), in a thread
+        so the screen stays live; a resumed session keeps the scan it logged."""
+        from portside.core.workspace.scan import ScanResult, scan
+
+        logged = next((e for e in self.resumed.log if isinstance(e, ev.ProjectScanned)),
+                      None) if self.resumed is not None else None
+        if logged is not None:
+            self.scan_result = ScanResult.from_event(logged)
+            return
+        project = Path(self.config.project)
+        if not project.is_dir():
+            return
+        result = await asyncio.to_thread(scan, project)
+        self.scan_result = result
+        self.bus.publish(result.to_event(self.session_id))
 
     def _failed(self, exc: Exception) -> None:
         """Recorded as the session's end, so `show`, replay and the screen can say why."""

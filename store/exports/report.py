@@ -69,6 +69,9 @@ def report_md(store: Store, session_id: str) -> str:
         *([f"- **Ended because:** {md_cell(ledger.ended.reason)}"]
           if ledger.ended is not None and ledger.ended.reason else []),
         "",
+    ]
+    out += _scan_section(store, session_id)
+    out += [
         "## Runs",
         "",
         "Compile time is reported apart from the steady state (per-step time after warm-up).",
@@ -180,6 +183,27 @@ def report_md(store: Store, session_id: str) -> str:
     return clean_text("\n".join(out) + "\n")
 
 
+
+
+def _scan_section(store: Store, session_id: str) -> list[str]:
+    """The project's portability scan the session logged at its start (``portside scan``)."""
+    scans = [e for e in store.events(session_id, kinds=["project.scanned"])
+             if isinstance(e, ev.ProjectScanned)]
+    if not scans:
+        return []
+    e = scans[-1]
+    out = ["## Portability scan", "",
+           f"`portside scan` at the start, before any run: {e.files} file(s), {e.parsed} "
+           f"parsed, {e.seconds:.2f} s.", ""]
+    if not e.total:
+        return [*out, "Nothing to port beyond the device itself.", ""]
+    out.append("- " + " · ".join(f"`{k}` {n}" for k, n in e.counts.items()))
+    out += ["", "| place | kind | what | what to do |", "|---|---|---|---|"]
+    out += [f"| `{md_cell(f.path)}:{f.line}` | {f.kind} | `{md_cell(f.what)}` "
+            f"| {md_cell(f.action)} |" for f in e.findings]
+    if e.total > len(e.findings):
+        out += ["", f"{e.total - len(e.findings)} more not logged: `portside scan` lists them."]
+    return [*out, ""]
 
 
 def _larger_section(ledger: Ledger) -> list[str]:

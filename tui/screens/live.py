@@ -230,7 +230,8 @@ class LiveScreen(Screen[None]):
                     transcript.add_event(e)
                     self._claim_item = f"claim-{e.seq}"
                     self._shown_at.setdefault(self._claim_item, time.time())
-                case ev.AgentText() | ev.AgentToolCall() | ev.AgentToolResult():
+                case (ev.AgentText() | ev.AgentToolCall() | ev.AgentToolResult()
+                      | ev.ProjectScanned()):
                     transcript.add_event(e)
                 case ev.Intervention() | ev.SessionState():
                     transcript.add_event(e)
