@@ -17,7 +17,7 @@ from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm, sort_alarms
 from .memory import check_memory
-from .numeric import steady_step_s
+from .numeric import slow_alarm, steady_step_s
 from .records import RunRecords
 from .runtime import check_end, check_fallback, check_recompilation
 
@@ -40,10 +40,6 @@ def _check_step_time(candidate: RunRecords, larger: RunRecords,
     limit = criteria.larger.max_step_time_ratio
     w = criteria.compile.warmup_steps
     big, small = steady_step_s(larger, w), steady_step_s(candidate, w)
-    if not limit or big is None or not small or big / small <= limit:
+    if not limit or big is None or not small:
         return []
-    return [Alarm("slow", "warning",
-                  f"steady step {big * 1e3:.3g} ms vs the candidate's {small * 1e3:.3g} ms "
-                  f"({big / small:.2f}× > {limit:g}×)",
-                  {"larger_step_s": big, "candidate_step_s": small, "ratio": big / small,
-                   "limit": limit, "warmup_steps": w}, key="slow:larger")]
+    return slow_alarm(big, small, limit, w, run="larger", base="candidate", key="slow:larger")
