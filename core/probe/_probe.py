@@ -236,6 +236,7 @@ class Probe:
             self.max_steps = max(0, int(os.environ.get("PORTSIDE_PROBE_MAX_STEPS") or 0))
         except ValueError:
             self.max_steps = 0
+        self.ended_by = ""  # the exit record's reason when the probe itself ended the run
         self.finder = _PostImportFinder({})
         self.torch: Any = None
         self.xla: dict[str, Any] | None = None  # torch_xla modules once the program imports it
@@ -845,17 +846,11 @@ class Probe:
 
     def _end_at_max_steps(self) -> None:
         """Before the step after the last one asked for: the previous step's graph has run
-        (on XLA, its sync is past), so its records and the peak are final. The exit record
-        says why; the program's own exit handlers run; the process exits 0."""
-        import atexit
-
-        self.finish("max-steps")
-        for f in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                f.flush()
-        with contextlib.suppress(BaseException):
-            atexit._run_exitfuncs()
-        os._exit(0)
+        (on XLA, its sync is past), so its records are final. The program ends as sys.exit(0)
+        ends it (its finally blocks and exit handlers run; ours writes the exit record, which
+        says why)."""
+        self.ended_by = "max-steps"
+        raise SystemExit(0)
 
     def _post_step(self, opt: Any, args: Any, kwargs: Any) -> None:
         t0 = time.perf_counter()
@@ -1599,7 +1594,7 @@ class Probe:
                 "pid": self.pid,
                 "rank": self._get_rank(),
                 "steps": self.steps,
-                "reason": reason,
+                "reason": self.ended_by or reason,
                 "probe_s": self.probe_s,
             }
             if self.own_ring:
