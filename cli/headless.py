@@ -76,7 +76,8 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
     for col in ("run", "role", "outcome", "exit", "wall s", "compile s", "steady step s",
                 "steps", "metrics", "device"):
         runs.add_column(col, overflow="fold")
-    rows = [*result.get("reference", []), *result.get("attempts", [])]
+    rows = [*result.get("reference", []), *result.get("attempts", []),
+            *result.get("larger", [])]
     for r in rows:
         metrics = ", ".join(f"{k}={_fmt(v, 4)}" for k, v in sorted((r.get("metrics") or {}).items()))
         device = r.get("device") or {}
@@ -87,7 +88,8 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
                  _fmt(r.get("steps")), metrics, dev)
         runs.add_row(*(Text(_safe(c)) for c in cells))
     console.print(runs)
-    alarms = result.get("alarms") or []
+    alarms = [*(result.get("alarms") or []),
+              *(a for r in result.get("larger", []) for a in r.get("alarms", []))]
     if alarms:
         console.print(Text("alarms", style="bold"))
     for a in alarms:
@@ -112,6 +114,8 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
         vs = cost.get("candidate_vs_reference") or {}
         if vs.get("line"):
             console.print(Text(f"candidate vs reference: {_safe(vs['line'])}"))
+        for big in cost.get("larger") or []:
+            console.print(Text(f"larger inputs: {_safe(big['line'])}"))
         perf = cost.get("performance") or {}
         if perf.get("line"):
             console.print(Text(f"performance: {_safe(perf['line'])}"))

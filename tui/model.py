@@ -18,6 +18,9 @@ from portside.core.log.ledger import LEDGER_KINDS, AlarmEntry, Ledger
 
 from .linestore import LineStore
 
+# larger: the candidate attempt's few steps at a bigger size ([larger] criteria)
+ROLE_LABELS = {"reference": "ref", "candidate": "cand", "larger": "larger"}
+
 
 @dataclass
 class RunView:
@@ -44,7 +47,7 @@ class RunView:
 
     @property
     def label(self) -> str:
-        return f"ref#{self.attempt}" if self.role == "reference" else f"cand#{self.attempt}"
+        return f"{ROLE_LABELS.get(self.role, 'cand')}#{self.attempt}"
 
     @property
     def running(self) -> bool:

@@ -664,11 +664,17 @@ def check_slow(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
     rv = [v for r in refs if (v := steady_step_s(r, w)) is not None]
     if c is None or not rv:
         return []
-    ref = float(np.median(rv))
-    if ref <= 0 or c / ref <= limit:
+    return slow_alarm(c, float(np.median(rv)), limit, w)
+
+
+def slow_alarm(step_s: float, base_s: float, limit: float, warmup_steps: int, *,
+               run: str = "candidate", base: str = "reference", key: str = "slow"
+               ) -> list[Alarm]:
+    """`slow` when a steady step is over `limit` times the one it is held to."""
+    if base_s <= 0 or step_s / base_s <= limit:
         return []
     return [Alarm("slow", "warning",
-                  f"steady step {c * 1e3:.3g} ms vs reference {ref * 1e3:.3g} ms "
-                  f"({c / ref:.2f}× > {limit:g}×)",
-                  {"candidate_step_s": c, "reference_step_s": ref, "ratio": c / ref,
-                   "limit": limit, "warmup_steps": w}, key="slow")]
+                  f"steady step {step_s * 1e3:.3g} ms vs {base} {base_s * 1e3:.3g} ms "
+                  f"({step_s / base_s:.2f}× > {limit:g}×)",
+                  {f"{run}_step_s": step_s, f"{base}_step_s": base_s, "ratio": step_s / base_s,
+                   "limit": limit, "warmup_steps": warmup_steps}, key=key)]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -87,6 +88,27 @@ class PerformanceCriteria:
 
 
 @dataclass(frozen=True)
+class LargerCriteria:
+    """A few steps of the candidate at a larger batch or sequence size: what a tiny test
+    misses (memory pressure, a compile per new shape, step time that grows past the size).
+    `command` is a template: `{name}` takes `vars[name]` (shell-quoted); empty = off."""
+
+    command: str = ""
+    steps: int = 5  # the probe ends the run after these optimizer steps
+    max_step_time_ratio: float = 0.0  # its steady step / the candidate's; 0 = don't judge
+    vars: tuple[tuple[str, str | int | float], ...] = ()  # the template's values, in file order
+
+    def render(self) -> str:
+        """The command with its variables put in (every `{name}` is defined: checked at load)."""
+        values = dict(self.vars)
+        return _PLACEHOLDER.sub(lambda m: shlex.quote(str(values[m.group(1)])), self.command)
+
+
+# `{name}` but not a shell's `${name}`.
+_PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
 class HardwareCriteria:
     devices: int = 0  # 0: don't judge the count
 
@@ -152,6 +174,7 @@ class Criteria:
     compile: CompileCriteria = field(default_factory=CompileCriteria)
     performance: PerformanceCriteria = field(default_factory=PerformanceCriteria)
     hardware: HardwareCriteria = field(default_factory=HardwareCriteria)
+    larger: LargerCriteria = field(default_factory=LargerCriteria)
     budget: BudgetCriteria = field(default_factory=BudgetCriteria)
     sandbox: SandboxCriteria = field(default_factory=SandboxCriteria)
     hosts: HostsCriteria = field(default_factory=HostsCriteria)
@@ -178,6 +201,7 @@ class Criteria:
         """JSON-ready (for session.started events)."""
         d = asdict(self)
         d["prices"] = dict(self.prices)
+        d["larger"]["vars"] = dict(self.larger.vars)
         return d
 
     @classmethod
@@ -195,6 +219,7 @@ class Criteria:
             compile=build(CompileCriteria, data.get("compile", {})),
             performance=build(PerformanceCriteria, data.get("performance", {})),
             hardware=build(HardwareCriteria, data.get("hardware", {})),
+            larger=_larger_from(data.get("larger") or {}),
             budget=build(BudgetCriteria, data.get("budget", {})),
             sandbox=build(SandboxCriteria, data.get("sandbox", {})),
             hosts=build(HostsCriteria, data.get("hosts", {})),
@@ -204,6 +229,12 @@ class Criteria:
             output=tuple(OutputPattern(o["name"], o["pattern"]) for o in data.get("output", [])),
             source=data.get("source", "<log>"),
         )
+
+
+def _larger_from(values: dict[str, Any]) -> LargerCriteria:
+    known = {f.name for f in fields(LargerCriteria)} - {"vars"}
+    kept = {k: v for k, v in values.items() if k in known}
+    return LargerCriteria(**kept, vars=tuple((values.get("vars") or {}).items()))
 
 
 DEFAULT_CRITERIA = Criteria()
@@ -331,7 +362,9 @@ SCHEMA: dict[str, dict[str, Check]] = {
     "settings": {"allow": _setting_list},
     "acceptance": {"alpha": _alpha},
 }
-SECTIONS = (*SCHEMA, "prices", "output")
+LARGER_KEYS: dict[str, Check] = {"command": _str, "steps": _int(1),
+                                 "max_step_time_ratio": _num()}
+SECTIONS = (*SCHEMA, "larger", "prices", "output")
 
 
 def _line_of(text: str, section: str, key: str | None) -> int | None:
@@ -402,12 +435,40 @@ def parse_criteria(text: str, source: str = "<string>") -> Criteria:
     if goal.pattern and not goal.metric:
         raise err("goal", "pattern", "set without goal.metric (name the metric it reads)")
 
+    parts["larger"] = _parse_larger(data.get("larger", {}), err)
     parts["prices"] = _parse_prices(data.get("prices", {}), err)
     parts["output"] = _parse_output(data.get("output", {}), err)
     names = [p.name for p in parts["output"]]
     if goal.metric and goal.pattern and goal.metric in names:
         raise err("output", "patterns", f"{goal.metric!r} is already read by goal.pattern")
     return Criteria(**parts, source=source)
+
+
+def _parse_larger(body: Mapping[str, Any], err: _Errors) -> LargerCriteria:
+    """[larger]: its own keys, and every other key a variable of the command template."""
+    kwargs: dict[str, Any] = {}
+    variables: list[tuple[str, str | int | float]] = []
+    for key, value in body.items():
+        if key in LARGER_KEYS:
+            what = LARGER_KEYS[key](value)
+            if what:
+                raise err("larger", key, what)
+            kwargs[key] = float(value) if key == "max_step_time_ratio" else value
+        elif isinstance(value, str | int | float) and not isinstance(value, bool):
+            variables.append((key, value))
+        else:
+            raise err("larger", key, f"a variable of the command must be a string or a number, "
+                      f"got {value!r} (keys: {', '.join(LARGER_KEYS)}, else variables)")
+    larger = LargerCriteria(**kwargs, vars=tuple(variables))
+    names = dict(variables)
+    for m in _PLACEHOLDER.finditer(larger.command):
+        if m.group(1) not in names:
+            raise err("larger", "command", f"{{{m.group(1)}}} has no value: set "
+                      f"`{m.group(1)} = ...` in [larger]")
+    if variables and not larger.command:
+        raise err("larger", variables[0][0], "a variable without larger.command (the "
+                  "template it goes into, e.g. \"python train.py --batch {batch}\")")
+    return larger
 
 
 def _parse_prices(body: Mapping[str, Any], err: _Errors) -> tuple[tuple[str, float], ...]:

@@ -18,7 +18,8 @@ import msgspec
 
 SCHEMA_VERSION = 1
 
-Role = Literal["reference", "candidate"]
+# larger: a few steps of a candidate at a bigger batch or sequence size ([larger] criteria)
+Role = Literal["reference", "candidate", "larger"]
 Severity = Literal["info", "warning", "error", "critical"]
 Outcome = Literal["passed", "failed-error", "failed-timeout", "failed-silent", "aborted", "running"]
 Verdict = Literal["pass", "fail", "undecided"]
@@ -302,6 +303,35 @@ class AlarmLocalized(Event, tag="alarm.localized"):
     wall_s: float = 0.0
 
 
+# --- the project -----------------------------------------------------------------------------
+
+
+class ScanFinding(msgspec.Struct, frozen=True):
+    """One place that will not move to a TPU as it is (core/workspace/scan.py's Finding)."""
+
+    path: str  # relative to the scanned folder, "/"-separated
+    line: Int
+    kind: str  # one of core/workspace/scan.py KINDS
+    what: str  # the construct as written
+    action: str  # what a port must do about it
+
+
+class ProjectScanned(Event, tag="project.scanned"):
+    """`portside scan` of the project at the session's start: static, before any run; the
+    screen's scan card, the report and the agent's task all read this one event."""
+
+    root: str
+    files: Int = 0
+    parsed: Int = 0
+    seconds: float = 0.0
+    counts: dict[str, Int] = {}  # every finding's kind, counted (also those left out below)
+    findings: list[ScanFinding] = []  # the first MAX_SCAN_FINDINGS, in path then line order
+    total: Int = 0  # findings in all
+
+
+MAX_SCAN_FINDINGS = 500  # a tree with more is summarised by `counts`; `portside scan` lists all
+
+
 # --- the human -------------------------------------------------------------------------------
 
 
@@ -345,6 +375,7 @@ AnyEvent = (
     | Intervention
     | CommandProposed  # from here on, newest last: the replay index's kind codes of older
     | AlarmUpdated  # kinds stay as they were
+    | ProjectScanned
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -94,3 +94,50 @@ def _sentence(ref: dict[str, Any], cand: dict[str, Any], speed: float | None,
 
 def _ms(s: float | None) -> str:
     return "?" if s is None else f"{s * 1000:.3g} ms"
+
+
+def larger_inputs(ledger: Ledger) -> list[dict[str, Any]]:
+    """Each finished larger-input run ([larger]) beside the candidate attempt it followed:
+    steps, outcome, peak memory, preparation and steady step time, and one line saying them."""
+    crit = ledger.started.criteria if ledger.started is not None else {}
+    section = crit.get("larger") if isinstance(crit, dict) else None
+    values = section.get("vars") if isinstance(section, dict) else None
+    at = ", ".join(f"{k}={v}" for k, v in values.items()) if isinstance(values, dict) else ""
+    cands = {r.attempt: r for r in ledger.candidates()}
+    out = []
+    for run in ledger.runs.values():
+        if run.role != "larger" or run.finished is None:
+            continue
+        cand = cands.get(run.attempt)
+        big, small = _figures(run), _figures(cand) if cand is not None else {}
+        out.append({"run": run.run_id, "attempt": run.attempt, "vars": values or {},
+                    "candidate_run": cand.run_id if cand is not None else None,
+                    "larger": big, "candidate": small,
+                    "line": _larger_line(at or "larger inputs", big, small)})
+    return out
+
+
+def _figures(run: RunEntry) -> dict[str, Any]:
+    f = run.finished
+    assert f is not None
+    mem = f.device.get("memory") if isinstance(f.device, dict) else None
+    mem = mem if isinstance(mem, dict) else {}
+    return {"outcome": f.outcome, "steps": f.steps, "steady_step_s": f.steady_step_s,
+            "compile_s": f.compile_s, "peak_bytes": mem.get("peak_bytes"),
+            "memory_fraction": mem.get("fraction"), "memory_where": mem.get("where")}
+
+
+def _larger_line(at: str, big: dict[str, Any], small: dict[str, Any]) -> str:
+    parts = [f"at {at}: {big['outcome']} after {big['steps']} step(s)"]
+    if big["peak_bytes"]:
+        share = f" ({big['memory_fraction']:.0%})" if big["memory_fraction"] else ""
+        was = f" vs {small['peak_bytes'] / 2**30:.2f} GiB" if small.get("peak_bytes") else ""
+        parts.append(f"peak {big['memory_where'] or ''} memory "
+                     f"{big['peak_bytes'] / 2**30:.2f} GiB{share}{was}".replace("  ", " "))
+    if big["steady_step_s"]:
+        ratio = (f" ({big['steady_step_s'] / small['steady_step_s']:.2g}×)"
+                 if small.get("steady_step_s") else "")
+        parts.append(f"steady step {_ms(big['steady_step_s'])} vs "
+                     f"{_ms(small.get('steady_step_s'))}{ratio}")
+    parts.append(f"{big['compile_s']:.1f} s of preparation")
+    return "; ".join(parts)

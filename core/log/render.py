@@ -79,6 +79,9 @@ def _describe(event: ev.Event) -> str:
             return f"alarm {event.alarm_id} cleared {_clip(event.reason)}"
         case ev.AlarmLocalized():
             return f"alarm {event.alarm_id} localized: {_clip(event.summary or event.error)}"
+        case ev.ProjectScanned():
+            counts = ", ".join(f"{n} {k}" for k, n in event.counts.items()) or "nothing to port"
+            return f"scan: {event.files} file(s) in {event.seconds:.2f} s: {counts}"
         case ev.Intervention():
             steer = " (steering)" if event.steering else ""
             took = event.decided_at - event.attention_started_at

@@ -13,7 +13,8 @@ from pathlib import Path
 
 __all__ = ["inject_env", "probe_dir", "format_doc"]
 
-_ENV_KEYS = ("PORTSIDE_PROBE_OUT", "PORTSIDE_SEED_OFFSET", "PORTSIDE_PROBE_ROOT_PID")
+_ENV_KEYS = ("PORTSIDE_PROBE_OUT", "PORTSIDE_SEED_OFFSET", "PORTSIDE_PROBE_ROOT_PID",
+             "PORTSIDE_PROBE_MAX_STEPS")
 
 
 def probe_dir() -> Path:
@@ -25,10 +26,12 @@ def format_doc() -> Path:
     return Path(__file__).resolve().parent / "FORMAT.md"
 
 
-def inject_env(env: Mapping[str, str], out: str, seed_offset: int = 0) -> dict[str, str]:
+def inject_env(env: Mapping[str, str], out: str, seed_offset: int = 0,
+               max_steps: int = 0) -> dict[str, str]:
     """A copy of env that activates the probe in every Python process started with it.
 
     out: the JSONL file for rank 0 / the first process (others write beside it, see FORMAT.md).
+    max_steps: each process ends itself after that many optimizer steps (0: runs to its end).
     """
     new = {k: v for k, v in env.items() if k not in _ENV_KEYS}
     d = str(probe_dir())
@@ -36,4 +39,6 @@ def inject_env(env: Mapping[str, str], out: str, seed_offset: int = 0) -> dict[s
     new["PYTHONPATH"] = os.pathsep.join([d, *parts])
     new["PORTSIDE_PROBE_OUT"] = os.path.abspath(out)
     new["PORTSIDE_SEED_OFFSET"] = str(int(seed_offset))
+    if max_steps > 0:
+        new["PORTSIDE_PROBE_MAX_STEPS"] = str(int(max_steps))
     return new

@@ -230,6 +230,13 @@ class Probe:
             self.norm_every: int | None = max(0, int(os.environ["PORTSIDE_PROBE_NORM_EVERY"]))
         except (KeyError, ValueError):
             self.norm_every = None
+        # A larger-inputs run ([larger] in the criteria): end the process after this many
+        # optimizer steps (0: never), so a few steps at a bigger size cost a few steps.
+        try:
+            self.max_steps = max(0, int(os.environ.get("PORTSIDE_PROBE_MAX_STEPS") or 0))
+        except ValueError:
+            self.max_steps = 0
+        self.ended_by = ""  # the exit record's reason when the probe itself ended the run
         self.finder = _PostImportFinder({})
         self.torch: Any = None
         self.xla: dict[str, Any] | None = None  # torch_xla modules once the program imports it
@@ -821,6 +828,8 @@ class Probe:
     def _pre_step(self, opt: Any, args: Any, kwargs: Any) -> None:
         # Unclipped steps: compute the total grad norm ourselves (lazily on XLA: no sync). It
         # is one pass over the gradients; PORTSIDE_PROBE_NORM_EVERY=k thins it out (0: never).
+        if self.max_steps and self.steps >= self.max_steps:
+            self._end_at_max_steps()
         self.in_opt += 1  # backward calls inside step() (LBFGS closures) belong to this step
         self.opt_calls += 1
         if not self.any_opt:
@@ -834,6 +843,14 @@ class Probe:
         except Exception as e:
             _warn(f"pre-step hook: {type(e).__name__}: {e}")
         self._own_time(t0)
+
+    def _end_at_max_steps(self) -> None:
+        """Before the step after the last one asked for: the previous step's graph has run
+        (on XLA, its sync is past), so its records are final. The program ends as sys.exit(0)
+        ends it (its finally blocks and exit handlers run; ours writes the exit record, which
+        says why)."""
+        self.ended_by = "max-steps"
+        raise SystemExit(0)
 
     def _post_step(self, opt: Any, args: Any, kwargs: Any) -> None:
         t0 = time.perf_counter()
@@ -1577,7 +1594,7 @@ class Probe:
                 "pid": self.pid,
                 "rank": self._get_rank(),
                 "steps": self.steps,
-                "reason": reason,
+                "reason": self.ended_by or reason,
                 "probe_s": self.probe_s,
             }
             if self.own_ring:

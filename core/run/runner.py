@@ -97,6 +97,7 @@ class RunSpec:
     env: Mapping[str, str] | None = None  # base environment (default: os.environ), scrubbed
     patterns: list[OutputPattern] = field(default_factory=list)
     executor: Executor | None = None  # where this run executes (default: the runner's)
+    max_steps: int = 0  # the probe ends the run after this many optimizer steps (0: never)
 
 
 @dataclass
@@ -306,7 +307,7 @@ class Runner:
         source = spec.env if spec.env is not None else os.environ
         base = scrub_env(source)
         base.setdefault("PYTHONUNBUFFERED", "1")  # lines as they happen, not at exit
-        env = inject_env(base, str(out), spec.seed_offset)
+        env = inject_env(base, str(out), spec.seed_offset, spec.max_steps)
         key = seal.new_key()
         env[seal.ENV] = key
         self.emit(

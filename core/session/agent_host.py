@@ -40,8 +40,9 @@ def task_brief(engine: SessionEngine) -> str:
         f"the reference ({cr.goal.direction}); drift checked on {', '.join(cr.drift.series)}; "
         f"no recompilation after step {cr.compile.warmup_steps}; "
         f"at most {cr.budget.max_attempts or 'unlimited'} candidate attempts.",
-        # what will not move as it is, found before the agent reads a line (static: safe)
-        task_text(scan(Path(c.project))),
+        # what will not move as it is, found before the agent reads a line (static: safe):
+        # the scan the session logged at its start
+        task_text(engine.scan_result or scan(Path(c.project))),
     ])
 
 

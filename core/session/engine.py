@@ -37,6 +37,7 @@ from portside.core.workspace.copy import Workspace, WorkspaceError, git_repo
 if TYPE_CHECKING:
     from portside.core.run.sandbox import Sandbox
     from portside.core.session.halfway import Resumed
+    from portside.core.workspace.scan import ScanResult
 
 
 @dataclass
@@ -48,12 +49,11 @@ class SessionResult:
     references: list[RunReport]
     candidates: list[RunReport]
     cost: dict[str, Any]
+    larger: list[RunReport] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         last = self.candidates[-1] if self.candidates else None
-        alarms = [a.to_dict() for a in last.alarms] if last else []
-        for a in alarms:
-            a.pop("key", None)
+        alarms = _alarms_json(last) if last else []
         return {
             "session": self.session_id,
             "verdict": self.verdict,
@@ -63,12 +63,20 @@ class SessionResult:
             "reference": [r.to_json() for r in self.references],
             "candidate": last.to_json() if last else None,
             "attempts": [c.to_json() for c in self.candidates],
+            # [larger]: each a passed attempt's few steps at the bigger size ("attempt" is its)
+            "larger": [{**r.to_json(), "alarms": _alarms_json(r)} for r in self.larger],
             "cost": self.cost,
             **({"divergence": last.localize.get("divergence"), "localize": last.localize}
                if last is not None and last.localize is not None else {}),
         }
 
 
+
+def _alarms_json(report: RunReport) -> list[dict[str, Any]]:
+    alarms = [a.to_dict() for a in report.alarms]
+    for a in alarms:
+        a.pop("key", None)
+    return alarms
 
 
 class SessionEngine:
@@ -108,6 +116,7 @@ class SessionEngine:
             "policy": config.policy,
         }
         self.workspace: Workspace | None = None
+        self.scan_result: ScanResult | None = None  # the project's, logged at the start
         self.sandbox: Sandbox | None = None  # agent sessions: the runs'; wrap agent commands too
         self.resumed = resumed
         if resumed is not None:
@@ -208,6 +217,9 @@ class SessionEngine:
     async def run_candidate(self, cwd: Path) -> RunReport:
         report = await self.verifier.run_candidate(self.config.candidate, cwd,
                                                    env=self.config.candidate_env)
+        if self.criteria.larger.command and report.outcome == "passed" and not self._stop_reason:
+            # Only a candidate that passed at its own size is worth a few steps at a bigger one.
+            await self.verifier.run_larger(report, cwd, env=self.config.candidate_env)
         if self.config.localize:
             from portside.core.localize.runs import localize_alarm
 
@@ -217,9 +229,10 @@ class SessionEngine:
     def cost(self) -> dict[str, Any]:
         cost = self.ledger.cost()
         cost["candidate_vs_reference"] = self._compare()
-        from portside.core.log.performance import performance
+        from portside.core.log.performance import larger_inputs, performance
 
         cost["performance"] = performance(self.ledger)
+        cost["larger"] = larger_inputs(self.ledger)
         return cost
 
     # --- the session -------------------------------------------------------------------------
@@ -390,6 +403,7 @@ class SessionEngine:
     async def run(self) -> SessionResult:
         self._begin()
         try:
+            await self._scan()
             ref_cwd, cand_cwd = self._prepare_dirs()
             await self._references(ref_cwd)
             if self._decided_already():
@@ -411,6 +425,24 @@ class SessionEngine:
         result = self._end()
         self._unlock()
         return result
+
+    async def _scan(self) -> None:
+        """What in the project will not move as it is, in the log before any run: the screen,
+        the report and the agent's task read it. Static (ast, nothing imported), in a thread
+        so the screen stays live; a resumed session keeps the scan it logged."""
+        from portside.core.workspace.scan import ScanResult, scan
+
+        logged = next((e for e in self.resumed.log if isinstance(e, ev.ProjectScanned)),
+                      None) if self.resumed is not None else None
+        if logged is not None:
+            self.scan_result = ScanResult.from_event(logged)
+            return
+        project = Path(self.config.project)
+        if not project.is_dir():
+            return
+        result = await asyncio.to_thread(scan, project)
+        self.scan_result = result
+        self.bus.publish(result.to_event(self.session_id))
 
     async def run_references(self) -> None:
         """The reference phase alone, for a study that places it apart from the candidate's
@@ -529,7 +561,8 @@ class SessionEngine:
         self.bus.publish(ev.SessionEnded(session_id=self.session_id, verdict=verdict,  # type: ignore[arg-type]
                                          outcome=outcome, reason=reason))
         self.result = SessionResult(self.session_id, verdict, outcome, reason,
-                                    list(self.verifier.references), list(cands), cost)
+                                    list(self.verifier.references), list(cands), cost,
+                                    list(self.verifier.larger))
         return self.result
 
     def _compare(self) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from portside.core.checks import Alarm, RunEnd, RunRecords, run_checks, sort_alarms
+from portside.core.checks.larger import check_larger
 from portside.core.checks.records_live import LiveRecords
 from portside.core.checks.refresh import EvidenceRefresh
 from portside.core.checks.settings import settings_summary
@@ -136,6 +137,7 @@ class Verifier:
         self.prices = prices or load_prices(criteria.price_overrides)
         self.references: list[RunReport] = []
         self.candidates: list[RunReport] = []
+        self.larger: list[RunReport] = []  # [larger]: after a passed candidate, its attempt's
         self.current_run: str | None = None
         self.active_runs: set[str] = set()  # every run under way (references may overlap)
         self._folders: dict[str, Callable[[list[dict[str, Any]]], None]] = {}  # by run id
@@ -183,7 +185,7 @@ class Verifier:
 
     def _spec(self, role: ev.Role, attempt: int, command: str, cwd: Path, target: str,
               seed_offset: int, env: dict[str, str] | None) -> RunSpec:
-        prefix = "ref" if role == "reference" else "cand"
+        prefix = {"reference": "ref", "candidate": "cand", "larger": "big"}[role]
         return RunSpec(
             run_id=f"{prefix}{attempt}-{ev.new_id()}",  # 48 bits: ids never collide in a DB
             role=role,
@@ -196,7 +198,8 @@ class Verifier:
             stall_s=self.stall_s,
             env=env,
             patterns=output_patterns(self.criteria),
-            executor=self.executors.get(role),
+            # the larger run is the candidate's, at another size: where the candidate runs
+            executor=self.executors.get("candidate" if role == "larger" else role),
         )
 
     def _cost(self, result: RunResult, records: RunRecords) -> float | None:
@@ -396,6 +399,28 @@ class Verifier:
         self.candidates.append(report)
         return report
 
+    async def run_larger(self, candidate: RunReport, cwd: Path, *,
+                         env: dict[str, str] | None = None) -> RunReport:
+        """[larger]: the candidate's command at a bigger size for a few steps (the probe ends
+        it), judged on its own (core/checks/larger.py). Its attempt is the candidate's."""
+        larger = self.criteria.larger
+        spec = self._spec("larger", candidate.attempt, larger.render(), cwd, self.target, 0, env)
+        spec.max_steps = larger.steps
+        live = LiveRecords()
+        self.current_run = spec.run_id
+        try:
+            result = await self._run_folding(spec, lambda recs: live.add(recs))
+        finally:
+            self.current_run = None
+        records = live.snapshot(_end(result, spec.stall_s), spec.run_id)
+        alarms = [] if result.reason == "aborted" else check_larger(candidate.records, records,
+                                                                    self.criteria)
+        for alarm in alarms:
+            self._raise(alarm, spec.run_id)
+        report = self._finish(spec, result, alarms, records)
+        self.larger.append(report)
+        return report
+
     def restore_run(
         self,
         started: ev.RunStarted,
@@ -422,7 +447,8 @@ class Verifier:
                                 self.criteria.compile.warmup_steps)
         report = RunReport(started.run_id, started.role, started.attempt, finished.outcome,
                            result, recs, summary, sort_alarms(alarms), self._cost(result, recs))
-        (self.references if started.role == "reference" else self.candidates).append(report)
+        {"reference": self.references, "larger": self.larger}.get(
+            started.role, self.candidates).append(report)
         return report
 
     def summary_text(self, report: RunReport) -> str:

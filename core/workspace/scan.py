@@ -34,6 +34,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from portside.core.log import events as ev
+
 KINDS = ("cuda-extension", "custom-op", "gpu-library", "cuda-call", "cudnn-flag", "collective",
          "float64", "mixed-precision", "recompile", "unparsed")
 
@@ -79,6 +81,18 @@ class ScanResult:
         for f in self.findings:
             out[f.kind] += 1
         return {k: n for k, n in out.items() if n}
+
+    def to_event(self, session_id: str) -> ev.ProjectScanned:
+        return ev.ProjectScanned(
+            session_id=session_id, root=self.root, files=self.files, parsed=self.parsed,
+            seconds=self.seconds, counts=self.counts(), total=len(self.findings),
+            findings=[ev.ScanFinding(**asdict(f)) for f in self.findings[:ev.MAX_SCAN_FINDINGS]])
+
+    @classmethod
+    def from_event(cls, e: ev.ProjectScanned) -> ScanResult:
+        """The logged scan (a resumed session's agent gets the task it was given)."""
+        return cls(e.root, e.files, e.parsed, e.seconds,
+                   [Finding(f.path, f.line, f.kind, f.what, f.action) for f in e.findings])
 
     def to_json(self) -> dict[str, Any]:
         return {"root": self.root, "files": self.files, "parsed": self.parsed,

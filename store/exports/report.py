@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 from portside.core.log import events as ev
-from portside.core.log.performance import performance
+from portside.core.log.ledger import Ledger
+from portside.core.log.performance import larger_inputs, performance
 from portside.core.safety.terminal_text import clean_text
 from portside.core.workspace.risk import linked_edits_for
 from portside.store.exports.formats import md_cell, usd
@@ -68,6 +69,9 @@ def report_md(store: Store, session_id: str) -> str:
         *([f"- **Ended because:** {md_cell(ledger.ended.reason)}"]
           if ledger.ended is not None and ledger.ended.reason else []),
         "",
+    ]
+    out += _scan_section(store, session_id)
+    out += [
         "## Runs",
         "",
         "Compile time is reported apart from the steady state (per-step time after warm-up).",
@@ -90,6 +94,7 @@ def report_md(store: Store, session_id: str) -> str:
     else:
         out.append("No runs.")
     out += _output_cuts(store, session_id)
+    out += _larger_section(ledger)
     edits = list(store.events(session_id, kinds=["edit.proposed", "edit.applied",
                                                   "command.proposed", "edit.decided"]))
     proposed = [e for e in edits if ev.is_file_edit(e)]  # commands are not edits
@@ -178,6 +183,41 @@ def report_md(store: Store, session_id: str) -> str:
     return clean_text("\n".join(out) + "\n")
 
 
+
+
+def _scan_section(store: Store, session_id: str) -> list[str]:
+    """The project's portability scan the session logged at its start (``portside scan``)."""
+    scans = [e for e in store.events(session_id, kinds=["project.scanned"])
+             if isinstance(e, ev.ProjectScanned)]
+    if not scans:
+        return []
+    e = scans[-1]
+    out = ["## Portability scan", "",
+           f"`portside scan` at the start, before any run: {e.files} file(s), {e.parsed} "
+           f"parsed, {e.seconds:.2f} s.", ""]
+    if not e.total:
+        return [*out, "Nothing to port beyond the device itself.", ""]
+    out.append("- " + " · ".join(f"`{k}` {n}" for k, n in e.counts.items()))
+    out += ["", "| place | kind | what | what to do |", "|---|---|---|---|"]
+    out += [f"| `{md_cell(f.path)}:{f.line}` | {f.kind} | `{md_cell(f.what)}` "
+            f"| {md_cell(f.action)} |" for f in e.findings]
+    if e.total > len(e.findings):
+        out += ["", f"{e.total - len(e.findings)} more not logged: `portside scan` lists them."]
+    return [*out, ""]
+
+
+def _larger_section(ledger: Ledger) -> list[str]:
+    """[larger]: each passed attempt's few steps at the bigger size, beside the attempt."""
+    rows = larger_inputs(ledger)
+    if not rows:
+        return []
+    out = ["", "## Larger inputs", "",
+           "A few steps of the candidate at the criteria's larger size ([larger]), judged for "
+           "peak memory, compilations after warm-up and step time against the attempt it "
+           "followed (its alarms are under Alarms, by run).", ""]
+    out += [f"- {r['run']} (after attempt {r['attempt']}, {r['candidate_run'] or '-'}): "
+            f"{md_cell(r['line'])}" for r in rows]
+    return out
 
 
 def _commands_section(events: list[ev.Event]) -> list[str]:

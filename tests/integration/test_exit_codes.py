@@ -4,8 +4,10 @@ and usage errors exit 2 in every command (several exited 1 before)."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -83,6 +85,39 @@ def _after_a_line(tmp: Path, sig: int, *args: str) -> tuple[int, str]:
     return _exit(proc, 60)
 
 
+def _attach(tmp: Path, hooks: tuple[str, ...], *args: str, signal_at_run: int = 0,
+            **kw: Any) -> tuple[int, str]:
+    """`portside attach` on a project of the tiny trainer, then the hooks the user's Claude
+    Code would fire (SessionStart, Stop, SessionEnd), each through the command portside wrote
+    into the project's settings (the real hook client), once attach says it is hooked."""
+    project = tmp / "proj"
+    project.mkdir()
+    shutil.copy(TINY, project / "train.py")
+    proc = _cli(tmp, "attach", str(project), "--reference", TRAIN, "--reference-runs", "1",
+                "--headless", *args, **kw)
+    assert proc.stderr is not None
+    err: list[str] = []
+    for line in proc.stderr:
+        err.append(line)
+        if signal_at_run and _has_run(tmp / "p.db"):
+            time.sleep(0.5)
+            proc.send_signal(signal_at_run)
+            break
+        if "portside attach: hooks in" in line:
+            break
+    settings = json.loads((project / ".claude" / "settings.local.json").read_text()) \
+        if not signal_at_run and proc.poll() is None else {"hooks": {}}
+    for name in hooks:
+        command = settings["hooks"][name][0]["hooks"][0]["command"]
+        body = {"hook_event_name": name, "session_id": "cc-1", "cwd": str(project),
+                "source": "startup", "reason": "exit",
+                "last_assistant_message": "Ported train.py; it trains as before."}
+        subprocess.run(command, shell=True, input=json.dumps(body), text=True,
+                       capture_output=True, timeout=300, check=True)
+    code, rest = _exit(proc)
+    return code, "".join(err) + rest
+
+
 def _small_files() -> None:
     # The DB may not grow past 2 MB: writes beyond fail (EFBIG), as on a full disk.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -128,6 +163,16 @@ CASES: dict[tuple[str, str], Case] = {
                                                         "--policy", "auto", "--reference",
                                                         SLEEPER, "--target", "cpu",
                                                         "--reference-runs", "1"),
+    ("`attach`", "0"): lambda t: _attach(t, ("SessionStart", "Stop", "SessionEnd")),
+    ("`attach`", "1"): lambda t: _attach(t, ("SessionStart", "SessionEnd")),
+    ("`attach`", "2"): lambda t: (
+        (t / "proj" / ".claude").mkdir(parents=True),
+        (t / "proj" / ".claude" / "settings.local.json").write_text("[]\n"),
+        _ran(t, "attach", str(t / "proj"), "--reference", TRAIN, "--headless"))[2],
+    ("`attach`", "3"): lambda t: _ran(t, "attach", str(t), "--reference", _flood(t),
+                                      "--reference-runs", "1", "--headless",
+                                      preexec_fn=_small_files),
+    ("`attach`", "128+N"): lambda t: _attach(t, (), signal_at_run=signal.SIGTERM),
     ("`localize`", "0"): lambda t: _ran(t, "localize", "--reference", f"{PY} {LOCALIZE}",
                                         "--candidate", f"{PY} {LOCALIZE} --threads 1",
                                         "--steps", "1"),
@@ -136,6 +181,10 @@ CASES: dict[tuple[str, str], Case] = {
                                         "--steps", "1"),
     ("`localize`", "2"): lambda t: _ran(t, "localize", "--reference", "x", "--candidate", "y",
                                         "--timeout", "inf"),
+    ("`scan`", "0"): lambda t: ((t / "clean.py").write_text("import torch\nx = torch.ones(2)\n"),
+                                _ran(t, "scan", str(t / "clean.py")))[1],
+    ("`scan`", "1"): lambda t: _ran(t, "scan", str(REPO / "tests" / "fixtures" / "scan" / "mnist")),
+    ("`scan`", "2"): lambda t: _ran(t, "scan", str(t / "nosuch")),
     ("`export`", "0"): lambda t: (_imported(t), _ran(t, "export", "last", "-o", "x.jsonl"))[1],
     ("`export`", "1"): lambda t: (_imported(t), _ran(t, "export", "last", "-o",
                                                      str(t / "missing" / "x.jsonl")))[1],
@@ -159,7 +208,7 @@ def _cells() -> list[tuple[str, str, str]]:
 
 def _params() -> list[Any]:
     """Each cell; those that train (or trace) for real are slow."""
-    trains = ("`verify`", "`run`, `demo`", "`localize`")
+    trains = ("`verify`", "`run`, `demo`", "`localize`", "`attach`")
     return [pytest.param(c, s, m, id=f"{c.strip('`').split('`')[0]}-{s}",
                          marks=[pytest.mark.slow] if c in trains and s != "2" else [])
             for c, s, m in _cells()]

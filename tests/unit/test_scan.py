@@ -179,6 +179,7 @@ def test_the_agent_is_handed_the_inventory_with_its_task() -> None:
 
     config = SimpleNamespace(target="tpu", reference_target="cpu", candidate="python main.py",
                              reference_command="python main.py", project=str(FIXTURES / "imagenet"))
-    brief = task_brief(SimpleNamespace(config=config, criteria=Criteria()))  # type: ignore[arg-type]
+    brief = task_brief(SimpleNamespace(config=config, criteria=Criteria(),  # type: ignore[arg-type]
+                                       scan_result=None))
     assert "portside scan found 19 place(s)" in brief
     assert "- main.py:191 collective: torch.nn.DataParallel; DataParallel is single-process" in brief

@@ -5,7 +5,7 @@ On top, one row per step record of either run, paired the way the checks compare
 beyond the drift tolerance marked. Below, each run's own log (the LineStore, drawn line by line)
 at the line it had printed when the selected step's record arrived. The selected alarm's step
 (`a`) moves the table and both logs there. Which runs: the newest candidate against the first
-valid reference; `c` / `r` cycle them.
+valid reference; `C` / `r` cycle them (`C` through the larger-input runs too).
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ COMPARE_BINDINGS = [
        key_display="["),
     _b("n", "diff(True)", "Next diff", "The next row whose numbers differ beyond the tolerance"),
     _b("N", "diff(False)", "Prev diff", "The previous row whose numbers differ", show=False),
-    _b("C", "cycle('candidate')", "Candidate", "Compare another candidate run (cycles)"),
+    _b("C", "cycle('candidate')", "Candidate",
+       "Compare another candidate run (cycles; the larger-input runs too)"),
     _b("r", "cycle('reference')", "Reference", "Compare against another reference run (cycles)"),
     _b("tab", "focus_next_pane", "Next pane", "Move focus: table → reference log → candidate log",
        show=False),
@@ -106,14 +107,16 @@ class CompareScreen(Screen[None]):
 
     # --- which runs --------------------------------------------------------------------------
 
-    def runs(self, role: str) -> list[RunView]:
-        return [r for r in self.model.runs.values() if r.role == role]
+    def runs(self, side: str) -> list[RunView]:
+        """The runs one side cycles through: a larger-input run is the candidate's."""
+        roles = ("reference",) if side == "reference" else ("candidate", "larger")
+        return [r for r in self.model.runs.values() if r.role in roles]
 
     def _pick_default(self) -> bool:
         """The newest candidate, the first valid reference (where not chosen by hand); True
         when that changed the pair."""
         before = (self.ref_id, self.cand_id)
-        cands = self.runs("candidate")
+        cands = [r for r in self.runs("candidate") if r.role == "candidate"]
         if "candidate" not in self.chosen:
             self.cand_id = cands[-1].run_id if cands else None
         if "reference" not in self.chosen:
@@ -165,7 +168,7 @@ class CompareScreen(Screen[None]):
             view.sync()
 
     def _title(self, run: RunView) -> Text:
-        runs = self.runs(run.role)
+        runs = self.runs("reference" if run.role == "reference" else "candidate")
         pos = [r.run_id for r in runs].index(run.run_id) + 1
         key = "r" if run.role == "reference" else "C"
         t = Text(no_wrap=True, overflow="ellipsis")

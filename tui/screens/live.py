@@ -17,6 +17,7 @@ from textual.widget import Widget
 from textual.widgets import OptionList, Static
 
 from portside.core.log import events as ev
+from portside.core.log.performance import performance
 from portside.core.safety.terminal_text import clean_line
 from portside.core.session.review import GateError, ReviewGate
 
@@ -131,6 +132,8 @@ class LiveScreen(Screen[None]):
         self._last_chart = 0.0
         self._alarms_dirty = False
         self._facts_dirty = False
+        self._runs_ended = False  # the performance line is folded again when a run ends
+        self._performance = ""
         self.failure: str = ""  # what failed, shown under the header until dismissed
         self.reviewing_layout = True  # the Agent column widens while an edit awaits a decision
         self._review_idle_since: float | None = None
@@ -151,6 +154,7 @@ class LiveScreen(Screen[None]):
             if banner and not agent.startswith("scripted"):
                 yield Static(Text(f" {clean_line(banner)} ", style="bold black on #e5c07b"),
                              id="banner")
+            yield Static(id="performance")
             yield Static(id="failure")
         with Horizontal(id="columns"):
             with Column(id="agent-col", classes="column") as col:
@@ -201,6 +205,7 @@ class LiveScreen(Screen[None]):
                 case ev.RunFinished():
                     runs.relabel()
                     self._facts_dirty = True
+                    self._runs_ended = True
                 case ev.RunRecord() if any(r.get("type") == "facts" for r in e.records):
                     self._facts_dirty = True
                 case (ev.AlarmRaised() | ev.AlarmUpdated() | ev.AlarmAcknowledged()
@@ -225,7 +230,8 @@ class LiveScreen(Screen[None]):
                     transcript.add_event(e)
                     self._claim_item = f"claim-{e.seq}"
                     self._shown_at.setdefault(self._claim_item, time.time())
-                case ev.AgentText() | ev.AgentToolCall() | ev.AgentToolResult():
+                case (ev.AgentText() | ev.AgentToolCall() | ev.AgentToolResult()
+                      | ev.ProjectScanned()):
                     transcript.add_event(e)
                 case ev.Intervention() | ev.SessionState():
                     transcript.add_event(e)
@@ -287,6 +293,18 @@ class LiveScreen(Screen[None]):
         agent = str(self.model.info.get("agent") or "none")
         return agent not in ("none", "") or bool(self.model.edits or self.model.commands)
 
+    def _update_performance(self) -> None:
+        """The performance and cost sentence, once a reference and a candidate passed: the
+        same fold of the log as `verify --json`'s cost.performance (core/log/performance.py)."""
+        perf = performance(self.model.ledger)
+        line = str(perf["line"]) if perf is not None else ""
+        if line == self._performance:
+            return
+        self._performance = line
+        bar = self.query_one("#performance", Static)
+        bar.update(Text.assemble((" performance ", "dim"), clean_line(line)))
+        bar.display = bool(line)
+
     def _update_header(self) -> None:
         self.query_one("#header", TextLine).set(self.header_text(self.clock()))
 
@@ -300,6 +318,9 @@ class LiveScreen(Screen[None]):
             self._facts_dirty = False
             self.query_one(ChecksPanel).refresh_facts()
         self.query_one(RunsPanel).sync(now)
+        if self._runs_ended:
+            self._runs_ended = False
+            self._update_performance()
         if time.monotonic() - self._last_chart >= CHART_S:
             self._last_chart = time.monotonic()
             self.query_one(ChecksPanel).refresh_chart()

@@ -24,6 +24,7 @@ from ..diffing import lexer_built
 from ..model import CommandView, EditView
 from .command_card import CommandCard
 from .diff_card import DiffCard
+from .scan_card import ScanCard
 
 TOOL_PREVIEW = 60
 RESULT_LINES = 40
@@ -244,6 +245,8 @@ class Transcript(VerticalScroll, can_focus=True):
                 t = Text("you → agent: ", style="bold #c678dd")
                 t.append_text(safe_text(e.note))
                 self._put(Static(t, classes="agent-message"))
+            case ev.ProjectScanned():
+                self._put(ScanCard(e))
             case ev.SessionState() if e.state not in ("running", "paused"):
                 self._put(Static(Text(f"· {clean_line(e.state)} {clean_line(e.detail)}",
                                        style="dim"), classes="agent-state"))
