@@ -73,6 +73,7 @@ class ImportedTrees:
 
 def imported_trees(store: Any, session: str, tree: Path | None, before: Path | None
                    ) -> ImportedTrees:
+    from portside.core.claude_code.attached_trees import is_attached
     from portside.core.claude_code.trees import (
         TreeError,
         imported_claim,
@@ -94,17 +95,15 @@ def imported_trees(store: Any, session: str, tree: Path | None, before: Path | N
     finally:
         store.close()
     started = events[0] if events else None
+    if isinstance(started, ev.SessionStarted) and is_attached(started):
+        return _attached_trees(events, sid, tree, before)
     if not isinstance(started, ev.SessionStarted) or started.mode != "imported":
-        _usage_error(f"--session {session}: not an imported Claude Code session "
-                     "(portside import --claude-code FILE makes one)")
+        _usage_error(f"--session {session}: not an imported or attached Claude Code session "
+                     "(portside import --claude-code FILE or portside attach makes one)")
     assert isinstance(started, ev.SessionStarted)
     if tree is None and before is None:
-        recorded = Path(started.project)
-        if not recorded.is_dir():
-            _usage_error(f"--session {sid}: its folder {started.project} is not here; give the "
-                         "project as the session left it (--tree DIR) or as it was before "
-                         "(--before DIR)")
-        tree = recorded
+        tree = _recorded_folder(started, "project as the session left it (--tree DIR) or as "
+                                "it was before (--before DIR)")
     home = Path(tempfile.mkdtemp(prefix=f"portside-verify-{sid[:20]}-"))
     try:
         ref, cand = prepare_trees(events, home, tree_after=tree, tree_before=before)
@@ -121,3 +120,40 @@ def imported_trees(store: Any, session: str, tree: Path | None, before: Path | N
         click.echo("portside: not verified, outside the session's folder (never written): "
                    + ", ".join(clean_line(str(p)) for p in outside), err=True)
     return ImportedTrees(ref, cand, meta, imported_claim(events), home)
+
+
+def _recorded_folder(started: Any, give: str) -> Path:
+    recorded = Path(started.project)
+    if not recorded.is_dir():
+        _usage_error(f"--session {started.session_id}: its folder {started.project} is not "
+                     f"here; give the {give}")
+    return recorded
+
+
+def _attached_trees(events: list[Any], sid: str, tree: Path | None, before: Path | None
+                    ) -> ImportedTrees:
+    """An attached session: the tree before as portside kept it (or ``before``), the tree
+    after as it is now (``tree``, default the folder it ran in); the whole change is said."""
+    from portside.core.claude_code.attached_trees import (
+        attached_meta,
+        change_lines,
+        prepare_attached,
+    )
+    from portside.core.claude_code.trees import TreeError, imported_claim
+    from portside.core.safety.terminal_text import clean_line
+
+    after = (tree or _recorded_folder(events[0], "project as the session left it (--tree DIR)")
+             ).resolve()
+    home = Path(tempfile.mkdtemp(prefix=f"portside-verify-{sid[:20]}-"))
+    try:
+        trees = prepare_attached(events, home, after, before.resolve() if before else None)
+    except TreeError as exc:
+        shutil.rmtree(home, ignore_errors=True)
+        _usage_error(f"--session {sid}: {exc}")
+    lines = change_lines(trees.changes)
+    click.echo(f"portside: the whole change since before the session ({trees.before_is}), "
+               f"{len(lines)} file(s):", err=True)
+    for line in lines:
+        click.echo(f"  {clean_line(line)}", err=True)
+    return ImportedTrees(trees.reference, trees.candidate, attached_meta(events, after, trees),
+                         imported_claim(events), home)

@@ -458,9 +458,10 @@ VERIFY_STALL_S = 1800.0
               help="After a drift, clipping or goal alarm: find where the candidate first "
               "diverges (portside localize) and add it as `divergence`.")
 @click.option("--session", "session", default=None, metavar="ID",
-              help="Verify an imported Claude Code session: the references on the project as "
-              "it was before it, the candidate on the tree it left (copies, rebuilt from its "
-              "edits; see --tree / --before).")
+              help="Verify an imported or attached Claude Code session: the references on the "
+              "project as it was before it, the candidate on the tree it left (copies: rebuilt "
+              "from an import's edits, or from the tree before that attach kept; see --tree / "
+              "--before).")
 @click.option("--tree", type=click.Path(file_okay=False, exists=True, path_type=Path),
               default=None, callback=recorded_path, help="With --session: the project as the session left it (default: "
               "the folder it ran in).")
@@ -479,7 +480,8 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str | None, target
     if session is None and (tree or before):
         raise click.UsageError("--tree and --before go with --session")
     if session is None and candidate is None:
-        raise click.UsageError("--candidate is required (or --session ID: an imported session)")
+        raise click.UsageError("--candidate is required (or --session ID: an imported or "
+                               "attached session)")
     trees = None
     if session is not None:
         from .import_cc import imported_trees

@@ -43,7 +43,7 @@ from portside.core.agent.base import AgentHost, AgentStopped
 from portside.core.agent.stop_check import claims_success, evidence_line
 from portside.core.log import events as ev
 from portside.core.log.costs import default_prices, token_cost
-from portside.core.safety.secrets import replace_secrets
+from portside.core.safety.secrets import redact_agent_event, replace_secrets
 
 EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 READ_TOOLS = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})
@@ -222,13 +222,7 @@ class ClaudeCodeAgent:
         return replace_secrets(value, self._secrets())
 
     def _publish(self, host: AgentHost, event: ev.Event) -> None:
-        for f in ("text", "content", "detail", "title"):
-            v = getattr(event, f, None)
-            if isinstance(v, str):
-                setattr(event, f, self._scrub(v))
-        if isinstance(event, ev.AgentToolCall):
-            event.input = self._scrub(event.input)
-        host.publish(event)
+        host.publish(redact_agent_event(event, self._secrets()))
 
     def _options(self, host: AgentHost) -> Any:
         from claude_agent_sdk import ClaudeAgentOptions, HookMatcher

@@ -357,8 +357,16 @@ def read_claude_code(path: str | Path, *, session_id: str | None = None, target:
         st.add(ev.AgentClaimed(session_id=sid, summary=st.last_text))
     st.add(ev.SessionEnded(session_id=sid, verdict="undecided", outcome="imported",
                            reason=f"imported from {path.name}; not verified"))
-    events = [started, *st.events]
-    redacted = _redact(events)
+    return seal_imported([started, *st.events], where)
+
+
+def seal_imported(events: list[ev.Event], where: str) -> list[ev.Event]:
+    """An imported session's events (session.started first) as the store takes them: secrets
+    masked (:func:`redact_imported`; the files that held one are named in the metadata), seq
+    numbered, payloads checked (TranscriptError at ``where``)."""
+    started = events[0]
+    assert isinstance(started, ev.SessionStarted)
+    redacted = redact_imported(events)
     if redacted:
         started.meta["redacted_files"] = redacted
     for i, e in enumerate(events, start=1):
@@ -378,7 +386,7 @@ def _repeat_notes(repeats: list[str]) -> list[str]:
     return [head, *repeats[:NOTES_SHOWN], *([f"... and {more} more"] if more > 0 else [])]
 
 
-def _redact(events: list[ev.Event]) -> list[str]:
+def redact_imported(events: list[ev.Event]) -> list[str]:
     """Secrets never reach the store: the values of this environment's secrets (the API key
     Claude Code used is usually among them) and of secret assignments in the session's Bash
     commands are masked in every field. Returns the edited files whose text changed (their
@@ -386,6 +394,7 @@ def _redact(events: list[ev.Event]) -> list[str]:
     from portside.core.safety.secrets import (
         Redactor,
         inline_values,
+        map_text,
         mask_text,
         redact_command,
         scrubbed_values,
@@ -396,14 +405,8 @@ def _redact(events: list[ev.Event]) -> list[str]:
     known = Redactor([*scrubbed_values(os.environ), *(v for c in commands
                                                       for v in inline_values(c))])
 
-    def scrub(value: Any) -> Any:
-        if isinstance(value, str):
-            return mask_text(known(value))  # and token-shaped strings, whoever's they are
-        if isinstance(value, list):
-            return [scrub(v) for v in value]
-        if isinstance(value, dict):
-            return {k: scrub(v) for k, v in value.items()}
-        return value
+    def scrub(value: Any) -> Any:  # and token-shaped strings, whoever's they are
+        return map_text(value, lambda text: mask_text(known(text)))
 
     touched: list[str] = []
     for e in events:
@@ -792,4 +795,5 @@ def edited_files(events: list[ev.Event]) -> dict[str, tuple[str, str]]:
     return out
 
 
-__all__ = ["FORMATS", "TranscriptError", "edited_files", "read_claude_code"]
+__all__ = ["FORMATS", "TranscriptError", "edited_files", "read_claude_code", "redact_imported",
+           "seal_imported"]

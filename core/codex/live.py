@@ -36,7 +36,7 @@ from typing import Any
 from portside.core.agent.base import AgentHost, AgentStopped, EditOutcome
 from portside.core.claude_code.live import MAX_STOP_BLOCKS, default_task
 from portside.core.log import events as ev
-from portside.core.safety.secrets import replace_secrets
+from portside.core.safety.secrets import redact_agent_event, replace_secrets
 
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -155,13 +155,7 @@ class CodexAgent:
         return replace_secrets(value, self._secrets)
 
     def _publish(self, host: AgentHost, event: ev.Event) -> None:
-        for f in ("text", "content", "detail", "title"):
-            v = getattr(event, f, None)
-            if isinstance(v, str):
-                setattr(event, f, self._scrub(v))
-        if isinstance(event, ev.AgentToolCall):
-            event.input = self._scrub(event.input)
-        host.publish(event)
+        host.publish(redact_agent_event(event, self._secrets))
 
     # ---- JSON-RPC ----------------------------------------------------------------------------
 

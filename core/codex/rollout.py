@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from portside.core.claude_code.transcript import TranscriptError, _redact
+from portside.core.claude_code.transcript import TranscriptError, seal_imported
 from portside.core.codex.live import HUNK, apply_diff
 from portside.core.log import events as ev
 from portside.core.log.costs import default_prices, token_cost
@@ -164,17 +164,7 @@ def read_codex(path: str | Path, *, session_id: str | None = None,
     events.append(ev.SessionEnded(session_id=sid, ts=end, verdict="undecided",
                                   outcome="imported",
                                   reason=f"imported from {path.name}; not verified"))
-    events = [started, *events]
-    redacted = _redact(events)
-    if redacted:
-        started.meta["redacted_files"] = redacted
-    for n, e in enumerate(events, start=1):
-        e.seq = n
-        try:
-            ev.check_payload(e)
-        except ev.EventError as exc:
-            raise TranscriptError(f"{path}: {exc}") from None
-    return events
+    return seal_imported([started, *events], str(path))
 
 
 def _int(u: dict[str, Any], key: str) -> int:

@@ -18,7 +18,7 @@ Three rules, one module:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -246,15 +246,38 @@ def mask_event(event: Any) -> bool:
     return changed
 
 
+def map_text(value: Any, fn: Callable[[str], str]) -> Any:
+    """``value`` (text, or dicts and lists of it) with ``fn`` applied to every string in it."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: map_text(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [map_text(v, fn) for v in value]
+    return value
+
+
 def replace_secrets(value: Any, secrets: Iterable[str]) -> Any:
     """``value`` (text, or dicts and lists of it) with each of ``secrets`` as ``[redacted]``:
     what an agent adapter does to its CLI's words before they become events."""
-    if isinstance(value, str):
+    def replace(text: str) -> str:
         for secret in secrets:
-            value = value.replace(secret, "[redacted]")
-        return value
-    if isinstance(value, dict):
-        return {k: replace_secrets(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [replace_secrets(v, secrets) for v in value]
-    return value
+            text = text.replace(secret, "[redacted]")
+        return text
+
+    return map_text(value, replace)
+
+
+#: An agent event's free-text fields (and a tool call's ``input``), where its CLI's words go.
+AGENT_TEXT_FIELDS = ("text", "content", "detail", "title", "input")
+
+
+def redact_agent_event(event: Any, secrets: Iterable[str]) -> Any:
+    """``event`` (an agent adapter's, before it is published) with each of ``secrets`` as
+    ``[redacted]`` in its free text, in place; returned."""
+    secrets = list(secrets)
+    for name in AGENT_TEXT_FIELDS:
+        value = getattr(event, name, None)
+        if isinstance(value, str | dict):
+            setattr(event, name, replace_secrets(value, secrets))
+    return event

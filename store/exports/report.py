@@ -95,6 +95,7 @@ def report_md(store: Store, session_id: str) -> str:
         out.append("No runs.")
     out += _output_cuts(store, session_id)
     out += _larger_section(ledger)
+    out += _change_section(store, session_id)
     edits = list(store.events(session_id, kinds=["edit.proposed", "edit.applied",
                                                   "command.proposed", "edit.decided"]))
     proposed = [e for e in edits if ev.is_file_edit(e)]  # commands are not edits
@@ -217,6 +218,25 @@ def _larger_section(ledger: Ledger) -> list[str]:
            "followed (its alarms are under Alarms, by run).", ""]
     out += [f"- {r['run']} (after attempt {r['attempt']}, {r['candidate_run'] or '-'}): "
             f"{md_cell(r['line'])}" for r in rows]
+    return out
+
+
+def _change_section(store: Store, session_id: str) -> list[str]:
+    """`verify --session` of an attached session: the whole change it judged, file by file."""
+    started = next(iter(store.events(session_id, kinds=["session.started"])), None)
+    meta = started.meta if isinstance(started, ev.SessionStarted) else {}
+    changed = meta.get("changed_files")
+    if not isinstance(changed, list) or not changed:
+        return []
+    out = ["", "## The change verified", "",
+           f"Session {md_cell(str(meta.get('verifies', '')))}'s whole change, from the tree "
+           f"before it ({md_cell(str(meta.get('tree_before', '')))}) to "
+           f"`{md_cell(str(meta.get('tree', '')))}`.", "",
+           "| file | change | lines + | lines − |", "|---|---|---|---|"]
+    for c in changed:
+        text = "added" in c
+        out.append(f"| `{md_cell(str(c.get('path')))}` | {md_cell(str(c.get('status')))} "
+                   f"| {c['added'] if text else 'binary'} | {c['removed'] if text else ''} |")
     return out
 
 

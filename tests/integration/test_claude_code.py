@@ -4,7 +4,6 @@ with real runs of the tiny trainer and the real review gate."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -26,6 +25,8 @@ pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not ins
                     "(pip install -e '.[claude-code]'; `make venv` does)")
 
 from doubles import MemorySink
+from gate_reviewer import Reviewer
+from gate_reviewer import tree_bytes as _tree
 from loopback_api import LoopbackAPI, text, tool
 
 from portside.core.agent.stop_check import claims_success
@@ -62,11 +63,6 @@ def _project(tmp: Path) -> Path:
     return project
 
 
-def _tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file()}
-
-
 def _env(api: LoopbackAPI, tmp: Path) -> dict[str, str]:
     return {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": api.url,
             "CLAUDE_CONFIG_DIR": str(tmp / "claude-config")}
@@ -80,47 +76,6 @@ def cc_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     return apply
 
 
-class Reviewer:
-    """Answers the gate's pending items in order, and notes what the disk held when each
-    proposal was on screen."""
-
-    def __init__(self, engine: SessionEngine, answers: list[tuple[str, str]]) -> None:
-        self.engine = engine
-        self.answers = list(answers)
-        self.seen: list[tuple[str, str, str | None]] = []  # (path, after, disk text then)
-
-    async def run(self) -> None:
-        gate = self.engine.gate
-        while True:
-            await asyncio.sleep(0.05)
-            if gate.pending_claim() is not None:
-                gate.verdict("pass" if not gate.open_errors() else "fail", "checked")
-                continue
-            edits = gate.pending_edits()
-            if not edits or not self.answers:
-                continue
-            item = edits[0]
-            proposed = next(e for e in reversed(self.engine.bus_events)
-                            if isinstance(e, ev.EditProposed | ev.CommandProposed)
-                            and item.item_id in (getattr(e, "edit_id", ""),
-                                                 getattr(e, "command_id", "")))
-            ws = self.engine.workspace
-            if isinstance(proposed, ev.CommandProposed):
-                self.seen.append((f"$ {proposed.cwd}", proposed.command, None))
-            else:
-                disk = None
-                if ws is not None and ws.exists(proposed.path):
-                    disk = ws.read_file(proposed.path)
-                self.seen.append((proposed.path, proposed.after, disk))
-            action, note = self.answers.pop(0)
-            if action == "approve":
-                gate.approve(item.item_id)
-            elif action == "reject":
-                gate.reject(item.item_id, note)
-            else:
-                gate.edit(item.item_id, note)
-
-
 def _engine(tmp: Path, agent: ClaudeCodeAgent, policy: str = "ask") -> tuple[SessionEngine, MemorySink]:
     sink = MemorySink()
     project = _project(tmp)
@@ -128,7 +83,6 @@ def _engine(tmp: Path, agent: ClaudeCodeAgent, policy: str = "ask") -> tuple[Ses
                            reference_runs=1, agent=agent, policy=policy,  # type: ignore[arg-type]
                            mode="headless", isolate=True, workdir=tmp / "work", stall_s=60)
     engine = SessionEngine(config, sink)
-    engine.bus_events = sink.events  # type: ignore[attr-defined]
     return engine, sink
 
 
@@ -173,17 +127,10 @@ def test_every_change_gated_live(tmp_path: Path, cc_env: Any) -> None:
         cc_env(api)
         agent = ClaudeCodeAgent(MODEL)
         engine, sink = _engine(tmp_path, agent)
-        reviewer = Reviewer(engine, [("reject", "keep clipping at 1.0"), ("approve", ""),
-                                     ("reject", "no markers in the workspace")])
-
-        async def main() -> Any:
-            rev = asyncio.create_task(reviewer.run())
-            try:
-                return await asyncio.wait_for(engine.run(), 240)
-            finally:
-                rev.cancel()
-
-        result = asyncio.run(main())
+        reviewer = Reviewer(engine, sink.events, [("reject", "keep clipping at 1.0"),
+                                                  ("approve", ""),
+                                                  ("reject", "no markers in the workspace")])
+        result = reviewer.session(240)
         assert not api.errors, api.errors
     events = sink.events
     ws = engine.workspace

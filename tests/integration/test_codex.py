@@ -4,7 +4,6 @@ PATH) through `codex app-server`, against a scripted loopback Responses API
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import sys
@@ -16,6 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from codex_cli import CODEX, SKIP_REASON  # noqa: E402
 from doubles import MemorySink  # noqa: E402
+from gate_reviewer import Reviewer, tree_bytes  # noqa: E402
 from loopback_responses import (  # noqa: E402
     LoopbackResponses,
     codex_home,
@@ -39,11 +39,6 @@ CLIP = '    p.add_argument("--max-norm", type=float, default=1.0)'
 TIGHT = '    p.add_argument("--max-norm", type=float, default=0.05)'
 
 
-def _tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file()}
-
-
 def test_apply_diff_matches_and_refuses() -> None:
     before = "a\nb\nc\nd\n"
     assert apply_diff(before, "@@ -2,2 +2,2 @@\n b\n-c\n+C\n") == "a\nb\nC\nd\n"
@@ -65,7 +60,7 @@ def test_codex_gated_rejections_reach_it_and_its_claim_is_checked(
     project = tmp_path / "proj"
     project.mkdir()
     shutil.copy(TINY, project / "train.py")
-    before = _tree(project)
+    before = tree_bytes(project)
 
     def tighten(b: dict[str, Any]) -> list[dict[str, Any]]:
         assert "comments are noise" in request_text(b), "the rejection's reason was lost"
@@ -86,7 +81,6 @@ def test_codex_gated_rejections_reach_it_and_its_claim_is_checked(
               patch("*** Update File: train.py\n@@\n-import argparse\n+import argparse  # xla")],
              tighten, marker, claim, after_block]
     sink = MemorySink()
-    seen: list[tuple[str, str, str | None]] = []
     with LoopbackResponses(steps, usage={"input": 1000, "cached": 400, "output": 50}) as api:
         monkeypatch.setenv("CODEX_HOME", str(codex_home(tmp_path / "codex-home", api.url)))
         monkeypatch.setenv("LOOPBACK_OPENAI_KEY", KEY)
@@ -97,39 +91,10 @@ def test_codex_gated_rejections_reach_it_and_its_claim_is_checked(
                                workdir=tmp_path / "work", stall_s=60)
         engine = SessionEngine(config, sink)
 
-        async def reviewer() -> None:
-            answers = [("reject", "comments are noise"), ("approve", ""),
-                       ("reject", "no markers")]
-            while True:
-                await asyncio.sleep(0.05)
-                gate = engine.gate
-                if gate.pending_claim() is not None:
-                    gate.verdict("fail" if gate.open_errors() else "pass", "checked")
-                for item in gate.pending_edits():
-                    p = next(e for e in reversed(sink.events)
-                             if isinstance(e, ev.EditProposed | ev.CommandProposed)
-                             and item.item_id in (getattr(e, "edit_id", ""),
-                                                  getattr(e, "command_id", "")))
-                    ws = engine.workspace
-                    assert ws is not None
-                    if isinstance(p, ev.CommandProposed):
-                        seen.append(("$", p.command, None))
-                    else:
-                        seen.append((p.path, p.after, ws.read_file(p.path)))
-                    action, note = answers.pop(0)
-                    if action == "reject":
-                        gate.reject(item.item_id, note)
-                    else:
-                        gate.approve(item.item_id)
-
-        async def main() -> Any:
-            rev = asyncio.create_task(reviewer())
-            try:
-                return await asyncio.wait_for(engine.run(), 400)
-            finally:
-                rev.cancel()
-
-        result = asyncio.run(main())
+        reviewer = Reviewer(engine, sink.events, [("reject", "comments are noise"),
+                                                  ("approve", ""), ("reject", "no markers")])
+        result = reviewer.session(400)
+        seen = reviewer.seen
         assert not api.errors, api.errors
     events = sink.events
     ws = engine.workspace
@@ -141,7 +106,7 @@ def test_codex_gated_rejections_reach_it_and_its_claim_is_checked(
     assert TIGHT in ws.read_file("train.py") and "# xla" not in ws.read_file("train.py")
     assert [e.path for e in events if isinstance(e, ev.EditApplied)] == ["train.py"]
     # The command: a command card, rejected, never run.
-    assert seen[2][0] == "$" and "touch MARKER" in seen[2][1]
+    assert seen[2][0].startswith("$") and "touch MARKER" in seen[2][1]
     assert [c.command for c in events if isinstance(c, ev.CommandProposed)] == [seen[2][1]]
     assert not (ws.root / "MARKER").exists()
     checks = {e.check for e in events if isinstance(e, ev.AlarmRaised)}
@@ -154,6 +119,6 @@ def test_codex_gated_rejections_reach_it_and_its_claim_is_checked(
     assert sum(u.cache_read_tokens for u in usage) == 400 * len(api.requests)
     assert sum(u.input_tokens for u in usage) == 600 * len(api.requests)
     assert any(isinstance(e, ev.SessionState) and agent.thread_id in e.detail for e in events)
-    assert _tree(project) == before
+    assert tree_bytes(project) == before
     assert KEY not in json.dumps([ev.to_builtins(e) for e in events])
     assert all(h.get("authorization") == f"Bearer {KEY}" for h in api.headers)

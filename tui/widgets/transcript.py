@@ -7,6 +7,7 @@ to the top or selects one of their cards (`reveal`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +15,7 @@ from contextlib import contextmanager
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.reactive import reactive
-from textual.widget import Widget
+from textual.widget import AwaitMount, Widget
 from textual.widgets import Static
 
 from portside.core.log import events as ev
@@ -29,6 +30,7 @@ from .scan_card import ScanCard
 TOOL_PREVIEW = 60
 RESULT_LINES = 40
 HELD_CHUNK = 20  # entries mounted each time the reviewer scrolls to the top
+MOUNT_HOLD_S = 1.0  # the most the screen waits for a new card to be whole before painting
 
 
 def safe_text(text: str, style: str = "") -> Text:
@@ -94,6 +96,7 @@ class Transcript(VerticalScroll, can_focus=True):
         # The card awaiting the reviewer: following the conversation keeps its top (title, risk
         # marks) in view rather than the column's end, which a tall card pushes them past.
         self.pinned: DiffCard | CommandCard | None = None
+        self._mounting: set[asyncio.Task[None]] = set()
 
     # --- what is mounted ---------------------------------------------------------------------
 
@@ -129,8 +132,28 @@ class Transcript(VerticalScroll, can_focus=True):
                 widget.diff.colour = False
                 self.uncoloured.append(widget)
             self._batch.append(widget)
+        elif isinstance(widget, DiffCard | CommandCard):
+            # A card composes its children after it is mounted: the screen would lay out and
+            # paint it empty first, then again whole. Held until it is whole: one layout, one
+            # paint, with the card in it (the permission request -> card on screen latency).
+            mounting = self.mount(widget)
+            self.app._begin_batch()
+            task = asyncio.get_running_loop().create_task(self._whole(mounting))
+            self._mounting.add(task)
+            task.add_done_callback(self._mounting.discard)
         else:
             self.mount(widget)
+
+    async def _whole(self, mounting: AwaitMount) -> None:
+        async def mounted() -> None:
+            await mounting
+
+        try:  # never holds the screen long: a card not whole by then is shown as it is
+            await asyncio.wait_for(mounted(), MOUNT_HOLD_S)
+        except TimeoutError:
+            pass
+        finally:
+            self.app._end_batch()
 
     def colour_held(self) -> None:
         """Colour the diffs a held batch drew plain (the first one builds the lexer)."""
@@ -193,6 +216,12 @@ class Transcript(VerticalScroll, can_focus=True):
                   ) -> DiffCard | CommandCard | None:
         # Follow the conversation unless the reviewer scrolled up to read something.
         if self.scroll_y >= self.max_scroll_y - 1:
+            # Anchored until then, so the layout that adds the entry already shows it (a card
+            # below the fold cost one more layout and paint before it was on screen); _follow
+            # then puts an awaiting card's top in view, where it is taller than the column.
+            # Only once the column overflows: Textual anchors a shorter one above its top.
+            if self.max_scroll_y > 0:
+                self.anchor()
             self.call_after_refresh(self._follow)
         return self._add(e, edit)
 
@@ -202,6 +231,7 @@ class Transcript(VerticalScroll, can_focus=True):
         self.call_after_refresh(self._follow)
 
     def _follow(self, tries: int = 20) -> None:
+        self.anchor(False)
         card = self.pinned
         if card is None or card.view.decided is not None or card.parent is not self:
             self.pinned = None
