@@ -76,11 +76,9 @@ def threshold(alpha: float, points: int, rho: float, df: float) -> float:
 
 @dataclass(frozen=True)
 class Calibration:
-    """What the references say about one series: per point of their common prefix the mean,
-    the pooled spread² and the noise²; over the run κ², ρ, the points and df, and u."""
-    mean: np.ndarray
+    """What the references say about one series: per point of their common prefix the pooled
+    spread²; over the run κ², ρ, the points and df, and u."""
     spread2: np.ndarray  # the references' variance, pooled over `smooth` points around
-    noise2: np.ndarray  # the envelope's σ² (step noise over the smoothing)
     kappa2: float
     rho: float
     points: int
@@ -88,12 +86,9 @@ class Calibration:
     alpha: float
     u: float
 
-    def sd(self, sel: slice | np.ndarray, spread2: np.ndarray | None = None,
-           noise2: np.ndarray | None = None) -> np.ndarray:
-        """σ̂ at the selected points (or at the given spread² and noise²)."""
-        s2 = self.spread2[sel] if spread2 is None else spread2
-        n2 = self.noise2[sel] if noise2 is None else noise2
-        return np.sqrt(np.maximum(s2, self.kappa2 * n2))
+    def sd(self, spread2: np.ndarray, noise2: np.ndarray) -> np.ndarray:
+        """σ̂ at points with these pooled spread² and noise²."""
+        return np.sqrt(np.maximum(spread2, self.kappa2 * noise2))
 
     def evidence(self, refs: int, per_series: int) -> dict[str, object]:
         return {"rule": "max-statistic over the run", "alpha": self.alpha * per_series,
@@ -127,9 +122,8 @@ def calibrate(smoothed: np.ndarray, noise: np.ndarray, smooth: int, gap: int,
     n = smoothed.shape[0]
     if n < 2 or smoothed.shape[1] < 2:
         return None
-    with np.errstate(invalid="ignore"):
-        mean = np.nanmean(smoothed, axis=0) if not np.isfinite(smoothed).all() \
-            else smoothed.mean(axis=0)
+    with np.errstate(invalid="ignore"):  # NaN where a reference lacks the point: left out
+        mean = smoothed.mean(axis=0)
         var = np.var(smoothed, axis=0, ddof=1)
     fin = np.isfinite(var)
     if not fin.any():
@@ -144,5 +138,4 @@ def calibrate(smoothed: np.ndarray, noise: np.ndarray, smooth: int, gap: int,
     points = max(int(fin.sum()) // max(gap, 1), 2)
     df = max((n - 1) * points / max(smooth, 1), 1.0)
     u = threshold(round(alpha, 12), points, round(rho, 3), round(df, 1))
-    return Calibration(mean, pooled(var, smooth * max(gap, 1)), noise2, kappa2, rho, points,
-                       df, alpha, u)
+    return Calibration(pooled(var, smooth * max(gap, 1)), kappa2, rho, points, df, alpha, u)

@@ -193,7 +193,8 @@ def _envelope(refs: list[RunRecords], sel: list[slice | np.ndarray], name: str, 
     return lo, hi, sigma / len(refs), mean, var
 
 
-def _calibration(refs: list[RunRecords], dc: Any, how: _How, alpha: float) -> Any:
+def _calibration(refs: list[RunRecords], dc: Any, how: _How,
+                 alpha: float) -> drift_rate.Calibration | None:
     """drift_rate.calibrate over the references' own common steps (they are complete: the
     same for every pass of a live candidate), memoised with the references it was made of."""
     key = ("drift_cal", how.name, dc.smooth, how.gap, how.noise_w, alpha, len(refs))
@@ -280,10 +281,13 @@ def _sel_len(s: slice | np.ndarray, r: RunRecords) -> int:
 
 
 def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
-    """Smoothed candidate series outside the reference envelope for `window` consecutive common
-    steps. Envelope = [min, max] over references of the same smoothing, widened by
-    rtol·max(|lo|, |hi|) + atol + noise_z·σ, where σ is the references' step noise divided by
-    √(points in the smoothing window)."""
+    """Smoothed candidate series outside the reference envelope. With `acceptance.drift_alpha`
+    and two references or more (drift_rate.py): the band around the references' mean
+    calibrated to that false-alarm rate over the whole run (at least [min, max] widened by
+    rtol·max(|lo|, |hi|) + atol), one sample outside is the alarm. Else the fixed envelope,
+    for `window` consecutive common steps: [min, max] over references of the same smoothing,
+    widened by rtol·max(|lo|, |hi|) + atol + noise_z·σ, where σ is the references' step noise
+    divided by √(points in the smoothing window)."""
     if not refs or cand.n == 0:
         return []
     dc = criteria.drift
@@ -344,7 +348,7 @@ class _How:
 
 def _excess(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
             sel_c: slice | np.ndarray, sel_r: list[slice | np.ndarray], n_at: np.ndarray,
-            ) -> tuple[np.ndarray, ...] | None:
+            ) -> tuple[Any, ...] | None:
     """Smoothed candidate, widened envelope (lo, hi), raw hi and the excess over it at the
     selected points; n_at: each point's position in the compared series (from 1). With
     `how.alpha` (drift_rate.py) the envelope is also at least the calibrated band; its
@@ -368,7 +372,7 @@ def _excess(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
         # selection is a prefix of their steps, else pooled over the selected points.
         spread2 = (cal.spread2[sel_r[0]] if all(isinstance(s, slice) for s in sel_r)
                    else drift_rate.pooled(var, dc.smooth * g))
-        half = cal.u * cal.sd(None, spread2, (sigma / np.sqrt(n_eff)) ** 2) \
+        half = cal.u * cal.sd(spread2, (sigma / np.sqrt(n_eff)) ** 2) \
             * math.sqrt(1 + 1 / len(refs))
         np.fmin(elo, mean - half, out=elo)
         np.fmax(ehi, mean + half, out=ehi)

@@ -139,7 +139,7 @@ def _mid_run(r_opt: dict[str, Any], c_opt: dict[str, Any],
             continue  # the references differ among themselves: not fixed by the script
         cv, rv = _value_at(c_opt, group, key, step), _value_at(r_opt, group, key, step)
         if not same(cv, rv):
-            made = next((c for c in c_opt.get("changes") or []
+            made: dict[str, Any] = next((c for c in c_opt.get("changes") or []
                          if c.get("group") == group and c.get("setting") == key
                          and c.get("step", 0) <= step), {})
             out[(group, key)] = {**change(f"{key} from step {step}", cv, rv,
