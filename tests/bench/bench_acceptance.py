@@ -47,7 +47,7 @@ alpha = 0.05
 """
 NEW_KINDS = {"optimizer-changed", "data-changed", "precision-changed"}
 FIXED_DRIFT = CRITERIA + "drift_alpha = 0\n"
-CHANGES = {"label noise 5%": "--label-noise 0.05", "label noise 20%": "--label-noise 0.2",
+CHANGES = {"label noise 2%": "--label-noise 0.02", "label noise 5%": "--label-noise 0.05", "label noise 20%": "--label-noise 0.2",
            "weight decay 1e-3": "--weight-decay 1e-3", "momentum 0.8": "--momentum 0.8"}
 
 
