@@ -36,8 +36,7 @@ def check_optimizer(refs: list[RunRecords], cand: RunRecords, criteria: Criteria
     if final and len(c_opts) != len(r_opts) and all(len(x) == len(r_opts) for x in ref_lists):
         alarms.append(alarm(
             "optimizer-changed", "optimizer", "",
-            [change("optimizers", [f"{_label(o)} {o.get('class')}" for o in c_opts],
-                    [f"{_label(o)} {o.get('class')}" for o in r_opts])],
+            [change("optimizers", [_named(o) for o in c_opts], [_named(o) for o in r_opts])],
             criteria, "optimizer-changed:count"))
     for r_opt, c_opt in _match(r_opts, c_opts):
         peers = [_same_opt(lst, r_opt) for lst in ref_lists]
@@ -59,6 +58,13 @@ def _label(o: dict[str, Any]) -> str:
     if mods:
         return "+".join(mods)
     return str(o.get("name") or f"optimizer #{o.get('index', 0)}")
+
+
+def _named(o: dict[str, Any]) -> str:
+    """Label and class, and the step it first stepped at when not the first (a swap)."""
+    first = o.get("first_step")
+    at = f" from step {first}" if isinstance(first, int) and first > 0 else ""
+    return f"{_label(o)} {o.get('class')}{at}"
 
 
 def _same_opt(lst: list[dict[str, Any]], r_opt: dict[str, Any]) -> dict[str, Any] | None:

@@ -1186,7 +1186,9 @@ class Probe:
             return
         try:
             if opt is not None:
-                self.opt_facts.append(mod.optimizer_facts(opt, len(self.opt_facts), self.torch))
+                self.opt_facts.append(dict(mod.optimizer_facts(opt, len(self.opt_facts),
+                                                               self.torch),
+                                           first_step=self.steps - 1))  # a swap's step
             new = {"optimizers": list(self.opt_facts),
                    "data": mod.data_facts(self.train_iter() if self.train_iter else None),
                    "precision": mod.precision_facts(self.torch, facts["param_dtypes"],

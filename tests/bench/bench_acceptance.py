@@ -95,6 +95,11 @@ async def main(args: argparse.Namespace) -> None:
                 group, flags, launcher = queue.pop(0)
                 rep = await lane.run_candidate(f"{launcher} acceptance_trainer.py {flags}", HERE)
                 results.append((group, rep))
+                if group == "correct":  # a correct port failed: which, and by what
+                    for a in rep.alarms:
+                        if a.is_error:
+                            print(f"correct port failed: {launcher.split()[-1]} {flags}: "
+                                  f"{a.kind}: {a.title}", flush=True)
 
         t0 = time.perf_counter()
         await asyncio.gather(*(work(lane) for lane in lanes))
