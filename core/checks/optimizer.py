@@ -117,6 +117,14 @@ def _changes(r_opt: dict[str, Any], c_opt: dict[str, Any],
     return out
 
 
+SCHEDULED = 3  # changes of one setting on each side that make it a schedule, not a hand edit
+
+
+def _times(opt: dict[str, Any], group: int, key: str) -> int:
+    return sum(1 for c in opt.get("changes") or []
+               if c.get("group") == group and c.get("setting") == key)
+
+
 def _value_at(opt: dict[str, Any], group: int, key: str, step: int) -> Any:
     """A setting's value at `step`: the first read, then the changes seen up to that step."""
     groups = opt.get("groups") or []
@@ -134,11 +142,15 @@ def _mid_run(r_opt: dict[str, Any], c_opt: dict[str, Any],
     seen = [(c["group"], c["setting"], c.get("step", 0))
             for o in (c_opt, r_opt) for c in o.get("changes") or []
             if isinstance(c, dict) and isinstance(c.get("group"), int)]
+    # A setting both sides change again and again follows a schedule (OneCycleLR cycles the
+    # momentum with the lr): its steps move with the steps per epoch, the lr check judges it.
+    scheduled = {(g, k) for g, k, _ in seen
+                 if min(_times(c_opt, g, k), _times(r_opt, g, k)) >= SCHEDULED}
     cls = c_opt.get("class") or ""
     many = len(r_opt.get("groups") or []) > 1
     out: dict[tuple[int, str], dict[str, Any]] = {}
     for group, key, step in sorted(seen, key=lambda x: x[2]):
-        if (group, key) in out:
+        if (group, key) in out or (group, key) in scheduled:
             continue
         ref_vals = [_value_at(p, group, key, step) for p in peers]
         if ref_vals and not agreed(ref_vals):
