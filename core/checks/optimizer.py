@@ -117,7 +117,7 @@ def _changes(r_opt: dict[str, Any], c_opt: dict[str, Any],
     return out
 
 
-SCHEDULED = 3  # changes of one setting on each side that make it a schedule, not a hand edit
+SCHEDULED = 3  # changes of one setting on a side that make it a schedule, not a hand edit
 
 
 def _times(opt: dict[str, Any], group: int, key: str) -> int:
@@ -142,10 +142,10 @@ def _mid_run(r_opt: dict[str, Any], c_opt: dict[str, Any],
     seen = [(c["group"], c["setting"], c.get("step", 0))
             for o in (c_opt, r_opt) for c in o.get("changes") or []
             if isinstance(c, dict) and isinstance(c.get("group"), int)]
-    # A setting both sides change again and again follows a schedule (OneCycleLR cycles the
-    # momentum with the lr): its steps move with the steps per epoch, the lr check judges it.
+    # A setting changed again and again follows a schedule (OneCycleLR cycles the momentum
+    # with the lr): its steps move with the steps per epoch, and the lr check judges it.
     scheduled = {(g, k) for g, k, _ in seen
-                 if min(_times(c_opt, g, k), _times(r_opt, g, k)) >= SCHEDULED}
+                 if max(_times(c_opt, g, k), _times(r_opt, g, k)) >= SCHEDULED}
     cls = c_opt.get("class") or ""
     many = len(r_opt.get("groups") or []) > 1
     out: dict[tuple[int, str], dict[str, Any]] = {}

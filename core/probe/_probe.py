@@ -923,7 +923,7 @@ class Probe:
             self._update_facts_params(self.bw_leaves or [], loss)
         if fresh or new_opt or self.settings_dirty:
             self._update_settings(opt if new_opt else None, fresh)
-        elif self.steps % WATCH_EVERY == 0 and self.opt_facts and getattr(
+        if self.steps % WATCH_EVERY == 0 and self.opt_facts and getattr(
                 self, "settings", None) is not None \
                 and self.settings.WATCH.poll(self.steps - 1, self.opt_facts):
             self._update_settings(None, False)  # a setting changed by hand mid-run
