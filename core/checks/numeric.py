@@ -4,14 +4,14 @@ speed. All vectorised; every function is pure and safe on partial series."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from portside.core.log.criteria import Criteria
 
-from . import carry
+from . import carry, drift_rate
 from .alarms import Alarm
 from .progress import align, has_progress, map_to, steps_per_epoch
 from .records import RunRecords
@@ -167,17 +167,19 @@ def _cached(r: RunRecords, key: tuple, make: Any) -> np.ndarray:
 
 
 def _envelope(refs: list[RunRecords], sel: list[slice | np.ndarray], name: str, smooth: int,
-              noise_w: int, gap: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Min and max over references of the smoothed series at the common steps, and their mean
-    step noise σ (zeros when noise_w is 0); None when no reference reports the series.
-    Smoothing is causal, so a run's full smoothed series cut at the common steps equals the
-    smoothing of the cut series."""
+              noise_w: int, gap: int = 1) -> tuple[np.ndarray, ...] | None:
+    """Min, max, mean and variance (ddof 1) over references of the smoothed series at the
+    common steps, and their mean step noise σ (zeros when noise_w is 0); None when no
+    reference reports the series. Smoothing is causal, so a run's full smoothed series cut at
+    the common steps equals the smoothing of the cut series."""
     m = _sel_len(sel[0], refs[0])
     lo = np.full(m, np.nan)
     hi = np.full(m, np.nan)
     sigma = np.zeros(m)
-    for r, s in zip(refs, sel, strict=True):
+    rows = np.empty((len(refs), m))
+    for i, (r, s) in enumerate(zip(refs, sel, strict=True)):
         sm = _cached(r, ("smooth", name, smooth), lambda r=r: rolling_mean(r.series(name), smooth))[s]
+        rows[i] = sm
         np.fmin(lo, sm, out=lo)  # fmin/fmax skip NaN (a reference missing a step)
         np.fmax(hi, sm, out=hi)
         if noise_w:
@@ -185,7 +187,33 @@ def _envelope(refs: list[RunRecords], sel: list[slice | np.ndarray], name: str, 
                              lambda r=r: _sparse_noise(r.series(name), noise_w, gap))[s]
     if np.isnan(lo).all():
         return None
-    return lo, hi, sigma / len(refs)
+    with np.errstate(invalid="ignore"):
+        mean = rows.mean(axis=0)
+        var = rows.var(axis=0, ddof=1) if len(refs) > 1 else np.full(m, np.nan)
+    return lo, hi, sigma / len(refs), mean, var
+
+
+def _calibration(refs: list[RunRecords], dc: Any, how: _How,
+                 alpha: float) -> drift_rate.Calibration | None:
+    """drift_rate.calibrate over the references' own common steps (they are complete: the
+    same for every pass of a live candidate), memoised with the references it was made of."""
+    key = ("drift_cal", how.name, dc.smooth, how.gap, how.noise_w, alpha, len(refs))
+    got = refs[0]._cache.get(key)
+    if got is not None and len(got[0]) == len(refs) and all(
+            a is b for a, b in zip(got[0], refs, strict=True)):
+        return got[1]
+    g = how.gap
+    _, sel = common_steps(refs)
+    env = _envelope(refs, sel, how.name, dc.smooth * g, how.noise_w, g)
+    cal = None
+    if env is not None:
+        rows = np.stack([_cached(r, ("smooth", how.name, dc.smooth * g), lambda: None)[s]
+                         for r, s in zip(refs, sel, strict=True)])
+        n_at = np.arange(1, rows.shape[1] + 1)
+        noise = env[2] / np.sqrt(np.clip(n_at / g, 1, dc.smooth))
+        cal = drift_rate.calibrate(rows, noise, dc.smooth, g, alpha)
+    refs[0]._cache[key] = (list(refs), cal)
+    return cal
 
 
 def sample_gap(runs: list[RunRecords], name: str) -> int:
@@ -253,10 +281,13 @@ def _sel_len(s: slice | np.ndarray, r: RunRecords) -> int:
 
 
 def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
-    """Smoothed candidate series outside the reference envelope for `window` consecutive common
-    steps. Envelope = [min, max] over references of the same smoothing, widened by
-    rtol·max(|lo|, |hi|) + atol + noise_z·σ, where σ is the references' step noise divided by
-    √(points in the smoothing window)."""
+    """Smoothed candidate series outside the reference envelope. With `acceptance.drift_alpha`
+    and two references or more (drift_rate.py): the band around the references' mean
+    calibrated to that false-alarm rate over the whole run (at least [min, max] widened by
+    rtol·max(|lo|, |hi|) + atol), one sample outside is the alarm. Else the fixed envelope,
+    for `window` consecutive common steps: [min, max] over references of the same smoothing,
+    widened by rtol·max(|lo|, |hi|) + atol + noise_z·σ, where σ is the references' step noise
+    divided by √(points in the smoothing window)."""
     if not refs or cand.n == 0:
         return []
     dc = criteria.drift
@@ -265,6 +296,8 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
     if steps.size < dc.window:
         return []
     noise_w = max(4 * dc.smooth, 20)
+    # drift_rate.py: the rate split over the series judged; two references at least
+    alpha = criteria.acceptance.drift_alpha / len(dc.series) if len(refs) >= 2 else 0.0
     c_smooth = _progress_smooth(cand, refs, dc.smooth) if al.mode == "progress" else dc.smooth
     memo: dict[Any, Any] | None = cand._cache.get(("live",))
     if memo is None:
@@ -282,6 +315,9 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
         gap = sample_gap([cand, *refs], name)
         window = dc.window if gap == 1 else max(dc.window, 2 * gap)
         how = _How(name, c_smooth, gap, window, noise_w)
+        if alpha and _calibration(refs, dc, replace(how, alpha=alpha), alpha) is not None:
+            # The calibrated band is a max-statistic: one sample outside it is the alarm.
+            how = replace(how, window=gap, alpha=alpha)
         key = ("drift", dc.rtol, dc.atol, dc.smooth, dc.noise_z, how)
         seen = memo.get(key) if tail else None
         if seen is not None and seen[1] == tuple(map(id, refs)) and seen[0] <= k:
@@ -301,34 +337,48 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
 @dataclass(frozen=True)
 class _How:
     """How one series is judged: its name, the candidate's smoothing, the sample gap, the
-    window (in steps) and the noise window."""
+    window (in steps), the noise window and the calibrated band's alpha (0: fixed rule)."""
     name: str
     c_smooth: int
     gap: int
     window: int
     noise_w: int
+    alpha: float = 0.0
 
 
 def _excess(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
             sel_c: slice | np.ndarray, sel_r: list[slice | np.ndarray], n_at: np.ndarray,
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+            ) -> tuple[Any, ...] | None:
     """Smoothed candidate, widened envelope (lo, hi), raw hi and the excess over it at the
-    selected points; n_at: each point's position in the compared series (from 1). None when
-    one side does not report the series."""
+    selected points; n_at: each point's position in the compared series (from 1). With
+    `how.alpha` (drift_rate.py) the envelope is also at least the calibrated band; its
+    Calibration comes last (None: the fixed envelope alone). None when one side does not
+    report the series."""
     g = how.gap
+    cal = _calibration(refs, dc, how, how.alpha) if how.alpha else None
+    noise_w = how.noise_w if (dc.noise_z or cal is not None) else 0
     c_s = smoothed(cand, how.name, how.c_smooth * g)[sel_c]
-    env = _envelope(refs, sel_r, how.name, dc.smooth * g, how.noise_w if dc.noise_z else 0, g)
+    env = _envelope(refs, sel_r, how.name, dc.smooth * g, noise_w, g)
     if env is None or not np.isfinite(c_s).any():
         return None
-    lo, hi, sigma = env
+    lo, hi, sigma, mean, var = env
     widen = dc.rtol * np.maximum(np.abs(lo), np.abs(hi)) + dc.atol
-    if dc.noise_z:
-        n_eff = np.clip(n_at / g, 1, dc.smooth)
+    n_eff = np.clip(n_at / g, 1, dc.smooth)
+    if cal is None and dc.noise_z:
         widen = widen + dc.noise_z * sigma / np.sqrt(n_eff)
     elo, ehi = lo - widen, hi + widen
+    if cal is not None:
+        # The references' pooled spread: their own (the same for every pass) where the
+        # selection is a prefix of their steps, else pooled over the selected points.
+        spread2 = (cal.spread2[sel_r[0]] if all(isinstance(s, slice) for s in sel_r)
+                   else drift_rate.pooled(var, dc.smooth * g))
+        half = cal.u * cal.sd(spread2, (sigma / np.sqrt(n_eff)) ** 2) \
+            * math.sqrt(1 + 1 / len(refs))
+        np.fmin(elo, mean - half, out=elo)
+        np.fmax(ehi, mean + half, out=ehi)
     with np.errstate(invalid="ignore"):
         excess = np.maximum(c_s - ehi, elo - c_s)  # > 0 outside; NaN where unknown
-    return c_s, elo, ehi, hi, excess
+    return c_s, elo, ehi, hi, excess, cal
 
 
 def _long_excursion(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How, a: int,
@@ -351,7 +401,7 @@ def _drift_alarm(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
     got = _excess(refs, cand, dc, how, idx[0], idx[1:], np.arange(1, steps.size + 1))
     if got is None:
         return None  # the series is not reported by one side
-    c_s, elo, ehi, hi, excess = got
+    c_s, elo, ehi, hi, excess, cal = got
     starts, ends = true_runs(excess > 0)
     long = (ends - starts) >= window
     if not long.any():
@@ -379,6 +429,9 @@ def _drift_alarm(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
             "value_first": _f(c_s[first]), "envelope_first": [_f(elo[first]), _f(ehi[first])],
             "value_worst": _f(c_s[worst]), "envelope_worst": [_f(elo[worst]), _f(ehi[worst])],
             "reference_runs": len(refs), "aligned_by": al.mode,
+            "rate": (cal.evidence(len(refs), len(dc.series)) if cal is not None else
+                     {"rule": "fixed envelope (rtol, atol, noise_z, window): no rate stated",
+                      "alpha": None}),
             "spark": {"steps": downsample(steps), "candidate": downsample(c_s),
                       "lo": downsample(elo), "hi": downsample(ehi)},
         },

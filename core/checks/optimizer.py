@@ -6,6 +6,10 @@ shapes of their parameters (`signature`) — then by the script's name for them,
 order they first stepped, so swapping the order of two `optimizer.step()` calls is no change.
 One alarm per optimizer, named by the modules it trains ("netG Adam betas (0.9, 0.999) vs
 reference (0.5, 0.999)").
+
+A setting changed during the run (the probe re-reads them every few steps: `changes` on the
+optimizer's facts) is compared at each step where either side changed one: "SGD momentum from
+step 59: 0.5 vs reference 0.9", the step the probe saw it at (made after `since`).
 """
 
 from __future__ import annotations
@@ -32,12 +36,12 @@ def check_optimizer(refs: list[RunRecords], cand: RunRecords, criteria: Criteria
     if final and len(c_opts) != len(r_opts) and all(len(x) == len(r_opts) for x in ref_lists):
         alarms.append(alarm(
             "optimizer-changed", "optimizer", "",
-            [change("optimizers", [f"{_label(o)} {o.get('class')}" for o in c_opts],
-                    [f"{_label(o)} {o.get('class')}" for o in r_opts])],
+            [change("optimizers", [_named(o) for o in c_opts], [_named(o) for o in r_opts])],
             criteria, "optimizer-changed:count"))
     for r_opt, c_opt in _match(r_opts, c_opts):
         peers = [_same_opt(lst, r_opt) for lst in ref_lists]
-        changes = _changes(r_opt, c_opt, [p for p in peers if p is not None])
+        found = [p for p in peers if p is not None]
+        changes = _changes(r_opt, c_opt, found) or _mid_run(r_opt, c_opt, found)
         if changes:
             label = _label(c_opt)
             alarms.append(alarm(
@@ -54,6 +58,13 @@ def _label(o: dict[str, Any]) -> str:
     if mods:
         return "+".join(mods)
     return str(o.get("name") or f"optimizer #{o.get('index', 0)}")
+
+
+def _named(o: dict[str, Any]) -> str:
+    """Label and class, and the step it first stepped at when not the first (a swap)."""
+    first = o.get("first_step")
+    at = f" from step {first}" if isinstance(first, int) and first > 0 else ""
+    return f"{_label(o)} {o.get('class')}{at}"
 
 
 def _same_opt(lst: list[dict[str, Any]], r_opt: dict[str, Any]) -> dict[str, Any] | None:
@@ -104,3 +115,53 @@ def _changes(r_opt: dict[str, Any], c_opt: dict[str, Any],
             if not same(cs[key], rs[key]):
                 out.append(change(key, cs[key], rs[key], where))
     return out
+
+
+SCHEDULED = 3  # changes of one setting on a side that make it a schedule, not a hand edit
+
+
+def _times(opt: dict[str, Any], group: int, key: str) -> int:
+    return sum(1 for c in opt.get("changes") or []
+               if c.get("group") == group and c.get("setting") == key)
+
+
+def _value_at(opt: dict[str, Any], group: int, key: str, step: int) -> Any:
+    """A setting's value at `step`: the first read, then the changes seen up to that step."""
+    groups = opt.get("groups") or []
+    v = (groups[group].get("settings") or {}).get(key) if group < len(groups) else None
+    for c in opt.get("changes") or []:
+        if c.get("group") == group and c.get("setting") == key and c.get("step", 0) <= step:
+            v = c.get("to")
+    return v
+
+
+def _mid_run(r_opt: dict[str, Any], c_opt: dict[str, Any],
+             peers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Settings the same at the first step that differ after a change made during the run
+    (on either side), one per setting: the first step they differ at."""
+    seen = [(c["group"], c["setting"], c.get("step", 0))
+            for o in (c_opt, r_opt) for c in o.get("changes") or []
+            if isinstance(c, dict) and isinstance(c.get("group"), int)]
+    # A setting changed again and again follows a schedule (OneCycleLR cycles the momentum
+    # with the lr): its steps move with the steps per epoch, and the lr check judges it.
+    scheduled = {(g, k) for g, k, _ in seen
+                 if max(_times(c_opt, g, k), _times(r_opt, g, k)) >= SCHEDULED}
+    cls = c_opt.get("class") or ""
+    many = len(r_opt.get("groups") or []) > 1
+    out: dict[tuple[int, str], dict[str, Any]] = {}
+    for group, key, step in sorted(seen, key=lambda x: x[2]):
+        if (group, key) in out or (group, key) in scheduled:
+            continue
+        ref_vals = [_value_at(p, group, key, step) for p in peers]
+        if ref_vals and not agreed(ref_vals):
+            continue  # the references differ among themselves: not fixed by the script
+        cv, rv = _value_at(c_opt, group, key, step), _value_at(r_opt, group, key, step)
+        if not same(cv, rv):
+            made: dict[str, Any] = next((c for c in c_opt.get("changes") or []
+                         if c.get("group") == group and c.get("setting") == key
+                         and c.get("step", 0) <= step), {})
+            out[(group, key)] = {**change(f"{key} from step {step}", cv, rv,
+                                          f"{cls} group {group}" if many else cls),
+                                 "step": step, "since": made.get("since"),
+                                 "from": made.get("from", _value_at(c_opt, group, key, -1))}
+    return list(out.values())

@@ -129,6 +129,9 @@ class SettingsCriteria:
 @dataclass(frozen=True)
 class AcceptanceCriteria:
     alpha: float = 0.05  # the false-alarm rate a correct port is failed at by the goal test
+    # numeric-drift's, over the whole run and all drift series (core/checks/drift_rate.py);
+    # 0: the fixed envelope of [drift] (rtol, atol, noise_z, window), no rate stated
+    drift_alpha: float = 0.05
 
 
 @dataclass(frozen=True)
@@ -326,7 +329,9 @@ def _setting_list(v: Any) -> str | None:
     return None
 
 
-def _alpha(v: Any) -> str | None:
+def _alpha(v: Any, zero: bool = False) -> str | None:
+    if zero and _is_num(v) and v == 0:
+        return None
     if not _is_num(v) or not 0 < v < 0.5:
         return f"must be a number between 0 and 0.5 (a false-alarm rate), got {v!r}"
     return None
@@ -360,7 +365,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
                 "max_memory_fraction": _fraction, "tmp_size_fraction": _fraction},
     "hosts": {"reference": _hosts, "candidate": _hosts, "parallel": _int(1)},
     "settings": {"allow": _setting_list},
-    "acceptance": {"alpha": _alpha},
+    "acceptance": {"alpha": _alpha, "drift_alpha": lambda v: _alpha(v, zero=True)},
 }
 LARGER_KEYS: dict[str, Check] = {"command": _str, "steps": _int(1),
                                  "max_step_time_ratio": _num()}

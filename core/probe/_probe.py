@@ -36,6 +36,9 @@ NORM_XLA_SAMPLES, NORM_XLA_MIN_SAMPLES = 5, 3  # the stride follows the median o
 # gradient-accumulation loop runs several backward passes before its first optimizer step.
 BW_CONFIRM = 16
 PARAM_SUM_EVERY = 10
+# Steps between re-reads of the optimizers' settings (_settings.py Watch): a change made by
+# hand mid-run is seen within this many steps, for a few dict reads per param group.
+WATCH_EVERY = 10
 OWN_WINDOW = FLUSH_EVERY_STEPS  # steps per sample of the probe's own time (one flush each)
 OWN_RING = 256  # samples the exit record's median is taken over  # multi-process runs: a parameter checksum every N steps (ranks compared)
 # At exit, how long to wait for the background writer; on a signal less (the runner kills 1 s
@@ -937,6 +940,10 @@ class Probe:
             self._update_facts_params(self.bw_leaves or [], loss)
         if fresh or new_opt or self.settings_dirty:
             self._update_settings(opt if new_opt else None, fresh)
+        if self.steps % WATCH_EVERY == 0 and self.opt_facts and getattr(
+                self, "settings", None) is not None \
+                and self.settings.WATCH.poll(self.steps - 1, self.opt_facts):
+            self._update_settings(None, False)  # a setting changed by hand mid-run
 
         kind = self._kind(rec)
         if self.tpu_stats is None:  # looked up once: torch.__getattr__ is not free
@@ -1196,7 +1203,9 @@ class Probe:
             return
         try:
             if opt is not None:
-                self.opt_facts.append(mod.optimizer_facts(opt, len(self.opt_facts), self.torch))
+                self.opt_facts.append(dict(mod.optimizer_facts(opt, len(self.opt_facts),
+                                                               self.torch),
+                                           first_step=self.steps - 1))  # a swap's step
             new = {"optimizers": list(self.opt_facts),
                    "data": mod.data_facts(self.train_iter() if self.train_iter else None),
                    "precision": mod.precision_facts(self.torch, facts["param_dtypes"],

@@ -3,8 +3,8 @@ hyper-parameters per param group, the training DataLoader's pipeline, the traini
 
 Loaded by path by ``_probe.py`` (stdlib at import; torch only through the objects it is
 given), never imports portside. Each function runs once per optimizer, per training
-iterator or per new autocast mode: nothing here is per-step work. Format: FORMAT.md
-("settings in `facts`").
+iterator or per new autocast mode; `WATCH.poll` every WATCH_EVERY steps of _probe.py (a few
+dict reads per param group): nothing here is per-step work. Format: FORMAT.md ("settings in `facts`").
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import weakref
 from typing import Any
 
 # Param-group keys that are not the optimizer's settings: the lr has its own schedule check
@@ -23,6 +24,7 @@ SKIP_KEYS = frozenset({
 # Environment switches that change the precision torch_xla computes in.
 PRECISION_ENV = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16", "XLA_USE_FP16", "XLA_USE_32BIT_LONG")
 MAX_SCAN = 400  # frame variables looked at when naming an optimizer's owner
+MAX_CHANGES = 20  # per optimizer: a setting the script moves every step is not a list of all
 
 
 def value(v: Any) -> Any:
@@ -108,6 +110,7 @@ def optimizer_facts(opt: Any, index: int, torch: Any) -> dict[str, Any]:
             "modules": mods,
         })
     mods = sorted({m for g in groups for m in g["modules"]})
+    WATCH.add(opt, index)
     return {"index": index, "class": type(opt).__name__, "name": name, "modules": mods,
             "params": len(params), "numel": int(sum(p.numel() for p in params)),
             "signature": param_signature(params), "groups": groups}
@@ -186,3 +189,48 @@ def wrap_autocast(torch: Any, seen: Any, mark: str) -> None:
     __enter__.__wrapped__ = enter  # type: ignore[attr-defined]
     setattr(__enter__, mark, True)
     cls.__enter__ = __enter__
+
+
+def _groups(opt: Any) -> list[dict[str, Any]]:
+    return [{k: value(v) for k, v in g.items() if k not in SKIP_KEYS} for g in opt.param_groups]
+
+
+class Watch:
+    """The settings of every optimizer seen, re-read by `poll`: a change made during the run
+    (momentum set at step N, weight decay turned on) is appended to that optimizer's facts as
+    {"step", "since", "group", "setting", "from", "to"}: seen at `step`, made after `since`
+    (the previous read)."""
+
+    def __init__(self) -> None:
+        self.opts: list[tuple[Any, int, list[dict[str, Any]]]] = []
+        self.last = -1
+
+    def add(self, opt: Any, index: int) -> None:
+        self.opts.append((weakref.ref(opt), index, _groups(opt)))
+
+    def poll(self, step: int, opt_facts: list[dict[str, Any]]) -> bool:
+        """Re-read them at `step`; True when a change went into `opt_facts` (in place)."""
+        since, self.last = self.last, step
+        changed = False
+        for i, (ref, index, old) in enumerate(self.opts):
+            opt = ref()
+            if opt is None or index >= len(opt_facts):
+                continue
+            new = _groups(opt)
+            if new == old:
+                continue
+            self.opts[i] = (ref, index, new)
+            found = [{"step": step, "since": since, "group": None, "setting": "param groups",
+                      "from": len(old), "to": len(new)}] if len(new) != len(old) else [
+                {"step": step, "since": since, "group": g, "setting": k, "from": a.get(k),
+                 "to": b.get(k)}
+                for g, (a, b) in enumerate(zip(old, new, strict=True))
+                for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
+            facts = opt_facts[index]
+            kept = facts.get("changes", [])
+            opt_facts[index] = dict(facts, changes=(kept + found)[:MAX_CHANGES])
+            changed = True
+        return changed
+
+
+WATCH = Watch()

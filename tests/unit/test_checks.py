@@ -39,6 +39,7 @@ def crit(**sections: dict) -> object:
 
 
 RAW = {"smooth": 1, "noise_z": 0.0, "rtol": 0.0, "atol": 0.0, "window": 5, "series": ("loss",)}
+FIXED = {"drift_alpha": 0.0}  # the fixed envelope alone (the calibrated band: test_drift_rate.py)
 
 
 def kinds(alarms: list[Alarm]) -> set[str]:
@@ -105,7 +106,7 @@ def test_drift_exactly_window_steps_out(out: int, fires: bool):
     loss = np.full(50, 1.5)
     loss[20:20 + out] = 2.5
     refs, cand = _drift_runs(loss)
-    alarms = check_drift(refs, cand, crit(drift=RAW))
+    alarms = check_drift(refs, cand, crit(drift=RAW, acceptance=FIXED))
     assert bool(alarms) is fires
     if fires:
         ev = alarms[0].evidence
@@ -118,12 +119,12 @@ def test_drift_exactly_window_steps_out(out: int, fires: bool):
 def test_drift_envelope_touching_is_inside():
     loss = np.where(np.arange(50) % 2 == 0, 2.0, 1.0)  # on the edges, never beyond
     refs, cand = _drift_runs(loss)
-    assert check_drift(refs, cand, crit(drift=RAW)) == []
+    assert check_drift(refs, cand, crit(drift=RAW, acceptance=FIXED)) == []
     # rtol widens: 5% above the top edge of 2.0 is touching at rtol=0.05
     refs, cand = _drift_runs(np.full(50, 2.0 * 1.05))
-    assert check_drift(refs, cand, crit(drift={**RAW, "rtol": 0.05})) == []
+    assert check_drift(refs, cand, crit(drift={**RAW, "rtol": 0.05}, acceptance=FIXED)) == []
     refs, cand = _drift_runs(np.full(50, 2.0 * 1.06))
-    assert check_drift(refs, cand, crit(drift={**RAW, "rtol": 0.05}))
+    assert check_drift(refs, cand, crit(drift={**RAW, "rtol": 0.05}, acceptance=FIXED))
 
 
 def test_drift_below_and_worst_step():
@@ -131,7 +132,7 @@ def test_drift_below_and_worst_step():
     loss[10:30] = 0.5
     loss[25] = 0.1
     refs, cand = _drift_runs(loss)
-    (a,) = check_drift(refs, cand, crit(drift=RAW))
+    (a,) = check_drift(refs, cand, crit(drift=RAW, acceptance=FIXED))
     assert a.evidence["direction"] == "below" and a.evidence["worst_step"] == 25
     assert len(a.evidence["spark"]["candidate"]) == 40
 
@@ -141,12 +142,12 @@ def test_drift_partial_series_only_common_steps():
     loss[60:] = 5.0
     refs, cand = _drift_runs(loss)
     live = RunRecords.from_arrays(loss=loss[:62])  # only 2 steps out so far
-    assert check_drift(refs, live, crit(drift=RAW)) == []
+    assert check_drift(refs, live, crit(drift=RAW, acceptance=FIXED)) == []
     live = RunRecords.from_arrays(loss=loss[:65])
-    assert check_drift(refs, live, crit(drift=RAW))[0].evidence["alarm_step"] == 64
+    assert check_drift(refs, live, crit(drift=RAW, acceptance=FIXED))[0].evidence["alarm_step"] == 64
     # a shorter reference bounds the comparison too
     short_refs = [RunRecords.from_arrays(loss=np.full(60, 1.0)), refs[1]]
-    assert check_drift(short_refs, cand, crit(drift=RAW)) == []
+    assert check_drift(short_refs, cand, crit(drift=RAW, acceptance=FIXED)) == []
 
 
 def test_drift_non_contiguous_steps_align_by_step_number():
@@ -156,7 +157,7 @@ def test_drift_non_contiguous_steps_align_by_step_number():
     cand_steps = np.arange(0, 200)
     loss = np.full(200, 1.5)
     loss[100:] = 9.0
-    (a,) = check_drift(refs, RunRecords.from_arrays(cand_steps, loss=loss), crit(drift=RAW))
+    (a,) = check_drift(refs, RunRecords.from_arrays(cand_steps, loss=loss), crit(drift=RAW, acceptance=FIXED))
     assert a.evidence["first_step"] == 100 and a.evidence["alarm_step"] == 108
 
 

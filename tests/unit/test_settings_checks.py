@@ -200,3 +200,25 @@ def test_each_settings_alarm_links_to_the_edit_with_the_matching_risk_mark(
                         after=after, risks=risk_marks("train.py", before, after))
     (linked, _mark), = linked_edits(kind, [other, edit], {"e1", "e2"})
     assert linked.edit_id == "e2"
+
+
+def _changed(opt: dict[str, Any], *changes: tuple[int, str, Any, Any]) -> dict[str, Any]:
+    return {**opt, "changes": [{"step": s, "since": s - 10, "group": 0, "setting": k,
+                                "from": a, "to": b} for s, k, a, b in changes]}
+
+
+def test_a_mid_run_change_is_compared_at_its_step_and_a_schedule_is_not() -> None:
+    d = adam("optD", "netD", "d" * 12, 0)
+    ref = run(facts([d]))
+    hand = run(facts([_changed(d, (49, "betas", [0.5, 0.999], [0.9, 0.999]))]))
+    (a,) = check_optimizer([ref], hand, DEFAULT)
+    assert a.is_error and "betas from step 49 (0.9, 0.999) vs reference (0.5, 0.999)" in a.title
+    assert a.evidence["changes"][0]["from"] == [0.5, 0.999]
+    # A momentum-like setting cycled by a scheduler on both sides, at steps one port's
+    # shorter epochs shift: a schedule (the lr check's), not a hand edit.
+    cycle = [(s, "betas", [0.5, 0.999], [0.5 + s / 1000, 0.999]) for s in (9, 19, 29, 39)]
+    shifted = [(s + 1, k, a, b) for s, k, a, b in cycle]
+    assert check_optimizer([run(facts([_changed(d, *cycle)]))],
+                           run(facts([_changed(d, *shifted)])), DEFAULT) == []
+    # Scheduled on one side only: the scheduler's doing (the lr check's), not compared here.
+    assert check_optimizer([ref], run(facts([_changed(d, *shifted)])), DEFAULT) == []
