@@ -46,11 +46,11 @@ OWN_RING = 256  # samples the exit record's median is taken over  # multi-proces
 DRAIN_WAIT_S = 5.0
 DRAIN_WAIT_SIGNAL_S = 0.5
 _MARK = "__portside_probe__"  # set on every function object the probe wraps
+_VALUE_KEYS = ("loss", "grad_norm", "max_norm", "clip_value", "param_sum")  # maybe tensors
 
 _probe: Probe | None = None
-# Set at the first write (json and hmac imported then): one encoder, not one per record.
+# Set at the first write (json imported then): one encoder, not one per record.
 _encode: Callable[[Any], str] | None = None
-_digest: Any = None
 
 
 _warned: set[str] = set()
@@ -74,6 +74,28 @@ def _num(x: float | int | None) -> float | int | str | None:
     if x in (float("inf"), float("-inf")):
         return "inf" if x > 0 else "-inf"
     return x
+
+
+def _encoder() -> Callable[[Any], str]:
+    """JSON of one record, as json.dumps(default=str, allow_nan=False) writes it. The C
+    encoder is made once: JSONEncoder.encode builds a new one (and a closure) per call."""
+    import json
+    from json import encoder as enc
+
+    make = getattr(enc, "c_make_encoder", None)
+    if make is None:
+        return json.JSONEncoder(default=str, allow_nan=False).encode
+    try:
+        c = make(None, str, enc.encode_basestring_ascii, None, ": ", ", ", False, False, False)
+        if "".join(c({"a": [1.5, None, "x"]}, 0)) != '{"a": [1.5, null, "x"]}':
+            raise ValueError("unexpected output")
+    except (TypeError, ValueError):  # another Python's signature: the public encoder
+        return json.JSONEncoder(default=str, allow_nan=False).encode
+
+    def encode(rec: Any) -> str:
+        return "".join(c(rec, 0))
+
+    return encode
 
 
 def _xla_norm_stride(shares: list[float], floor: int, now: int) -> int:
@@ -253,6 +275,7 @@ class Probe:
         self.fd: int | None = None
         self.path: str | None = None
         self.seq = 0  # the next record's number in this process's file
+        self.mac: Any = None  # HMAC keyed with the seal, copied per line
         self.rank: int | None = None
         self.rank_known = False
         self.queue: list[dict[str, Any]] = []  # records in order, some waiting for values
@@ -645,6 +668,7 @@ class Probe:
         scale = cls.scale
         if getattr(scale, _MARK, False):
             return
+        probe = self
 
         @functools.wraps(scale)
         def scaled(self: Any, outputs: Any) -> Any:
@@ -658,7 +682,6 @@ class Probe:
         setattr(scaled, _MARK, True)
         cls.scale = scaled
         step = cls.step
-        probe = self
 
         @functools.wraps(step)
         def scaler_step(self: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
@@ -777,7 +800,8 @@ class Probe:
         try:
             torch = self.torch
             if isinstance(total, torch.Tensor):
-                total = total.detach()
+                if total.requires_grad:  # clip_grad_norm_ returns one made under no_grad
+                    total = total.detach()
                 if not total.is_cpu and total.device.type != "xla":
                     total = total.clone()
             self.clip = (total, max_norm, norm_type)
@@ -886,26 +910,31 @@ class Probe:
             self._start()
         if self.world is None:
             self.world = _world_size()
+        clip = self.clip
+        if clip is not None:
+            total, max_norm, norm_type = clip
+            source_norm = "clip"
+        elif own_norm is not None:
+            total, max_norm, norm_type, source_norm = own_norm, None, None, "probe"
+        else:
+            total = max_norm = norm_type = source_norm = None
+        # One dict literal in the record's key order: this runs at every step.
         rec: dict[str, Any] = {
             "type": "step",
             "t": time.time(),
             "pid": self.pid,
-            "rank": self._get_rank(),
+            "rank": self.rank if self.rank_known else self._get_rank(),
             "step": self.steps,
             "opt": opt_index,
             "source": source,
             "loss": loss,
             "backward_calls": self.backward_calls,
+            "grad_norm": total,
+            "grad_norm_source": source_norm,
+            "max_norm": max_norm,
         }
-        if self.clip is not None:
-            total, max_norm, norm_type = self.clip
-            rec.update(grad_norm=total, grad_norm_source="clip", max_norm=max_norm)
-            if norm_type not in (None, 2, 2.0):
-                rec["norm_type"] = norm_type
-        elif own_norm is not None:
-            rec.update(grad_norm=own_norm, grad_norm_source="probe", max_norm=None)
-        else:
-            rec.update(grad_norm=None, grad_norm_source=None, max_norm=None)
+        if norm_type not in (None, 2, 2.0):
+            rec["norm_type"] = norm_type
         if self.clip_value is not None:
             rec["clip_value"] = self.clip_value
         rec["clip_calls"] = self.clip_calls
@@ -965,14 +994,19 @@ class Probe:
                 rec["_wait"] = True
                 self.xla["xm"].add_step_closure(self._xla_closure, args=(rec,))
             elif kind == "cpu":
-                self._resolve(rec)
+                self._resolve(rec)  # now: nothing of it waits for the flush
+            else:
+                rec["_wait"] = "lazy"  # CUDA & co: read at the flush, one sync per flush
         self._maybe_flush()
         return rec
 
     def _kind(self, rec: dict[str, Any]) -> str:
         """Where the record's tensors live: 'cpu' (read now), 'xla' (step closure), 'lazy'."""
         torch = self.torch
-        for v in (rec["loss"], rec["grad_norm"], *rec["lr"]):
+        loss = rec["loss"]
+        if type(loss) is torch.Tensor and loss.is_cpu:  # the usual case, at every step
+            return "cpu"
+        for v in (loss, rec["grad_norm"], *rec["lr"]):
             if isinstance(v, torch.Tensor):  # the first one tells: a step runs on one device
                 if v.is_cpu:
                     return "cpu"
@@ -1383,8 +1417,8 @@ class Probe:
     # ------------------------------------------------------------ values and writing
 
     def _value(self, v: Any, force: bool) -> Any:
-        if type(v) is float:  # most lr values
-            return _num(v)
+        if v is None or type(v) is float:  # most lr values
+            return v if v is None or v - v == 0 else _num(v)
         torch = self.torch
         if isinstance(v, torch.Tensor):
             if v.is_cpu:
@@ -1399,10 +1433,13 @@ class Probe:
         return v
 
     def _resolve(self, rec: dict[str, Any], force: bool = True) -> None:
-        for key in ("loss", "grad_norm", "max_norm", "clip_value", "param_sum"):
+        value = self._value
+        for key in _VALUE_KEYS:
             if key in rec:
-                rec[key] = self._value(rec[key], force)
-        rec["lr"] = [self._value(v, force) for v in rec["lr"]]
+                rec[key] = value(rec[key], force)
+        lr = rec["lr"]
+        if lr:
+            rec["lr"] = [value(v, force) for v in lr]
         rec.pop("_wait", None)
 
     def _maybe_flush(self) -> None:
@@ -1444,8 +1481,8 @@ class Probe:
         # XLA values whose step ran: one batched device-to-host copy, no compile, no sync.
         self._fetch_xla([r for r in out if r.get("_wait") == "ran" or (force and "_wait" in r)])
         for rec in out:
-            if rec["type"] == "step":
-                self._resolve(rec, force)  # CUDA & co: one sync per flush, not per step
+            if "_wait" in rec:  # CUDA & co: one sync per flush, not per step; CPU: read already
+                self._resolve(rec, force)
         self._write(out)
 
     def _drain_later(self, out: list[dict[str, Any]]) -> None:
@@ -1513,14 +1550,10 @@ class Probe:
             self._write_locked(recs)
 
     def _write_locked(self, recs: list[dict[str, Any]]) -> None:
-        global _encode, _digest
-        if _encode is None:  # once: json and hmac are imported only by a process that writes
-            import hmac
-            import json
-
-            _encode = json.JSONEncoder(default=str, allow_nan=False).encode
-            _digest = hmac.digest
-        encode, digest = _encode, _digest
+        global _encode
+        if _encode is None:  # once: json is imported only by a process that writes
+            _encode = _encoder()
+        encode = _encode
         if self.fd is None:
             rank = self._get_rank()
             if rank is not None:
@@ -1532,16 +1565,24 @@ class Probe:
                 os.makedirs(d, exist_ok=True)
             self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             self.path = path
+        if self.seal is not None and self.mac is None:
+            import hmac
+
+            # Keyed once: a copy per line skips hashing the key again (the same tag).
+            self.mac = hmac.new(self.seal, digestmod="sha256")
         lines = []
-        key = self.seal
+        mac, seq = self.mac if self.seal is not None else None, self.seq
         for r in recs:
-            body = encode(r)
-            body = f'{body[:-1]}, "seq": {self.seq}}}'
-            self.seq += 1
-            if key is not None:  # the format of core/run/seal.py: seal_line
-                tag = digest(key, body.encode(), "sha256")[:16].hex()
-                body = f'{body[:-1]}, "mac": "{tag}"}}'
-            lines.append(body + "\n")
+            body = f'{encode(r)[:-1]}, "seq": {seq}}}'
+            seq += 1
+            if mac is not None:  # the format of core/run/seal.py: seal_line
+                h = mac.copy()
+                h.update(body.encode())
+                body = f'{body[:-1]}, "mac": "{h.digest()[:16].hex()}"}}\n'
+            else:
+                body += "\n"
+            lines.append(body)
+        self.seq = seq
         data = "".join(lines).encode()
         while data:
             n = os.write(self.fd, data)

@@ -1,6 +1,6 @@
 """The probe's cost on short steps: an MLP with Adam, a cosine schedule and clipping.
 
-    .venv/bin/python tests/bench/bench_probe_short_step.py [--steps 4000] [--processes]
+    .venv/bin/python tests/bench/bench_probe_short_step.py [--steps 4000] [--processes] [--hooks]
 
 Two probes side by side in one sitting: as of BEFORE (extracted from git) and this checkout's.
 Each runs the same training loop in a subprocess whose step times come from the loop's own
@@ -204,11 +204,56 @@ def processes(sides: dict[str, Path], args: argparse.Namespace, tmp: Path) -> No
         report(name, ab, base, own, rounds)
 
 
+def hooks_direct(sides: dict[str, Path], rounds: int) -> None:
+    """The probe's own per-step logic alone: each side's hooks (backward, clip, optimizer pre
+    and post, with its share of the flush) called directly, sides interleaved in one process;
+    the loop's torch work is left out, so what the A/B adds beyond this is the presence of
+    the wrappers around torch's own calls."""
+    import importlib.util
+    import time
+
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(128, 128), torch.nn.ReLU(),
+                                torch.nn.Linear(128, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss, norm = model(torch.randn(64, 128)).sum(), torch.tensor(0.5)
+    probes = {}
+    with tempfile.TemporaryDirectory() as d:
+        for i, (name, inject) in enumerate(sides.items()):
+            spec = importlib.util.spec_from_file_location(f"_bench_probe{i}",
+                                                          inject.parent / "_probe.py")
+            assert spec and spec.loader
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            probe = mod.Probe(f"{d}/{i}.jsonl", 0)
+            probe.torch, probe.seal = torch, b"00" * 32
+            probes[name] = probe
+        times: dict[str, list[float]] = {k: [] for k in probes}
+        for _ in range(rounds):
+            for name, probe in probes.items():
+                c0 = time.thread_time()
+                for _ in range(WINDOW * 5):
+                    probe._on_backward(loss)
+                    probe._on_clip(norm, 1.0, 2.0)
+                    probe._pre_step(opt, (), {})
+                    probe._post_step(opt, (), {})
+                times[name].append((time.thread_time() - c0) / (WINDOW * 5))
+    print(f"The probe's hooks called directly, {rounds} interleaved rounds of {WINDOW * 5} "
+          f"steps; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    for name, ts in times.items():
+        print(f"  [{name}] {statistics.median(ts[2:]) * 1e6:.1f} us CPU a step (median; "
+              f"fastest round {min(ts) * 1e6:.1f} us)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--child", action="store_true")
     p.add_argument("--alternate", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--processes", action="store_true", help="A/B of whole runs")
+    p.add_argument("--hooks", action="store_true",
+                   help="also the probe's hooks alone, called directly (no torch step)")
     p.add_argument("--rounds", type=int, default=5, help="with --processes")
     p.add_argument("--steps", type=int, default=None, help="default 4000 (600 with --processes)")
     p.add_argument("--width", type=int, default=128)
@@ -223,6 +268,8 @@ def main() -> None:
         tmp = Path(d)
         sides = {f"probe {BEFORE}": old_probe(tmp), "probe now": REPO / "core" / "probe" / "inject"}
         (processes if args.processes else alternating)(sides, args, tmp)
+        if args.hooks:
+            hooks_direct(sides, 60)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from pathlib import Path
 from types import ModuleType
 
 from portside.core.probe import probe_dir
@@ -65,3 +66,34 @@ def test_xla_norm_stride_follows_the_median_not_one_slow_sample() -> None:
     assert p._xla_norm_stride([10 * slow] * 3, 10, 10) == p.NORM_MAX_STRIDE
     # and it shrinks back to the floor when the cost falls
     assert p._xla_norm_stride([slow, cheap, cheap, cheap, slow], 10, 26) == 10
+
+
+def test_written_lines_are_json_dumps_and_sealed_as_seal_line(tmp_path: Path) -> None:
+    """The probe's own encoder (a C encoder made once) and its HMAC (keyed once, copied per
+    line) write what json.dumps and core/run/seal.py's seal_line would."""
+    from portside.core.run import seal
+
+    p = load()
+    probe = p.Probe(str(tmp_path / "probe.jsonl"), 0)
+    probe.rank, probe.rank_known = 0, True
+    key = seal.new_key()
+    probe.seal = key.encode()
+
+    class Odd:  # an object json cannot encode: written as str(), as default=str does
+        def __str__(self) -> str:
+            return "odd \u00e9"
+
+    recs = [
+        {"type": "step", "t": 1796170319.8086743, "loss": p._num(float("nan")),
+         "lr": [0.1, 1e-300], "grad_norm": None, "ok": True, "text": 'quote " \\ \n'},
+        {"type": "facts", "versions": {"torch": "2.13"}, "dtype": Odd(), "argv": ["a", "b"]},
+    ]
+    probe._write_locked([dict(r) for r in recs])
+    probe._write_locked([dict(recs[0])])  # seq goes on across flushes
+    lines = (tmp_path / "probe.jsonl").read_text().splitlines()
+    want = [dict(recs[0]), dict(recs[1]), dict(recs[0])]
+    for i, (line, rec) in enumerate(zip(lines, want, strict=True)):
+        body = json.dumps(rec, default=str, allow_nan=False)
+        assert line == seal.seal_line(key, f'{body[:-1]}, "seq": {i}}}')
+        raw, why = seal.check_line(key.encode(), line.encode())
+        assert why == "" and json.loads(raw)["seq"] == i
