@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 
 
+@pytest.mark.slow  # the whole demo with its real runs
 def test_demo_headless_auto_catches_the_clipping_change(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
     res = subprocess.run([PY, "-m", "portside.cli", "demo", "--headless", "--policy", "auto",
@@ -44,6 +45,7 @@ def test_demo_headless_auto_catches_the_clipping_change(tmp_path: Path) -> None:
     assert out.stdout.startswith("session,")
 
 
+@pytest.mark.slow  # the whole demo with its real runs
 def test_demo_port_with_clipping_kept_passes(tmp_path: Path) -> None:
     """The recording's alternative edit (what a reviewer's rejection leads to) is a correct port:
     the defaults must raise no error alarm on it, on XLA:CPU when available, else on the CPU."""

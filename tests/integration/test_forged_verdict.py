@@ -62,6 +62,7 @@ def _agent(tmp: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # a whole session with real runs, sandboxed and not
 @pytest.mark.parametrize("sandbox", ["sandboxed", "unsandboxed"])
 def test_forged_evidence_fails_under_policy_auto(tmp_path: Path, sandbox: str) -> None:
     import subprocess
@@ -120,6 +121,7 @@ except SystemExit:
 '''
 
 
+@pytest.mark.slow  # a whole session with real runs under the sandbox
 def test_a_planted_interpreter_never_runs_on_the_host(tmp_path: Path) -> None:
     """Issue 24 item 1 through the real CLI: the candidate plants src/python3 and names it in
     its own #! line; the next run's sandbox builder ran it as root on the host (before)."""

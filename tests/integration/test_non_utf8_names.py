@@ -24,6 +24,7 @@ BAD = b"\xff\xfebad.py"
 MAKE_BAD = f"open({BAD!r}, 'wb').write(b'x = 1\\n')\n"
 
 
+@pytest.mark.slow  # a whole session with real runs
 def test_a_session_whose_candidate_makes_a_non_utf8_name_ends_normally(tmp_path: Path) -> None:
     project = tmp_path / "proj"
     project.mkdir()

@@ -127,6 +127,7 @@ def _runner_parts(tmp: Path) -> tuple[Verifier, MemorySink]:
     return verifier, sink
 
 
+@pytest.mark.slow  # a real sshd killed mid-run
 def test_sshd_killed_mid_run_is_connection_lost_and_leaves_nothing(tmp_path: Path,
                                                                    project: Path) -> None:
     server = _start_sshd(tmp_path / "sshd")
@@ -451,6 +452,7 @@ def test_host_lost_between_runs_is_an_outcome(tmp_path: Path, sshd: LoopbackSSHD
     assert report.outcome == "failed-error"
 
 
+@pytest.mark.slow  # two real sshd hosts and a torchrun across them
 def test_two_host_slice_is_one_run_with_both_hosts_ranks(tmp_path: Path, sshd: LoopbackSSHD,
                                                          project: Path) -> None:
     other = _start_sshd(tmp_path / "sshd2")

@@ -79,6 +79,7 @@ def _agent_of(training: int) -> int:
     return agent.pid
 
 
+@pytest.mark.slow  # a real sshd, a dropped link and the timeouts that detect it
 @pytest.mark.parametrize("how", ["killed", "frozen"])
 def test_dropped_link_under_a_hung_candidate_ends_verify_and_the_remote_job(
         tmp_path: Path, how: str) -> None:
@@ -168,6 +169,7 @@ def test_a_base_folder_portside_made_goes_and_one_that_existed_stays(tmp_path: P
         server.kill()
 
 
+@pytest.mark.slow  # a real sshd gone silent and the timeouts that detect it
 def test_a_host_gone_silent_under_a_chatty_run_still_stops_it(tmp_path: Path) -> None:
     """The whole sshd frozen (listener too: portside cannot reach the host again) under a run
     that prints and steps nonstop: the agent's own watchdog must end the run, although its

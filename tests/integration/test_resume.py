@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from doubles import MemorySink
 
 from portside.core.log import events as ev
@@ -52,6 +53,7 @@ def _wait_for(db: Path, sid: str, pidfile: Path, proc: subprocess.Popen[str]) ->
     raise AssertionError("the session never reached its candidate run")
 
 
+@pytest.mark.slow  # a real session killed mid-run, then resumed
 def test_killed_session_resumes_and_loses_nothing(tmp_path: Path) -> None:
     project = tmp_path / "tiny-project"
     project.mkdir()
@@ -340,6 +342,7 @@ def test_an_aborted_reference_never_vouches_for_a_candidate(tmp_path: Path) -> N
     assert engine.ledger.valid_references() == []
 
 
+@pytest.mark.slow  # whole sessions with real runs
 async def test_a_candidate_without_a_valid_reference_cannot_pass(tmp_path: Path) -> None:
     """No reference that finished `passed` → `reference-failed` on the candidate, never a pass."""
     from portside.core.log.bus import EventBus

@@ -159,6 +159,7 @@ def test_hostile_candidate_leaves_project_git_and_home_untouched(tmp_path: Path,
     assert refs and refs[0]["outcome"] == "passed" and (refs[0]["steps"] or 0) > 0
 
 
+@pytest.mark.slow  # real sessions with and without the sandbox
 def test_auto_is_refused_without_a_sandbox_unless_asked(tmp_path: Path) -> None:
     home, project = _setup(tmp_path)
     gone = {"PORTSIDE_BWRAP": str(tmp_path / "no-such-bwrap")}  # as on a machine without it

@@ -267,6 +267,7 @@ dist.destroy_process_group()
 """
 
 
+@pytest.mark.slow  # torchrun with two ranks and loader workers
 @needs_bwrap
 def test_torchrun_gloo_with_dataloader_workers_trains_in_the_sandbox(tmp_path: Path) -> None:
     ws = tmp_path / "ws"

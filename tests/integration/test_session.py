@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from treehash import tree_hash
 
 from portside.store import Store
@@ -30,6 +31,7 @@ def _script(tmp: Path, lines: list[dict]) -> Path:
     return path
 
 
+@pytest.mark.slow  # a whole session with real training runs
 def test_clipping_change_claimed_as_success_fails_the_session(tmp_path: Path) -> None:
     project = _project(tmp_path)
     before = tree_hash(project)

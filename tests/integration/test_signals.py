@@ -89,6 +89,7 @@ def test_signal_ends_the_session_and_kills_the_runs(tmp_path: Path, sig: int) ->
 TINY = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "trainers" / "train_tiny.py"
 
 
+@pytest.mark.slow  # a real session signalled mid-run, then resumed
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_session_ended_by_a_signal_resumes(tmp_path: Path, sig: int) -> None:
     """Issue 24 item 11: a reboot's SIGTERM (or a closed terminal's SIGHUP) ends the session as

@@ -63,12 +63,14 @@ def _errors(report: RunReport) -> set[str]:
     return {a.kind for a in report.alarms if a.is_error}
 
 
+@pytest.mark.slow  # real reference and candidate training runs
 def test_correct_port_with_another_seed_passes(harness: _Harness) -> None:
     report = harness.candidate("--seed 7")
     assert _errors(report) == set(), report.alarms
     assert report.outcome == "passed"
 
 
+@pytest.mark.slow  # real training runs, long enough to fold
 def test_runs_are_folded_not_held(harness: _Harness) -> None:
     # The verifier folds each record as it comes; the runner keeps no dicts (a day-long run's
     # would not fit). What the checks saw equals a rebuild from what the probe wrote.
@@ -104,6 +106,7 @@ def test_runs_are_folded_not_held(harness: _Harness) -> None:
         ("--sleep-at 5 --sleep 120", "stalled", "failed-timeout"),
     ],
 )
+@pytest.mark.slow  # one real session per planted failure, one waits out a stall
 def test_each_failure_raises_its_alarm(harness: _Harness, flags: str, kind: str,
                                        outcome: str) -> None:
     report = harness.candidate(flags)

@@ -71,6 +71,7 @@ def test_no_clip_probe_computes_norm(probe_run: ProbeRun) -> None:
         assert rec["grad_norm"] == pytest.approx(float(norm64), rel=1e-6)
 
 
+@pytest.mark.slow  # several real training runs
 def test_seed_offset(probe_run: ProbeRun, tmp_path: Path) -> None:
     offsets = (1, 1, 0)
     procs = [  # concurrently: three torch imports in a row are slow here
@@ -174,6 +175,7 @@ def test_module_cli(tmp_path: Path) -> None:
     assert_matches(proc.stdout, read_records(out), "clip")
 
 
+@pytest.mark.slow  # a training run that spawns a worker process
 def test_spawned_worker_writes_its_own_file(probe_run: ProbeRun, tmp_path: Path) -> None:
     proc, out = probe_run("spawn_train.py")
     pids = [int(line.split()[1]) for line in proc.stdout.splitlines() if line.startswith("TRAINED")]

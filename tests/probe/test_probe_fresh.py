@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ._util import SCRIPTS, ground_truth, read_records, steps_of
 
 
@@ -19,6 +21,7 @@ def _cli(out: Path, steps: int, cwd: Path) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+@pytest.mark.slow  # two real training runs
 def test_second_run_starts_the_file_anew(tmp_path: Path) -> None:
     out = tmp_path / "run.jsonl"
     _cli(out, 3, tmp_path)

@@ -36,6 +36,7 @@ def test_clip_by_value_is_recorded(probe_run: ProbeRun) -> None:
     assert all(r["clip_value"] == 0.05 and r["max_norm"] is None for r in steps)
 
 
+@pytest.mark.slow  # a real LBFGS run
 def test_lbfgs_counts_one_step_per_optimizer_step(probe_run: ProbeRun) -> None:
     proc, out = probe_run(str(CORPUS / "lbfgs.py"), "--steps", "12", "--max-iter", "4")
     steps = steps_of(read_records(out))
@@ -45,6 +46,7 @@ def test_lbfgs_counts_one_step_per_optimizer_step(probe_run: ProbeRun) -> None:
     assert all(r["source"] == "optimizer" for r in steps)
 
 
+@pytest.mark.slow  # a real accumulation run
 def test_accumulation_sums_micro_batch_losses_and_counts_backward(probe_run: ProbeRun) -> None:
     proc, out = probe_run(str(CORPUS / "accum_amp.py"), "--gt", "--epochs", "2")
     steps = steps_of(read_records(out))
@@ -58,6 +60,7 @@ def test_accumulation_sums_micro_batch_losses_and_counts_backward(probe_run: Pro
     assert [r["batch"] for r in steps[:3]] == [4, 8, 12]
 
 
+@pytest.mark.slow  # a real GradScaler run
 def test_scaler_skips_are_counted(probe_run: ProbeRun) -> None:
     proc, out = probe_run(str(CORPUS / "accum_amp.py"), "--gt", "--epochs", "1", "--accum", "1",
                           "--batch", "32", "--scaler", "--dtype", "float16",

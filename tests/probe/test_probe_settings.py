@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from portside.core.checks import RunRecords, check_optimizer
 from portside.core.log.criteria import parse_criteria
 from portside.core.probe._probe import WATCH_EVERY
@@ -55,6 +57,7 @@ def _optimizer_alarms(ref: Path, cand: Path) -> list:
     return check_optimizer(refs, RunRecords.from_records(read_records(cand)), crit)
 
 
+@pytest.mark.slow  # a real run whose settings change mid-run
 def test_a_setting_changed_mid_run_is_seen_and_named_with_its_step(probe_run: ProbeRun,
                                                                    tmp_path: Path) -> None:
     # The script sets momentum 0.9 -> 0.5 before step 23 and adds weight decay before step 41;
@@ -86,6 +89,7 @@ def test_a_setting_changed_mid_run_is_seen_and_named_with_its_step(probe_run: Pr
     assert f"momentum from step {mom['step']} 0.9 vs reference 0.5" in b.title, b.title
 
 
+@pytest.mark.slow  # a real run whose optimizer is swapped mid-run
 def test_an_optimizer_swapped_mid_run_is_named_with_its_step(probe_run: ProbeRun,
                                                              tmp_path: Path) -> None:
     _, ref = probe_run("settings_midrun.py", "--steps", "40", out=tmp_path / "ref.jsonl")
