@@ -35,10 +35,17 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _sigint_as_at_a_terminal() -> None:
+    # A suite started in the background (`make test &`) passes SIGINT on ignored, and Python
+    # then never raises KeyboardInterrupt: the Ctrl-C rows would wait out their timeout.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _cli(tmp: Path, *args: str, **kw: Any) -> subprocess.Popen[str]:
     return subprocess.Popen([PY, "-m", "portside.cli", "--db", str(tmp / "p.db"), *args],
                             cwd=tmp, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_as_at_a_terminal, **kw)
 
 
 def _exit(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str]:

@@ -26,13 +26,17 @@ HOLD_S = 2.0  # each run lasts at least this long, so that runs at once surely o
 
 
 def _command(marks: Path) -> str:
-    stamp = f"{sys.executable} -S -c 'import time; print(time.time())' >> {marks}"
+    # One file a stamp, named by the time: two runs appending to one file at once ran their
+    # numbers together once ('…5972721796200878.597274').
+    stamp = (f"{sys.executable} -S -c 'import sys, time; "
+             f"open(sys.argv[1] + \"/\" + repr(time.time()), \"x\").close()' {marks}")
     return (f"{stamp} && {sys.executable} -S {TRAINER} 200 1 0 1000000 1 && "
             f"sleep {HOLD_S} && {stamp}")
 
 
 def _verify(tmp: Path, parallel: int) -> tuple[Verifier, MemorySink, list[float]]:
     marks = tmp / f"marks{parallel}"
+    marks.mkdir()
     sink = MemorySink()
     crit = parse_criteria(f"[hosts]\nparallel = {parallel}\n", "c.toml")
     verifier = Verifier(EventBus(sink), "par-test", crit, "cpu", tmp / f"probe{parallel}",
@@ -41,7 +45,7 @@ def _verify(tmp: Path, parallel: int) -> tuple[Verifier, MemorySink, list[float]
     assert [r.outcome for r in reports] == ["passed", "passed"], [r.alarms for r in reports]
     assert [r.attempt for r in reports] == [1, 2]
     assert [r.records.n for r in reports] == [200, 200]  # each fold got its own run's records
-    stamps = sorted(float(x) for x in marks.read_text().split())
+    stamps = sorted(float(p.name) for p in marks.iterdir())
     assert len(stamps) == 4  # two starts, two ends, by the runs' own clocks
     return verifier, sink, stamps
 
