@@ -323,6 +323,11 @@ def migrate(conn: sqlite3.Connection, path: str | Path = "") -> int:
     for target in range(version, len(MIGRATIONS)):
         conn.execute("BEGIN IMMEDIATE")
         try:
+            # Another process opening the same new file (`study status` beside `study run`)
+            # may have migrated while this one waited for the write lock: read it again here.
+            if conn.execute("PRAGMA user_version").fetchone()[0] > target:
+                conn.execute("COMMIT")
+                continue
             MIGRATIONS[target](db)
             conn.execute(f"PRAGMA user_version = {target + 1}")
             conn.execute("COMMIT")
