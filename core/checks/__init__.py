@@ -29,16 +29,12 @@ from .alarms import (
 from .batch import check_lr_batch, drift_criteria, global_batch
 from .clipping import check_clipping, clip_share
 from .data import check_data
+from .drift import check_drift
 from .evidence import check_evidence
+from .goal import check_goal
+from .lr import check_lr
 from .memory import check_memory
-from .numeric import (
-    check_drift,
-    check_goal,
-    check_lr,
-    check_nonfinite,
-    check_slow,
-    steady_step_s,
-)
+from .nonfinite import check_nonfinite
 from .optimizer import check_optimizer
 from .precision import check_precision
 from .progress import check_step_count
@@ -53,6 +49,7 @@ from .runtime import (
     device_facts,
     validate_target,
 )
+from .slow import check_slow, steady_step_s
 
 __all__ = [
     "KINDS", "SEVERITIES", "TARGETS", "Alarm", "Finding", "RunEnd", "RunRecords",

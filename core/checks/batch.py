@@ -28,7 +28,7 @@ import numpy as np
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
-from .numeric import check_lr
+from .lr import check_lr
 from .records import RunRecords
 
 BATCH_RTOL = 0.02  # medians of whole batches: only a real change moves them

@@ -17,9 +17,9 @@ from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm, sort_alarms
 from .memory import check_memory
-from .numeric import slow_alarm, steady_step_s
 from .records import RunRecords
 from .runtime import check_end, check_fallback, check_recompilation
+from .slow import slow_alarm, steady_step_s
 
 
 def check_larger(candidate: RunRecords, larger: RunRecords, criteria: Criteria) -> list[Alarm]:

@@ -20,9 +20,9 @@ import numpy as np
 from . import carry
 from .alarms import Alarm
 from .batch import batch_ratio
-from .numeric import common_steps
 from .progress import align
 from .records import RunRecords
+from .series import common_steps
 from .steps import common_where, index_of
 
 PARAM_RTOL = 1e-5  # float noise of a float64 sum over identical float32 parameters is ~0

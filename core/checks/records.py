@@ -73,7 +73,7 @@ class RunRecords:
     ranks: dict[int, RunRecords] = field(default_factory=dict)  # per rank, when > 1 stepped
     rank_facts: dict[int, dict[str, Any]] = field(default_factory=dict)
     evidence: Evidence = field(default_factory=Evidence)  # portside's own records (evidence.py)
-    # Memo of derived series for the checks (see numeric._cached); not part of the data.
+    # Memo of derived series for the checks (see drift._cached); not part of the data.
     _cache: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
 
     @property

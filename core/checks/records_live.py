@@ -209,8 +209,8 @@ class _Series:
         self.nf_grad = cell("nf_grad", np.array(False))
         self.extra: dict[str, _Cell] = {}
         self.all_finite: dict[str, bool] = {}  # RunRecords.has, carried: every row so far
-        # Derived facts the checks carry from pass to pass (core/checks/carry.py, numeric
-        # .smoothed, check_drift): valid because rows are only ever appended.
+        # Derived facts the checks carry from pass to pass (core/checks/carry.py, series
+        # .smoothed, drift.check_drift): valid because rows are only ever appended.
         self.memo: dict[Any, Any] = {}
 
     def add(self, recs: list[Mapping[str, Any]]) -> None:

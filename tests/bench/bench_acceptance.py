@@ -25,7 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from portside.core.checks.numeric import check_drift, check_goal
+from portside.core.checks.drift import check_drift
+from portside.core.checks.goal import check_goal
 from portside.core.log.bus import EventBus
 from portside.core.log.criteria import parse_criteria
 from portside.core.session.verify import RunReport, Verifier

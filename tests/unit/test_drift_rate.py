@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from portside.core.checks import RunRecords
+from portside.core.checks.drift import check_drift
 from portside.core.checks.drift_rate import chi2_ppf, max_tail, normal_ppf, threshold
-from portside.core.checks.numeric import check_drift
 from portside.core.log.criteria import parse_criteria
 
 

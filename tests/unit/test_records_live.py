@@ -22,9 +22,9 @@ from tiers import examples
 
 from portside.core.checks import RunEnd, RunRecords, jsonable, run_checks
 from portside.core.checks.clipping import rank_norm_spread
-from portside.core.checks.numeric import rolling_mean, smoothed
 from portside.core.checks.records import EXTRA
 from portside.core.checks.records_live import LiveRecords
+from portside.core.checks.series import rolling_mean, smoothed
 from portside.core.checks.steps import index_of, intersect
 from portside.core.log.criteria import DEFAULT_CRITERIA
 
@@ -377,9 +377,11 @@ def facts_of(c: RunRecords, refs: list[RunRecords]) -> str:
 
     def clip_config(r: RunRecords) -> dict:  # rank_spread: added when an alarm is built
         return {k: v for k, v in config(r).items() if k != "rank_spread"}
-    from portside.core.checks.numeric import _gap, _lr_by_step, steady_step_s
+    from portside.core.checks.drift import _gap
+    from portside.core.checks.lr import _lr_by_step
     from portside.core.checks.progress import steps_per_epoch
     from portside.core.checks.ranks import _rank_divergence, norm_ratio
+    from portside.core.checks.slow import steady_step_s
     out: list = [div_text(_rank_divergence(c)), rank_norm_spread(c), c.steps_increasing(), {k: x.steps_increasing() for k, x in c.ranks.items()},
                  steps_per_epoch(c), steps_per_epoch(c, attempted=True), clip_config(c),
                  {k: clip_config(x) for k, x in c.ranks.items()},
@@ -516,9 +518,10 @@ def test_a_counter_reset_on_the_first_rank_keeps_the_ranks_aligned() -> None:
 
 
 def defined_facts(c: RunRecords, refs: list[RunRecords]) -> str:
-    from portside.core.checks.numeric import LR_RTOL, _lr_evidence, common_steps
+    from portside.core.checks.lr import LR_RTOL, _lr_evidence
     from portside.core.checks.progress import align, has_progress
     from portside.core.checks.ranks import AVG_EARLY
+    from portside.core.checks.series import common_steps
 
     def increasing(x: RunRecords) -> bool:
         return x.steps.size < 2 or bool((x.steps[1:] > x.steps[:-1]).all())

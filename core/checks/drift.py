@@ -1,0 +1,312 @@
+"""numeric-drift: the candidate's loss and grad-norm series against the references' envelope
+(the fixed one, or the band calibrated to `acceptance.drift_alpha`: drift_rate.py), aligned by
+step or by training progress; memoised per run so live passes stay cheap."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from portside.core.log.criteria import Criteria
+
+from . import carry, drift_rate
+from .alarms import Alarm
+from .progress import align, steps_per_epoch
+from .records import RunRecords
+from .series import common_steps, downsample, rolling_mean, smoothed, step_noise, true_runs
+
+
+def _cached(r: RunRecords, key: tuple, make: Any) -> np.ndarray:
+    """Per-run memo of derived full-length series. Records are treated as immutable once built;
+    references are re-checked on every live call, so this makes their cost a one-off."""
+    val = r._cache.get(key)
+    if val is None:
+        val = r._cache[key] = make()
+    return val
+
+
+def _envelope(refs: list[RunRecords], sel: list[slice | np.ndarray], name: str, smooth: int,
+              noise_w: int, gap: int = 1) -> tuple[np.ndarray, ...] | None:
+    """Min, max, mean and variance (ddof 1) over references of the smoothed series at the
+    common steps, and their mean step noise σ (zeros when noise_w is 0); None when no
+    reference reports the series. Smoothing is causal, so a run's full smoothed series cut at
+    the common steps equals the smoothing of the cut series."""
+    m = _sel_len(sel[0], refs[0])
+    lo = np.full(m, np.nan)
+    hi = np.full(m, np.nan)
+    sigma = np.zeros(m)
+    rows = np.empty((len(refs), m))
+    for i, (r, s) in enumerate(zip(refs, sel, strict=True)):
+        sm = _cached(r, ("smooth", name, smooth), lambda r=r: rolling_mean(r.series(name), smooth))[s]
+        rows[i] = sm
+        np.fmin(lo, sm, out=lo)  # fmin/fmax skip NaN (a reference missing a step)
+        np.fmax(hi, sm, out=hi)
+        if noise_w:
+            sigma += _cached(r, ("noise", name, noise_w, gap),
+                             lambda r=r: _sparse_noise(r.series(name), noise_w, gap))[s]
+    if np.isnan(lo).all():
+        return None
+    with np.errstate(invalid="ignore"):
+        mean = rows.mean(axis=0)
+        var = rows.var(axis=0, ddof=1) if len(refs) > 1 else np.full(m, np.nan)
+    return lo, hi, sigma / len(refs), mean, var
+
+
+def _calibration(refs: list[RunRecords], dc: Any, how: _How,
+                 alpha: float) -> drift_rate.Calibration | None:
+    """drift_rate.calibrate over the references' own common steps (they are complete: the
+    same for every pass of a live candidate), memoised with the references it was made of."""
+    key = ("drift_cal", how.name, dc.smooth, how.gap, how.noise_w, alpha, len(refs))
+    got = refs[0]._cache.get(key)
+    if got is not None and len(got[0]) == len(refs) and all(
+            a is b for a, b in zip(got[0], refs, strict=True)):
+        return got[1]
+    g = how.gap
+    _, sel = common_steps(refs)
+    env = _envelope(refs, sel, how.name, dc.smooth * g, how.noise_w, g)
+    cal = None
+    if env is not None:
+        rows = np.stack([_cached(r, ("smooth", how.name, dc.smooth * g), lambda: None)[s]
+                         for r, s in zip(refs, sel, strict=True)])
+        n_at = np.arange(1, rows.shape[1] + 1)
+        noise = env[2] / np.sqrt(np.clip(n_at / g, 1, dc.smooth))
+        cal = drift_rate.calibrate(rows, noise, dc.smooth, g, alpha)
+    refs[0]._cache[key] = (list(refs), cal)
+    return cal
+
+
+def sample_gap(runs: list[RunRecords], name: str) -> int:
+    """The widest typical spacing, in records, between a series' values over these runs: 1 when
+    every step has one. The probe thins its own gradient norm on cheap steps (every k-th step
+    on the CPU, every 10th or more on torch_xla), and a 10-step mean over a series with a value
+    every 50 steps is mostly empty, which would blind the drift check to it."""
+    gap = 1
+    for r in runs:
+        gap = max(gap, _gap(r, name))
+    return gap
+
+
+def _gap(r: RunRecords, name: str) -> int:
+    def make() -> int:
+        st = carry.folded(r, ("gap", name), lambda: {"last": -1, "fin": 0, "diffs": {}},
+                          lambda st, src, a, b: _gap_rows(st, src.series(name), a, b))
+        if st["fin"] == r.n:  # a value at every step: the gap is 1 without the median
+            return 1
+        if st["diffs"] is carry.OFF:  # many distinct spacings: the median of them all
+            at = np.flatnonzero(np.isfinite(r.series(name)))
+            return int(np.median(np.diff(at))) if at.size >= 2 else 1
+        return int(carry.hist_median(st["diffs"])) if st["fin"] >= 2 else 1
+
+    # memoised: references are asked on every live pass; a live run's spacings are carried
+    return max(int(_cached(r, ("gap", name), make)), 1)
+
+
+_GAPS_MAX = 256  # distinct spacings a carried histogram keeps
+
+
+def _gap_rows(st: dict[str, Any], x: np.ndarray, a: int, b: int) -> dict[str, Any]:
+    """Spacings between finite values over rows a..b-1, counted (a histogram)."""
+    at = np.flatnonzero(np.isfinite(x[a:b])) + a
+    out = {"last": st["last"], "fin": st["fin"] + int(at.size), "diffs": st["diffs"]}
+    if not at.size:
+        return out
+    if out["diffs"] is not carry.OFF:
+        d = np.diff(at) if st["last"] < 0 else np.diff(np.concatenate(([st["last"]], at)))
+        if d.size:
+            hist = carry.counted(st["diffs"], d)
+            out["diffs"] = hist if len(hist) <= _GAPS_MAX else carry.OFF
+    out["last"] = int(at[-1])
+    return out
+
+
+def _sparse_noise(x: np.ndarray, w: int, gap: int) -> np.ndarray:
+    """step_noise over the values a sparse series has, held until the next value: the noise
+    between samples, not between steps that mostly have none."""
+    if gap <= 1:
+        return step_noise(x, w)
+    at = np.flatnonzero(np.isfinite(x))
+    out = np.zeros_like(x)
+    if at.size < 2:
+        return out
+    vals = step_noise(x[at], w)  # w counted in samples here
+    held = np.searchsorted(at, np.arange(x.size), side="right") - 1
+    ok = held >= 0
+    out[ok] = vals[held[ok]]
+    return out
+
+
+def _sel_len(s: slice | np.ndarray, r: RunRecords) -> int:
+    return len(range(*s.indices(r.n))) if isinstance(s, slice) else int(s.size)
+
+
+def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
+    """Smoothed candidate series outside the reference envelope. With `acceptance.drift_alpha`
+    and two references or more (drift_rate.py): the band around the references' mean
+    calibrated to that false-alarm rate over the whole run (at least [min, max] widened by
+    rtol·max(|lo|, |hi|) + atol), one sample outside is the alarm. Else the fixed envelope,
+    for `window` consecutive common steps: [min, max] over references of the same smoothing,
+    widened by rtol·max(|lo|, |hi|) + atol + noise_z·σ, where σ is the references' step noise
+    divided by √(points in the smoothing window)."""
+    if not refs or cand.n == 0:
+        return []
+    dc = criteria.drift
+    al = align(cand, refs, common_steps)
+    steps, idx = al.steps, al.sel
+    if steps.size < dc.window:
+        return []
+    noise_w = max(4 * dc.smooth, 20)
+    # drift_rate.py: the rate split over the series judged; two references at least
+    alpha = criteria.acceptance.drift_alpha / len(dc.series) if len(refs) >= 2 else 0.0
+    c_smooth = _progress_smooth(cand, refs, dc.smooth) if al.mode == "progress" else dc.smooth
+    memo: dict[Any, Any] | None = cand._cache.get(("live",))
+    if memo is None:
+        memo = {}  # not a live snapshot: nothing is carried
+    k = steps.size
+    # A live run judged by step (every selector the prefix 0..k-1): each point's verdict is
+    # fixed once its step is in every run, so a pass need only look at the new points and the
+    # `window` before them for a long excursion; the full evidence is built when there is one.
+    tail = ("live",) in cand._cache and al.mode == "step" and all(
+        isinstance(s, slice) and s.start in (0, None) for s in idx)
+    alarms = []
+    for name in dc.series:
+        # A thinned series is smoothed over `smooth` of its values, not steps, and must stay
+        # out for a few of its values: the same test, counted in samples.
+        gap = sample_gap([cand, *refs], name)
+        window = dc.window if gap == 1 else max(dc.window, 2 * gap)
+        how = _How(name, c_smooth, gap, window, noise_w)
+        if alpha and _calibration(refs, dc, replace(how, alpha=alpha), alpha) is not None:
+            # The calibrated band is a max-statistic: one sample outside it is the alarm.
+            how = replace(how, window=gap, alpha=alpha)
+        key = ("drift", dc.rtol, dc.atol, dc.smooth, dc.noise_z, how)
+        seen = memo.get(key) if tail else None
+        if seen is not None and seen[1] == tuple(map(id, refs)) and seen[0] <= k:
+            a = max(0, seen[0] - window)
+            if not _long_excursion(refs, cand, dc, how, a, k):
+                memo[key] = (k, seen[1], refs)  # refs kept: their ids stay theirs
+                continue
+        found = _drift_alarm(refs, cand, dc, how, al)
+        if found is None:
+            if tail:
+                memo[key] = (k, tuple(map(id, refs)), refs)
+            continue
+        alarms.append(found)
+    return alarms
+
+
+@dataclass(frozen=True)
+class _How:
+    """How one series is judged: its name, the candidate's smoothing, the sample gap, the
+    window (in steps), the noise window and the calibrated band's alpha (0: fixed rule)."""
+    name: str
+    c_smooth: int
+    gap: int
+    window: int
+    noise_w: int
+    alpha: float = 0.0
+
+
+def _excess(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
+            sel_c: slice | np.ndarray, sel_r: list[slice | np.ndarray], n_at: np.ndarray,
+            ) -> tuple[Any, ...] | None:
+    """Smoothed candidate, widened envelope (lo, hi), raw hi and the excess over it at the
+    selected points; n_at: each point's position in the compared series (from 1). With
+    `how.alpha` (drift_rate.py) the envelope is also at least the calibrated band; its
+    Calibration comes last (None: the fixed envelope alone). None when one side does not
+    report the series."""
+    g = how.gap
+    cal = _calibration(refs, dc, how, how.alpha) if how.alpha else None
+    noise_w = how.noise_w if (dc.noise_z or cal is not None) else 0
+    c_s = smoothed(cand, how.name, how.c_smooth * g)[sel_c]
+    env = _envelope(refs, sel_r, how.name, dc.smooth * g, noise_w, g)
+    if env is None or not np.isfinite(c_s).any():
+        return None
+    lo, hi, sigma, mean, var = env
+    widen = dc.rtol * np.maximum(np.abs(lo), np.abs(hi)) + dc.atol
+    n_eff = np.clip(n_at / g, 1, dc.smooth)
+    if cal is None and dc.noise_z:
+        widen = widen + dc.noise_z * sigma / np.sqrt(n_eff)
+    elo, ehi = lo - widen, hi + widen
+    if cal is not None:
+        # The references' pooled spread: their own (the same for every pass) where the
+        # selection is a prefix of their steps, else pooled over the selected points.
+        spread2 = (cal.spread2[sel_r[0]] if all(isinstance(s, slice) for s in sel_r)
+                   else drift_rate.pooled(var, dc.smooth * g))
+        half = cal.u * cal.sd(spread2, (sigma / np.sqrt(n_eff)) ** 2) \
+            * math.sqrt(1 + 1 / len(refs))
+        np.fmin(elo, mean - half, out=elo)
+        np.fmax(ehi, mean + half, out=ehi)
+    with np.errstate(invalid="ignore"):
+        excess = np.maximum(c_s - ehi, elo - c_s)  # > 0 outside; NaN where unknown
+    return c_s, elo, ehi, hi, excess, cal
+
+
+def _long_excursion(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How, a: int,
+                    k: int) -> bool:
+    """`window` consecutive points outside among points a..k-1 (the same values as the
+    whole series has there: smoothing is causal, the envelope is per point)."""
+    got = _excess(refs, cand, dc, how, slice(a, k), [slice(a, k)] * len(refs),
+                  np.arange(a + 1, k + 1))
+    if got is None:
+        return False  # nothing to compare here: nothing outside here
+    starts, ends = true_runs(got[4] > 0)
+    return bool(((ends - starts) >= how.window).any())
+
+
+def _drift_alarm(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
+                 al: Any) -> Alarm | None:
+    """The drift alarm of one series over the whole aligned series, or None."""
+    steps, idx = al.steps, al.sel
+    name, window, gap = how.name, how.window, how.gap
+    got = _excess(refs, cand, dc, how, idx[0], idx[1:], np.arange(1, steps.size + 1))
+    if got is None:
+        return None  # the series is not reported by one side
+    c_s, elo, ehi, hi, excess, cal = got
+    starts, ends = true_runs(excess > 0)
+    long = (ends - starts) >= window
+    if not long.any():
+        return None
+    s0, e0 = starts[long], ends[long]
+    first = int(s0[0])
+    # Worst point over the qualifying runs, relative to the envelope's scale.
+    in_long = np.zeros(steps.size, bool)
+    for a, b in zip(s0, e0, strict=True):
+        in_long[a:b] = True
+    scale = np.maximum(np.abs(ehi - elo), np.abs(hi)) + dc.atol
+    rel = np.where(in_long, excess / scale, -np.inf)
+    worst = int(np.argmax(rel))
+    direction = "above" if c_s[first] > ehi[first] else "below"
+    return Alarm(
+        "numeric-drift", "error",
+        f"{name} leaves the reference envelope from step {int(steps[first])} "
+        f"({direction}, {int(in_long.sum())} steps out)",
+        {
+            "series": name, "first_step": int(steps[first]),
+            "alarm_step": int(steps[first + window - 1]),
+            "worst_step": int(steps[worst]), "direction": direction,
+            "steps_out": int(in_long.sum()), "window": window, "smooth": dc.smooth * gap,
+            "sample_gap": gap,
+            "value_first": float(c_s[first]), "envelope_first": [float(elo[first]), float(ehi[first])],
+            "value_worst": float(c_s[worst]), "envelope_worst": [float(elo[worst]), float(ehi[worst])],
+            "reference_runs": len(refs), "aligned_by": al.mode,
+            "rate": (cal.evidence(len(refs), len(dc.series)) if cal is not None else
+                     {"rule": "fixed envelope (rtol, atol, noise_z, window): no rate stated",
+                      "alpha": None}),
+            "spark": {"steps": downsample(steps), "candidate": downsample(c_s),
+                      "lo": downsample(elo), "hi": downsample(ehi)},
+        },
+        key=f"numeric-drift:{name}")
+
+
+def _progress_smooth(cand: RunRecords, refs: list[RunRecords], smooth: int) -> int:
+    """The candidate's smoothing window over the same span of training as the references'
+    `smooth` steps: with half the steps per epoch (a doubled global batch) a 10-step mean
+    would cover twice the progress and lag behind a falling loss."""
+    c, r = steps_per_epoch(cand), steps_per_epoch(refs[0])
+    done = [e for e in c if e in r and e != max(c) and e != max(r)] or [e for e in c if e in r]
+    if not done:
+        return smooth
+    e = done[0]
+    return max(1, round(smooth * c[e] / max(r[e], 1)))
