@@ -42,10 +42,16 @@ def _sigint_as_at_a_terminal() -> None:
 
 
 def _cli(tmp: Path, *args: str, **kw: Any) -> subprocess.Popen[str]:
+    theirs = kw.pop("preexec_fn", None)  # e.g. a file-size limit for the recording-failed rows
+
+    def before_exec() -> None:
+        _sigint_as_at_a_terminal()
+        if theirs is not None:
+            theirs()
+
     return subprocess.Popen([PY, "-m", "portside.cli", "--db", str(tmp / "p.db"), *args],
                             cwd=tmp, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_sigint_as_at_a_terminal, **kw)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=before_exec, **kw)
 
 
 def _exit(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str]:
