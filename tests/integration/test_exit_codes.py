@@ -106,7 +106,9 @@ def _attach(tmp: Path, hooks: tuple[str, ...], *args: str, signal_at_run: int = 
     project = tmp / "proj"
     project.mkdir()
     shutil.copy(TINY, project / "train.py")
-    proc = _cli(tmp, "attach", str(project), "--reference", TRAIN, "--reference-runs", "1",
+    # The project's own copy: the sandbox hides /tmp, where a checkout may lie (a CI clone).
+    proc = _cli(tmp, "attach", str(project), "--reference", f"{PY} train.py --steps 30",
+                "--reference-runs", "1",
                 "--headless", *args, **kw)
     assert proc.stderr is not None
     err: list[str] = []
