@@ -32,6 +32,7 @@ import numpy as np
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .goal import goal_values
 from .records import RunRecords
 
 POWER = 0.8
@@ -138,13 +139,11 @@ def goal_test(ref_vals: list[float], c: float, direction: str, alpha: float) -> 
 
 def check_goal_stat(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
     """goal-regression by the test (module doc), and too-few-references when underpowered."""
+    got = goal_values(refs, cand, criteria)
+    if got is None:
+        return []
+    ref_vals, c = got
     g = criteria.goal
-    if not g.metric:
-        return []
-    ref_vals = [v for r in refs if (v := r.last_metric(g.metric)) is not None and math.isfinite(v)]
-    c = cand.last_metric(g.metric)
-    if not ref_vals or c is None:
-        return []
     alpha = criteria.acceptance.alpha
     test = goal_test(ref_vals, c, g.direction, alpha)
     mean, spread = test["mean"], float(max(ref_vals) - min(ref_vals))

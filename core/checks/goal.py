@@ -13,16 +13,28 @@ from .alarms import Alarm
 from .records import RunRecords
 
 
-def check_goal(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
-    """Last goal value worse than the reference mean by more than the tolerance (the larger of
-    `tolerance` and `rtol`·|mean|) and more than the references' spread (max − min)."""
+def goal_values(refs: list[RunRecords], cand: RunRecords, criteria: Criteria
+                ) -> tuple[list[float], float] | None:
+    """The references' finite last goal values and the candidate's last one; None when the
+    criteria name no goal metric or either side has no value (both goal rules start here)."""
     g = criteria.goal
     if not g.metric:
-        return []
+        return None
     ref_vals = [v for r in refs if (v := r.last_metric(g.metric)) is not None and math.isfinite(v)]
     c = cand.last_metric(g.metric)
     if not ref_vals or c is None:
+        return None
+    return ref_vals, c
+
+
+def check_goal(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
+    """Last goal value worse than the reference mean by more than the tolerance (the larger of
+    `tolerance` and `rtol`·|mean|) and more than the references' spread (max − min)."""
+    got = goal_values(refs, cand, criteria)
+    if got is None:
         return []
+    ref_vals, c = got
+    g = criteria.goal
     mean = float(np.mean(ref_vals))
     spread = float(max(ref_vals) - min(ref_vals))
     tol = max(g.tolerance, g.rtol * abs(mean))
