@@ -35,6 +35,7 @@ import anthropic
 
 from portside.core.log import events as ev
 from portside.core.log.costs import PriceTable, default_prices, token_cost
+from portside.core.safety.secrets import map_text
 
 from . import tools
 from .base import AgentAPIError, AgentHost, AgentStopped
@@ -455,7 +456,7 @@ class ClaudeAgent:
                 if isinstance(value, str):
                     setattr(event, field, self._scrub(value))
             if isinstance(event, ev.AgentToolCall):
-                event.input = _scrub_tree(event.input, self._scrub)
+                event.input = map_text(event.input, self._scrub)
         host.publish(event)
 
 
@@ -566,11 +567,3 @@ def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def _scrub_tree(value: Any, scrub: Callable[[str], str]) -> Any:
-    if isinstance(value, str):
-        return scrub(value)
-    if isinstance(value, dict):
-        return {k: _scrub_tree(v, scrub) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub_tree(v, scrub) for v in value]
-    return value
