@@ -68,8 +68,10 @@ def test_claude_code_edit_approved_in_a_real_terminal(tmp_path: Path) -> None:
         _tmux("set-option", "-t", session, "window-size", "manual")
         _tmux("resize-window", "-t", session, "-x", "120", "-y", "40")
         try:
-            screen = _wait_for("ported by claude code", session, timeout=180)
-            assert "edit 1 " in screen and "train.py" in screen and "a approve" in screen
+            # The agent's own stream can name the new line before the card is drawn: wait
+            # for the whole card (title, file, key hint) in one screen.
+            _wait_for(("ported by claude code", "edit 1 ", "train.py", "a approve"), session,
+                      timeout=180)
             sid = sqlite3.connect(db).execute("SELECT session_id FROM sessions").fetchone()[0]
             ws = tmp_path / "work" / sid / "workspaces" / sid / "tree" / "train.py"
             assert OLD in ws.read_text() and NEW not in ws.read_text()  # shown before written
@@ -81,8 +83,8 @@ def test_claude_code_edit_approved_in_a_real_terminal(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline, "the approved edit never reached the file"
                 time.sleep(0.2)
             # The Bash call: a command card, numbered apart from the edits.
-            screen = _wait_for("command 1 ", session, timeout=60)
-            assert "ls -la" in screen and "edit 1 of 2" not in screen
+            screen = _wait_for(("command 1 ", "ls -la"), session, timeout=60)
+            assert "edit 1 of 2" not in screen
             _tmux("send-keys", "-t", session, "q")
             time.sleep(2)
         finally:
