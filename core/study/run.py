@@ -74,10 +74,10 @@ class StudyRun:
         self._sending = threading.Lock()  # the relay answers in threads: one line at a time
         self._stopping = False
         asks = [t.task_id for t in manifest.tasks if t.policy == "ask"]
-        if asks and not engine.reviewable:
+        if asks and not engine.reviewable:  # both shipped engines are; another may not be
             raise ValueError(f"tasks {', '.join(asks)} wait for a reviewer (policy = \"ask\"); "
                              f"the {engine.name} engine cannot carry decisions to its workers: "
-                             "use --engine local")
+                             "use --engine local or ray")
 
     def run(self) -> list[TaskResult]:
         relay = None
