@@ -15,6 +15,7 @@ written by its one writer, with the reviewer's name; seqs gap-free.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -25,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -81,21 +83,21 @@ def engine(request: pytest.FixtureRequest) -> Iterator[list[str]]:
         cluster.close()
 
 
-def test_reviewer_decides_a_waiting_task_while_the_study_goes_on(tmp_path: Path,
-                                                                 engine: list[str]) -> None:
-    from portside.cli.study_review import Follower, review_relay
-    from portside.core.study.review_relay import RelayError, send_decision
-    from portside.store.queries import Store
+OLD = 'p.add_argument("--log-every", type=int, default=1)'
 
-    old = 'p.add_argument("--log-every", type=int, default=1)'
-    assert old in (TINY / "train.py").read_text()
-    script = tmp_path / "agent.jsonl"
+
+def _start(tmp: Path, engine: list[str], verified: bool = True
+           ) -> tuple[Path, Path, subprocess.Popen]:  # type: ignore[type-arg]
+    """A `study run` of the asking task (one edit, then a claim) and, with ``verified``, a
+    verification; returned once it has made its database (`status` must not race that)."""
+    assert OLD in (TINY / "train.py").read_text()
+    script = tmp / "agent.jsonl"
     script.write_text("\n".join(json.dumps(x) for x in [
-        {"edit": {"path": "train.py", "old": old, "new": old.replace("default=1", "default=5"),
+        {"edit": {"path": "train.py", "old": OLD, "new": OLD.replace("default=1", "default=5"),
                   "rationale": "log every 5th step"}},
         {"claim": "ported: only the logging changed"},
     ]) + "\n")
-    study = tmp_path / "study.toml"
+    study = tmp / "study.toml"
     study.write_text(f"""\
 [study]
 name = "review"
@@ -108,22 +110,50 @@ reference_runs = 1
 name = "asked"
 agent = "scripted:{script}"
 policy = "ask"
-[[project]]
+""" + ("""[[project]]
 name = "verified"
 candidate = "python train.py --steps 20"
-""")
-    db = tmp_path / "s.db"
+""" if verified else ""))
+    db = tmp / "s.db"
     head = subprocess.Popen([sys.executable, "-m", "portside.cli", "study", "run", str(study),
                              "--db", str(db), "--parallel", "2", *engine], env=ray_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ray's "\tINFO ..." lines of connecting come before the study's own first line.
+    assert head.stderr is not None
+    said: list[str] = []
+    while not any(" tasks, engine " in line for line in said):
+        said.append(head.stderr.readline())
+        if not said[-1]:
+            head.kill()
+            raise AssertionError(f"study run ended before it started: {''.join(said)}")
+    return study, db, head
+
+
+def _rows(db: Path) -> dict[str, list[tuple[int, str, dict]]]:
+    """Each session's events from the database (checked sound, gap-free), in seq order."""
+    conn = sqlite3.connect(db)
     try:
-        # Its first own line comes once it has made the database (`status` must not race
-        # that); Ray's "\tINFO ..." lines of connecting come before it.
-        assert head.stderr is not None
-        said = []
-        while not any("2 tasks" in line for line in said):
-            said.append(head.stderr.readline())
-            assert said[-1], f"study run ended before it started: {''.join(said)}"
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rows = conn.execute("SELECT session_id, seq, kind, body FROM events ORDER BY session_id, "
+                            "seq").fetchall()
+    finally:
+        conn.close()
+    by: dict[str, list[tuple[int, str, dict]]] = {}
+    for s, seq, kind, body in rows:
+        by.setdefault(s, []).append((seq, kind, json.loads(body)))
+    for s, evs in by.items():
+        assert [seq for seq, _, _ in evs] == list(range(1, len(evs) + 1)), s
+    return by
+
+
+def test_reviewer_decides_a_waiting_task_while_the_study_goes_on(tmp_path: Path,
+                                                                 engine: list[str]) -> None:
+    from portside.cli.study_review import Follower, review_relay
+    from portside.core.study.review_relay import RelayError, send_decision
+    from portside.store.queries import Store
+
+    study, db, head = _start(tmp_path, engine)
+    try:
         # The asked task waits for its edit's decision while the verification finishes.
         _until("the edit waiting and the verification done", head, lambda: (
             lambda s: s.get("asked", {}).get("state") == "waiting for a reviewer"
@@ -163,18 +193,7 @@ candidate = "python train.py --steps 20"
             head.wait()
     assert head.returncode == 0, err
 
-    conn = sqlite3.connect(db)
-    try:
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        rows = conn.execute("SELECT session_id, seq, kind, body FROM events ORDER BY session_id, "
-                            "seq").fetchall()
-    finally:
-        conn.close()
-    by: dict[str, list[tuple[int, str, dict]]] = {}
-    for s, seq, kind, body in rows:
-        by.setdefault(s, []).append((seq, kind, json.loads(body)))
-    for s, evs in by.items():
-        assert [seq for seq, _, _ in evs] == list(range(1, len(evs) + 1)), s  # gap-free
+    by = _rows(db)
     asked = by[sid]
     (other,) = [v for k, v in by.items() if k != sid]
     # Where the worker ran: a Ray node (the Ray task gives the worker its node's id) or here.
@@ -194,3 +213,69 @@ candidate = "python train.py --steps 20"
     other_end = [b for _, k, b in other if k == "session.ended"][-1]
     assert other_end["verdict"] == "pass"
     assert other_end["ts"] < inter[0]["decided_at"]
+
+
+def _mailboxes(cluster: LocalRayCluster) -> list[psutil.Process]:
+    """The mailbox actors' processes of this cluster only (others may run one here)."""
+    found = []
+    for p in psutil.Process(cluster.head.pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "ray::Mailbox" in " ".join(p.cmdline()):
+                found.append(p)
+    return found
+
+
+def test_a_lost_mailbox_ends_the_phase_and_the_next_one_takes_the_decision(
+        tmp_path: Path) -> None:
+    """Ray: the mailbox of a phase whose edit waits is SIGKILLed. The phase must end as lost
+    (not hang), run again from the log with a new mailbox, and the decision then go through."""
+    pytest.importorskip("ray")
+    from portside.cli.study_review import Follower, review_relay
+    from portside.store.queries import Store
+
+    cluster = LocalRayCluster(ray_env())
+    try:
+        study, db, head = _start(tmp_path, ["--engine", "ray", "--address", cluster.address],
+                                 verified=False)
+        try:
+            _until("the edit waiting", head, lambda: _status(study, db).get(
+                "asked", {}).get("state") == "waiting for a reviewer")
+            (mailbox,) = _mailboxes(cluster)
+            mailbox.kill()
+            _until("the phase run again", head, lambda: any(
+                k == "session.state" and b["state"] == "study-retry"
+                for evs in _rows(db).values() for _, k, b in evs))
+            _until("the edit waiting again", head, lambda: _status(study, db).get(
+                "asked", {}).get("state") == "waiting for a reviewer")
+            assert len(_mailboxes(cluster)) == 1  # a new one (the lost phase's is gone)
+            store = Store(db)
+            try:
+                sid = _status(study, db)["asked"]["session_id"]
+                relay = review_relay(store, sid)
+                assert relay is not None
+                f = Follower(store, sid, relay)
+                f.gate.reviewer = "rita"
+                f.gate.approve(f.gate.pending_edits()[0].item_id, "after the mailbox was lost")
+                _until("the claim waiting", head, lambda: (f.catch_up(),
+                                                           f.gate.pending_claim())[1] is not None)
+                f.gate.verdict("pass", "logging only")
+            finally:
+                store.close()
+            _, err = head.communicate(timeout=DEADLINE_S)
+        finally:
+            if head.poll() is None:
+                head.kill()
+                head.wait()
+    finally:
+        cluster.close()
+    assert head.returncode == 0, err
+    (asked,) = _rows(db).values()
+    retries = [b["detail"] for _, k, b in asked if k == "session.state"
+               and b["state"] == "study-retry"]
+    assert len(retries) == 1 and "reviewer mailbox was lost" in retries[0], retries
+    inter = [(b["action"], b["reviewer"]) for _, k, b in asked if k == "intervention"]
+    assert inter == [("approve", "rita"), ("verdict", "rita")]
+    kinds = [k for _, k, _ in asked]
+    assert kinds.count("edit.applied") == 1
+    end = [b for _, k, b in asked if k == "session.ended"][-1]
+    assert (end["verdict"], end["reason"]) == ("pass", "reviewer: logging only")
