@@ -103,7 +103,8 @@ def _phase_task(job: dict[str, Any], mailbox: Any = None) -> Iterator[list[bytes
     log = Path(tempfile.gettempdir()) / "portside-study" / f"{job['session_id']}-{job['phase']}.log"
     worker = WorkerProcess(job, log, env={"PORTSIDE_STUDY_NODE": node})
     # Ray reuses its worker processes: the thread must end with the phase, not with them.
-    stop, lost = threading.Event(), []
+    stop = threading.Event()
+    lost: list[str] = []  # why the mailbox was lost: the phase's WorkerLost says it
     if mailbox is not None:
         threading.Thread(target=_carry, args=(mailbox, worker, stop, lost), daemon=True,
                          name="study-mailbox").start()
