@@ -25,7 +25,7 @@ from portside.core.session.resume import final_end
 
 from .engines import Engine, WorkerLost
 from .manifest import Manifest, Task
-from .review_relay import RelayError, ReviewRelay, relay_file
+from .review_relay import CARD_ACTIONS, RelayError, ReviewRelay, relay_file
 
 MAX_TRIES = 3
 
@@ -102,7 +102,8 @@ class StudyRun:
         if request["action"] == "verdict":
             if not any(a.kind == "claim" for a in waiting):
                 raise RelayError("no claim is waiting for a verdict")
-        elif request.get("target") not in {a.item_id for a in waiting if a.kind == "edit"}:
+        elif request["action"] in CARD_ACTIONS and request.get("target") not in {
+                a.item_id for a in waiting if a.kind == "edit"}:
             raise RelayError(f"{request.get('target')!r} is not waiting for a decision")
         try:
             with self._sending:

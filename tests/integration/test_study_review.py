@@ -279,3 +279,85 @@ def test_a_lost_mailbox_ends_the_phase_and_the_next_one_takes_the_decision(
     assert kinds.count("edit.applied") == 1
     end = [b for _, k, b in asked if k == "session.ended"][-1]
     assert (end["verdict"], end["reason"]) == ("pass", "reviewer: logging only")
+
+
+async def _keys(app: Any, *keys: str, then: Any = None, dialog: type | None = None) -> None:
+    """Keys on the review screen at 120x40; with ``dialog``, ``then(screen)`` fills it."""
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press(*keys)
+        if dialog is not None:
+            deadline = time.monotonic() + 60
+            while not isinstance(app.screen, dialog):
+                assert time.monotonic() < deadline, f"no {dialog.__name__} opened"
+                await pilot.pause(0.05)
+            await then(pilot, app.screen)
+        await pilot.pause()
+        await pilot.press("q")
+
+
+def test_message_pause_and_edit_from_a_study_review(tmp_path: Path) -> None:
+    """`m`, space and `e` on a study session's review screen (local engine): each is recorded
+    by the worker's own gate, under the reviewer's name, and the reviewer's edit is the text
+    the session's copy of the project ends with."""
+    from textual.widgets import TextArea
+
+    from portside.cli.study_review import Follower, review_relay
+    from portside.store.queries import Store
+    from portside.tui.screens.dialogs import EditDialog, TextDialog
+
+    async def message(pilot: Any, screen: Any) -> None:
+        await pilot.press(*"keep-the-loss-logged", "enter")
+
+    async def edit(pilot: Any, screen: Any) -> None:
+        area = screen.query_one(TextArea)
+        assert "default=5" in area.text  # the agent's proposal, to change
+        area.load_text(area.text.replace("default=5", "default=7"))
+        await pilot.press("ctrl+s")
+
+    study, db, head = _start(tmp_path, [], verified=False)
+    try:
+        _until("the edit waiting", head, lambda: _status(study, db).get(
+            "asked", {}).get("state") == "waiting for a reviewer")
+        store = Store(db)
+        try:
+            sid = _status(study, db)["asked"]["session_id"]
+            relay = review_relay(store, sid)
+            assert relay is not None
+
+            def follower() -> Follower:
+                f = Follower(store, sid, relay)
+                f.gate.reviewer = "rita"
+                return f
+
+            asyncio.run(_keys(follower().app(), "m", dialog=TextDialog, then=message))
+            asyncio.run(_keys(follower().app(), "space"))
+            assert follower().gate.paused  # the engine's gate said so, in the log
+            asyncio.run(_keys(follower().app(), "space"))
+            assert not follower().gate.paused
+            asyncio.run(_keys(follower().app(), "e", dialog=EditDialog, then=edit))
+            f = follower()
+            _until("the claim waiting", head, lambda: (f.catch_up(),
+                                                       f.gate.pending_claim())[1] is not None)
+            f.gate.verdict("pass", "logging only")
+        finally:
+            store.close()
+        _, err = head.communicate(timeout=DEADLINE_S)
+    finally:
+        if head.poll() is None:
+            head.kill()
+            head.wait()
+    assert head.returncode == 0, err
+    (asked,) = _rows(db).values()
+    inter = [(b["action"], b["reviewer"]) for _, k, b in asked if k == "intervention"]
+    assert inter == [(a, "rita") for a in ("message", "pause", "resume", "edit", "verdict")]
+    (msg,) = [b for _, k, b in asked if k == "intervention" and b["action"] == "message"]
+    assert msg["note"] == "keep-the-loss-logged"
+    states = [b["state"] for _, k, b in asked if k == "session.state"]
+    assert states.index("paused") < len(states) - states[::-1].index("running") - 1
+    (decided,) = [b for _, k, b in asked if k == "edit.decided"]
+    assert decided["decision"] == "edited"
+    # The project's copy the session worked in ends with the reviewer's text, not the agent's.
+    copies = [p.read_text() for p in (tmp_path / "work").rglob("train.py")]
+    assert any(OLD.replace("default=1", "default=7") in c for c in copies), len(copies)
+    assert not any(OLD.replace("default=1", "default=5") in c for c in copies)
