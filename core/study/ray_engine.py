@@ -34,6 +34,7 @@ BATCH_S = 0.05  # how long lines gather before a batch goes back to the head
 TAKE_WAIT_S = 0.5  # how long one take() waits in the mailbox (a line put meanwhile: at once)
 CALL_TIMEOUT_S = 10.0  # for one call to the mailbox to come back (a loaded node is slow)
 MAILBOX_LOST_S = 60.0  # no answer from the mailbox for this long: it, or its node, is lost
+PUT_TIMEOUT_S = 8.0  # under the reviewer's 10 s wait for the relay (review_relay.py): they read why
 
 
 class Mailbox:
@@ -182,10 +183,12 @@ class RayStream:
             raise WorkerLost(f"{self.where}: this phase takes no reviewer's decisions (its "
                              "task's policy is not \"ask\")")
         try:
-            ray.get(self._mailbox.put.remote(line), timeout=CALL_TIMEOUT_S)
+            ray.get(self._mailbox.put.remote(line), timeout=PUT_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
-            raise WorkerLost(f"{self.where}: its mailbox did not take the line within "
-                             f"{CALL_TIMEOUT_S:.0f} s") from None
+            # The put may still land (a mailbox still starting): deciding again is safe, as
+            # a card that no longer waits refuses a second decision.
+            raise WorkerLost(f"{self.where}: its mailbox did not take the decision within "
+                             f"{PUT_TIMEOUT_S:.0f} s (it may yet); try again") from None
         except ray.exceptions.RayError as exc:
             raise WorkerLost(f"{self.where}: its mailbox is lost ({type(exc).__name__})"
                              ) from None

@@ -247,7 +247,9 @@ def test_a_lost_mailbox_ends_the_phase_and_the_next_one_takes_the_decision(
                 for evs in _rows(db).values() for _, k, b in evs))
             _until("the edit waiting again", head, lambda: _status(study, db).get(
                 "asked", {}).get("state") == "waiting for a reviewer")
-            assert len(_mailboxes(cluster)) == 1  # a new one (the lost phase's is gone)
+            # The phase run again has a mailbox of its own (its actor starts as the phase does).
+            _until("the new phase's mailbox", head, lambda: len(_mailboxes(cluster)) == 1)
+            assert mailbox.pid not in {p.pid for p in _mailboxes(cluster)}
             store = Store(db)
             try:
                 sid = _status(study, db)["asked"]["session_id"]
