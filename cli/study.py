@@ -98,7 +98,8 @@ def run_cmd(ctx: click.Context, manifest: Path, engine: str, address: str | None
 @click.pass_context
 def review_cmd(ctx: click.Context, session: str, db: Path | None) -> None:
     """Open a study's running SESSION (id or prefix) live and decide its cards (a approve,
-    r reject with a reason, v verdict) while the rest of the study goes on."""
+    r reject with a reason, e edit, v verdict; m message, space pause) while the rest of the
+    study goes on."""
     from .options import resolve_session
     from .study_review import review_relay, review_session
 

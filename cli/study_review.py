@@ -62,9 +62,9 @@ class Follower:
         # Its ends: an interrupted one (resumed by the next `study run`) is not the end.
         self._ends = [e for e in self.history if isinstance(e, ev.SessionEnded)]
 
-    def _recorded(self, target: str, since: int) -> ev.Intervention | None:
+    def _recorded(self, action: str, target: str, since: int) -> ev.Intervention | None:
         for e in self.store.events(self.session_id, since + 1, kinds=["intervention"]):
-            if isinstance(e, ev.Intervention) and e.target_id == target:
+            if isinstance(e, ev.Intervention) and (e.action, e.target_id) == (action, target):
                 return e
         return None
 

@@ -21,12 +21,12 @@ from portside.core.session.review import GateError, Pending, ReviewGate
 from .review_relay import RelayError
 
 DECIDED_WAIT_S = 15.0  # for the intervention to come back through the head's writer
-NOT_HERE = ("from a study session's review: approve (a), reject (r) and the verdict (v); "
-            "the rest is the engine's own")
+NOT_HERE = ("from a study session's review: approve (a), reject (r), edit (e), message (m), "
+            "pause (space) and the verdict (v); the rest is the engine's own")
 
 Send = Callable[[dict[str, Any]], None]
-# (target id, since seq) -> the intervention answering it once it is committed, else None
-Recorded = Callable[[str, int], ev.Intervention | None]
+# (action, target id, since seq) -> the intervention once it is committed, else None
+Recorded = Callable[[str, str, int], ev.Intervention | None]
 
 
 class RemoteGate(ReviewGate):
@@ -41,6 +41,8 @@ class RemoteGate(ReviewGate):
 
     def _learn(self, e: ev.Event) -> None:
         self._last_seq = max(self._last_seq, e.seq)
+        if isinstance(e, ev.SessionState) and e.state in ("paused", "running"):
+            self.paused = e.state == "paused"  # the engine's gate says so when it pauses
         self._fold.apply(e)
         items = self._fold.items
         for item_id in [k for k in self.pending if k not in items]:
@@ -50,19 +52,20 @@ class RemoteGate(ReviewGate):
                 self.pending[a.item_id] = Pending(a.item_id, a.kind, a.answers, a.created_at,
                                                   path=a.path)
 
-    def _decide(self, item: Pending | None, action: str, note: str,
-                verdict: str = "") -> ev.Intervention:
+    def _decide(self, item: Pending | None, action: str, note: str, verdict: str = "",
+                started: float | None = None, **more: str) -> ev.Intervention:
         target = item.item_id if item is not None else ""
         since = self._last_seq
+        shown = (item.shown_at or item.created_at) if item else (started or time.time())
         try:
             self._send({"session": self.session_id, "action": action, "target": target,
                         "note": note, "verdict": verdict, "reviewer": self.reviewer,
-                        "shown_at": (item.shown_at or item.created_at) if item else 0.0})
+                        "shown_at": shown, **more})
         except RelayError as exc:
             raise GateError(str(exc)) from None
         deadline = time.monotonic() + DECIDED_WAIT_S
         while time.monotonic() < deadline:
-            rec = self._recorded(target, since)
+            rec = self._recorded(action, target, since)
             if rec is not None:
                 return rec
             time.sleep(0.05)
@@ -83,10 +86,24 @@ class RemoteGate(ReviewGate):
             raise GateError("no claim is waiting for a verdict")
         return self._decide(claim, "verdict", note, verdict=str(verdict))
 
+    def edit(self, edit_id: str | None, after: str, note: str = "") -> ev.Intervention:
+        return self._decide(self._edit_item(edit_id), "edit", note, after=after)
+
+    def message(self, text: str, started: float | None = None) -> ev.Intervention:
+        if not text.strip():
+            raise GateError("an empty message is not sent")
+        return self._decide(None, "message", text, started=started)
+
+    def pause(self, started: float | None = None) -> ev.Intervention:
+        return self._decide(None, "pause", "", started=started)
+
+    def resume(self, started: float | None = None) -> ev.Intervention:
+        return self._decide(None, "resume", "", started=started)
+
     def _not_here(self, *args: Any, **kwargs: Any) -> ev.Intervention:
         raise GateError(NOT_HERE)
 
-    edit = message = pause = resume = toggle_pause = acknowledge = override = _not_here
+    acknowledge = override = _not_here
     rerun = abort = note = _not_here
 
     def localize(self, alarm_id: str | None) -> str:

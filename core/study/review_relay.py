@@ -21,7 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ACTIONS = ("approve", "reject", "verdict")
+# An edit's decisions, the claim's verdict, and the steering that answers no card.
+ACTIONS = ("approve", "reject", "edit", "verdict", "message", "pause", "resume")
+CARD_ACTIONS = ("approve", "reject", "edit")  # these answer an edit waiting now
 MAX_LINE = 64 * 1024
 
 
@@ -39,13 +41,17 @@ def check_request(req: Any) -> dict[str, Any]:
         raise RelayError("a request is a JSON object")
     if req.get("action") not in ACTIONS:
         raise RelayError(f"action {req.get('action')!r}: expected one of {', '.join(ACTIONS)}")
-    for key in ("session", "target", "note", "reviewer"):
+    for key in ("session", "target", "note", "reviewer", "after"):
         if not isinstance(req.get(key, ""), str):
             raise RelayError(f"{key}: expected a string")
     if not isinstance(req.get("shown_at", 0.0), int | float):
         raise RelayError("shown_at: expected a time (epoch seconds)")
     if req["action"] == "verdict" and req.get("verdict") not in ("pass", "fail"):
         raise RelayError(f"verdict {req.get('verdict')!r}: expected pass or fail")
+    if req["action"] == "edit" and "after" not in req:
+        raise RelayError("an edit needs its text (after)")
+    if req["action"] == "message" and not req.get("note", "").strip():
+        raise RelayError("an empty message is not sent")
     return req
 
 

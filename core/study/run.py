@@ -25,7 +25,7 @@ from portside.core.session.resume import final_end
 
 from .engines import Engine, WorkerLost
 from .manifest import Manifest, Task
-from .review_relay import RelayError, ReviewRelay, relay_file
+from .review_relay import CARD_ACTIONS, RelayError, ReviewRelay, relay_file
 
 MAX_TRIES = 3
 
@@ -74,10 +74,10 @@ class StudyRun:
         self._sending = threading.Lock()  # the relay answers in threads: one line at a time
         self._stopping = False
         asks = [t.task_id for t in manifest.tasks if t.policy == "ask"]
-        if asks and not engine.reviewable:
+        if asks and not engine.reviewable:  # both shipped engines are; another may not be
             raise ValueError(f"tasks {', '.join(asks)} wait for a reviewer (policy = \"ask\"); "
                              f"the {engine.name} engine cannot carry decisions to its workers: "
-                             "use --engine local")
+                             "use --engine local or ray")
 
     def run(self) -> list[TaskResult]:
         relay = None
@@ -102,7 +102,8 @@ class StudyRun:
         if request["action"] == "verdict":
             if not any(a.kind == "claim" for a in waiting):
                 raise RelayError("no claim is waiting for a verdict")
-        elif request.get("target") not in {a.item_id for a in waiting if a.kind == "edit"}:
+        elif request["action"] in CARD_ACTIONS and request.get("target") not in {
+                a.item_id for a in waiting if a.kind == "edit"}:
             raise RelayError(f"{request.get('target')!r} is not waiting for a decision")
         try:
             with self._sending:

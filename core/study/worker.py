@@ -205,10 +205,19 @@ def _review(engine: Any, line: bytes) -> None:
         target, note = req.get("target", ""), req.get("note", "")
         if req.get("shown_at") and target:
             gate.shown(target, at=float(req["shown_at"]))
+        started = float(req.get("shown_at") or 0.0) or None
         if req["action"] == "approve":
             gate.approve(target, note)
         elif req["action"] == "reject":
             gate.reject(target, note)
+        elif req["action"] == "edit":
+            gate.edit(target, req["after"], note)
+        elif req["action"] == "message":
+            gate.message(note, started=started)
+        elif req["action"] == "pause":
+            gate.pause(started)
+        elif req["action"] == "resume":
+            gate.resume(started)
         else:
             claim = gate.pending_claim()
             if claim is not None and req.get("shown_at"):

@@ -32,8 +32,12 @@ def test_relay_passes_checked_decisions_and_refuses_the_rest(tmp_path: Path) -> 
         with pytest.raises(RelayError, match="'gone' is not waiting"):
             send_decision(path, {"session": "S", "action": "approve", "target": "gone"})
         with pytest.raises(RelayError, match="action 'merge': expected one of approve, "
-                                             "reject, verdict"):
+                                             "reject, edit, verdict, message, pause, resume"):
             send_decision(path, {"session": "S", "action": "merge"})
+        with pytest.raises(RelayError, match="an edit needs its text"):
+            send_decision(path, {"session": "S", "action": "edit", "target": "e-1"})
+        with pytest.raises(RelayError, match="an empty message is not sent"):
+            send_decision(path, {"session": "S", "action": "message", "note": "  "})
         with pytest.raises(RelayError, match="verdict 'maybe': expected pass or fail"):
             send_decision(path, {"session": "S", "action": "verdict", "verdict": "maybe"})
         forged = tmp_path / "forged.json"
