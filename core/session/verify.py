@@ -435,7 +435,8 @@ class Verifier:
                         del raised[key]
                         self.bus.publish(ev.AlarmCleared(
                             session_id=self.session_id, alarm_id=alarm_id,
-                            reason=f"not raised against all {len(refs)} valid references"))
+                            reason=f"by all {len(refs)} valid references (raised while only "
+                                   "some were in)"))
                 provisional.clear()
             for alarm in found:
                 if alarm.key not in raised:
