@@ -31,7 +31,7 @@ from portside.core.log.ledger import Ledger
 from portside.core.safety.secrets import redact_command
 from portside.core.session.config import INTERRUPTED, SessionConfig, SessionLocked
 from portside.core.session.review import ReviewGate
-from portside.core.session.verify import RunReport, Verifier
+from portside.core.session.verify import CandidateNotStarted, RunReport, Verifier
 from portside.core.workspace.copy import Workspace, WorkspaceError, git_repo
 
 if TYPE_CHECKING:
@@ -410,6 +410,8 @@ class SessionEngine:
         try:
             if not self._decided_already():
                 await self._verification(cand_cwd)
+        except CandidateNotStarted:
+            pass  # stopped while it waited: no candidate, as when the references ran first
         except BaseException:
             refs.cancel()
             await asyncio.gather(refs, return_exceptions=True)

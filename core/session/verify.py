@@ -112,6 +112,10 @@ def _end(result: RunResult, stall_s: float | None) -> RunEnd:
     )
 
 
+class CandidateNotStarted(Exception):
+    """The candidate waited for a slot beside the references and the session stopped first."""
+
+
 class Verifier:
     """Runs and judges; publishes run.* and alarm.* events on the bus."""
 
@@ -151,11 +155,14 @@ class Verifier:
         self.live_stats = LiveCheckStats()
         # Set when portside itself is ending (a signal): an aborted run was cut off, not judged.
         self.cut_off = ""
+        self.halted = False  # abort() of everything: the session is ending
 
     def abort(self, run_id: str | None = None) -> bool:
-        """Abort that run; without one, every run under way."""
+        """Abort that run; without one, every run under way, and a candidate still waiting
+        for its slot never starts (CandidateNotStarted)."""
         if run_id:
             return self.runner.abort(run_id)
+        self.halted = True
         return any([self.runner.abort(r) for r in sorted(self.active_runs)])
 
     def reference_width(self) -> int:
@@ -376,6 +383,9 @@ class Verifier:
             self._machine("candidate") == self._machine("reference")) else None
         if slots is not None:
             await slots.wait(slots.ask())
+            if self.halted:  # stopped while it waited: as if the references had run first
+                slots.release()
+                raise CandidateNotStarted("the session stopped before the candidate's turn")
         refs = self.valid_references()
         raised: dict[str, Alarm] = {}
         provisional: dict[str, str] = {}  # key -> alarm id: raised before every reference was in

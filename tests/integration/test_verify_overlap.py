@@ -222,3 +222,32 @@ def test_an_alarm_only_the_first_reference_supports_is_cleared(tmp_path: Path) -
     assert sorted(a.key for a in report.alarms) == sorted(a.key for a in after.alarms)
     assert report.outcome == after.outcome == "passed"
     assert not [a for a in fold(events).open_alarms() if a.check == "numeric-drift"]
+
+
+def test_a_stop_while_the_candidate_waits_for_its_slot_starts_no_candidate(tmp_path: Path
+                                                                           ) -> None:
+    """Both slots held by references, the reviewer stops the session: the references are
+    aborted and the queued candidate never starts, as when it waited for every reference."""
+    sink = MemorySink()
+    config = SessionConfig(project=tmp_path, target="cpu", reference_command="sleep 60",
+                           candidate_command="echo candidate", reference_runs=2,
+                           criteria=parse_criteria(PAR, "c.toml"), timeout_s=120,
+                           workdir=tmp_path / "w", mode="verify", policy="auto")
+    engine = SessionEngine(config, sink)
+
+    async def go() -> Any:
+        session = asyncio.ensure_future(engine.run())
+        for _ in range(600):  # both references under way (each has its run.started)
+            if len([e for e in sink.events if isinstance(e, ev.RunStarted)]) == 2:
+                break
+            await asyncio.sleep(0.05)
+        engine.stop("stopped by the reviewer")
+        return await asyncio.wait_for(session, 60)
+
+    result = asyncio.run(go())
+    assert [e.role for e in sink.events if isinstance(e, ev.RunStarted)] == \
+        ["reference", "reference"]
+    assert [e.outcome for e in sink.events if isinstance(e, ev.RunFinished)] == \
+        ["aborted", "aborted"]
+    assert (result.verdict, result.reason, result.candidates) == \
+        ("fail", "stopped by the reviewer", [])
