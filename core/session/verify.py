@@ -2,7 +2,9 @@
 
 Reference runs (seed offsets 0..N-1) measure the natural run-to-run spread; the candidate runs
 with offset 0 and is judged against that envelope while it runs (alarms as soon as they are
-decided) and again at its end. Every attempt gets an outcome as the study counts them.
+decided) and again at its end. It may start while references still run (start_references):
+then it is judged against those that have ended valid, and its end waits for the rest. Every
+attempt gets an outcome as the study counts them.
 """
 
 from __future__ import annotations

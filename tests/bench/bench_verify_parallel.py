@@ -88,7 +88,8 @@ def main() -> None:
                              "time")):
         b = med[side]
         verdict = "met" if b <= 0.75 * a else ("not met" if cores >= 4 else "n/a under 4 cores")
-        print(f"TARGET {what} (4 cores): {b:.1f} s vs {a:.1f} s = {b / a:.2f}x ({verdict})")
+        print(f"TARGET {what} (4 cores): {b:.1f} s vs {a:.1f} s = {b / a:.2f}x ({verdict}, "
+              f"{cores} cores here)")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import pytest
 from portside.core.log import events as ev
 from portside.core.log.criteria import parse_criteria
 from portside.core.log.ledger import fold
+from portside.core.replay.player import Replayer, SequenceSource
+from portside.core.replay.player import fold as replay_fold
 from portside.core.session.config import SessionConfig
 from portside.core.session.engine import SessionEngine
 
@@ -106,6 +108,14 @@ def test_the_candidate_starts_before_the_last_reference_ends(clipped: dict[str, 
     assert early, "no live alarm against the first reference"
     # ... and its verdict came after: its run.finished follows the last reference's.
     assert cand[1].seq > ref2[1].seq
+    # Replay seeks through the interleaved log: at the candidate's start both it and the
+    # second reference are running, the first has ended; at the end, the session's verdict.
+    player = Replayer(SequenceSource(events), snapshot_every=16)
+    then = player.state_at(cand[0].seq)
+    assert then == replay_fold(e for e in events if e.seq <= cand[0].seq)
+    assert {r.role + str(r.attempt): r.outcome for r in then.runs.values()} == \
+        {"reference1": "passed", "reference2": "running", "candidate1": "running"}
+    assert player.state_at(events[-1].seq).verdict == clipped["beside"][0].verdict
     # One after another, the candidate starts after both references ended.
     _, after = clipped["after"]
     runs = _runs(after)
