@@ -159,6 +159,9 @@ class HostsCriteria:
     candidate: str = ""
     # References run at once (1: one after another); on this machine at most one a core.
     parallel: int = 1
+    # The candidate may start while references still run: on another machine than theirs, or
+    # here when `parallel` leaves it a core (false: it waits for every reference).
+    overlap: bool = True
 
 
 @dataclass(frozen=True)
@@ -363,7 +366,8 @@ SCHEMA: dict[str, dict[str, Check]] = {
     "budget": {"max_attempts": _int(0), "max_cost_usd": _num(), "max_human_minutes": _num()},
     "sandbox": {"network": _bool, "secrets": _bool, "max_processes": _int(0),
                 "max_memory_fraction": _fraction, "tmp_size_fraction": _fraction},
-    "hosts": {"reference": _hosts, "candidate": _hosts, "parallel": _int(1)},
+    "hosts": {"reference": _hosts, "candidate": _hosts, "parallel": _int(1),
+              "overlap": _bool},
     "settings": {"allow": _setting_list},
     "acceptance": {"alpha": _alpha, "drift_alpha": lambda v: _alpha(v, zero=True)},
 }

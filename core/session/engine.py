@@ -31,7 +31,7 @@ from portside.core.log.ledger import Ledger
 from portside.core.safety.secrets import redact_command
 from portside.core.session.config import INTERRUPTED, SessionConfig, SessionLocked
 from portside.core.session.review import ReviewGate
-from portside.core.session.verify import RunReport, Verifier
+from portside.core.session.verify import CandidateNotStarted, RunReport, Verifier
 from portside.core.workspace.copy import Workspace, WorkspaceError, git_repo
 
 if TYPE_CHECKING:
@@ -392,27 +392,48 @@ class SessionEngine:
         else:
             self._restore(self.resumed)
 
-    async def _references(self, ref_cwd: Path) -> None:
+    def _start_references(self, ref_cwd: Path) -> asyncio.Task[list[RunReport]]:
         # Resumed: the references already in the log are not run again.
-        await self.verifier.run_references(
+        return self.verifier.start_references(
             max(0, self.config.reference_runs - len(self.verifier.references)),
             self.config.reference_command, ref_cwd, target=self.config.reference_target,
             env=self.config.reference_env, stop=self._decided_already,
         )
+
+    async def _references(self, ref_cwd: Path) -> None:
+        await self._start_references(ref_cwd)
+
+    async def _beside_references(self, ref_cwd: Path, cand_cwd: Path) -> None:
+        """Verification with the candidate started while the references run (the verifier
+        queues it behind them and judges it as they end)."""
+        refs = self._start_references(ref_cwd)
+        try:
+            if not self._decided_already():
+                await self._verification(cand_cwd)
+        except CandidateNotStarted:
+            pass  # stopped while it waited: no candidate, as when the references ran first
+        except BaseException:
+            refs.cancel()
+            await asyncio.gather(refs, return_exceptions=True)
+            raise
+        await refs
 
     async def run(self) -> SessionResult:
         self._begin()
         try:
             await self._scan()
             ref_cwd, cand_cwd = self._prepare_dirs()
-            await self._references(ref_cwd)
-            if self._decided_already():
-                pass
-            elif self.config.agent is not None:
-                if not (self.resumed and self.resumed.agent_done):
-                    await self._agent_session()
+            if self.config.agent is None and self.verifier.candidate_overlaps():
+                await self._beside_references(ref_cwd, cand_cwd)
             else:
-                await self._verification(cand_cwd)
+                await self._references(ref_cwd)
+                if self._decided_already():
+                    pass
+                elif self.config.agent is not None:
+                    if not (self.resumed and self.resumed.agent_done):
+                        await self._agent_session()
+                else:
+                    await self._verification(cand_cwd)
         except asyncio.CancelledError:
             self._stop_reason = self._stop_reason or "cancelled"
             self._end()

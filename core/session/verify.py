@@ -2,7 +2,9 @@
 
 Reference runs (seed offsets 0..N-1) measure the natural run-to-run spread; the candidate runs
 with offset 0 and is judged against that envelope while it runs (alarms as soon as they are
-decided) and again at its end. Every attempt gets an outcome as the study counts them.
+decided) and again at its end. It may start while references still run (start_references):
+then it is judged against those that have ended valid, and its end waits for the rest. Every
+attempt gets an outcome as the study counts them.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from portside.core.log.criteria import Criteria
 from portside.core.log.ledger import ENGINE_KILLED
 from portside.core.run.runner import TAIL_LINES, Executor, OutputPattern, Runner, RunResult, RunSpec
 from portside.core.session.outcome import classify_outcome, summarize_run
+from portside.core.session.run_slots import RunSlots
 
 LIVE_CHECK_S = 1.0
 LIVE_CHECK_IDLE = 19  # seconds idle per second judging: ≤ 5% of a core
@@ -111,6 +114,10 @@ def _end(result: RunResult, stall_s: float | None) -> RunEnd:
     )
 
 
+class CandidateNotStarted(Exception):
+    """The candidate waited for a slot beside the references and the session stopped first."""
+
+
 class Verifier:
     """Runs and judges; publishes run.* and alarm.* events on the bus."""
 
@@ -142,14 +149,22 @@ class Verifier:
         self.active_runs: set[str] = set()  # every run under way (references may overlap)
         self._folders: dict[str, Callable[[list[dict[str, Any]]], None]] = {}  # by run id
         self._refs_started = 0
+        # References started and not yet ended, the slots they share with a candidate started
+        # beside them, and who wants to know when one ends (a candidate being judged).
+        self._refs_pending = 0
+        self._slots: RunSlots | None = None
+        self._on_reference: list[Callable[[], None]] = []
         self.live_stats = LiveCheckStats()
         # Set when portside itself is ending (a signal): an aborted run was cut off, not judged.
         self.cut_off = ""
+        self.halted = False  # abort() of everything: the session is ending
 
     def abort(self, run_id: str | None = None) -> bool:
-        """Abort that run; without one, every run under way."""
+        """Abort that run; without one, every run under way, and a candidate still waiting
+        for its slot never starts (CandidateNotStarted)."""
         if run_id:
             return self.runner.abort(run_id)
+        self.halted = True
         return any([self.runner.abort(r) for r in sorted(self.active_runs)])
 
     def reference_width(self) -> int:
@@ -161,6 +176,18 @@ class Verifier:
             return want
         return max(1, min(want, os.cpu_count() or 1))
 
+    def _machine(self, role: str) -> str:
+        return str(getattr(self.executors.get(role), "label", ""))  # "": this one
+
+    def candidate_overlaps(self) -> bool:
+        """Whether the candidate may start while references still run (`[hosts] overlap`):
+        on another machine than theirs always (its cores are not theirs), on theirs when
+        reference_width() leaves room for more than one run."""
+        if not self.criteria.hosts.overlap:
+            return False
+        return self._machine("candidate") != self._machine("reference") \
+            or self.reference_width() > 1
+
     async def run_references(
         self, count: int, command: str, cwd: Path, *, target: str = "cpu",
         env: dict[str, str] | None = None, stop: Callable[[], bool] | None = None,
@@ -168,20 +195,55 @@ class Verifier:
         """`count` more references, up to reference_width() at once (they are independent:
         each has its own seed offset, folder and fold); `stop` is asked before each starts.
         Returned, and kept in self.references, in attempt order."""
-        width = min(self.reference_width(), max(1, count))
-        gate = asyncio.Semaphore(width)
+        return await self.start_references(count, command, cwd, target=target, env=env,
+                                           stop=stop)
 
-        async def one() -> RunReport | None:
-            async with gate:
-                if stop is not None and stop():
-                    return None
-                return await self.run_reference(command, cwd, target=target, env=env)
+    def start_references(
+        self, count: int, command: str, cwd: Path, *, target: str = "cpu",
+        env: dict[str, str] | None = None, stop: Callable[[], bool] | None = None,
+    ) -> asyncio.Task[list[RunReport]]:
+        """run_references as a task, queued before this returns: a candidate started after
+        it waits behind them for a slot on their machine, and is judged against each valid
+        one as it ends (run_candidate). Call it inside the loop."""
+        slots = RunSlots(self.reference_width())
+        if count:
+            self._slots = slots
+        self._refs_pending += count
+        turns = [slots.ask() for _ in range(count)]  # in attempt order, now
 
-        if width == 1:  # one after another, as before: no tasks to cancel on a stop
-            done = [await one() for _ in range(count)]
-        else:
-            done = list(await asyncio.gather(*(one() for _ in range(count))))
-        return sorted((r for r in done if r is not None), key=lambda r: r.attempt)
+        async def one(turn: asyncio.Future[None]) -> RunReport | None:
+            try:
+                await slots.wait(turn)
+                try:
+                    if stop is not None and stop():
+                        return None
+                    return await self.run_reference(command, cwd, target=target, env=env)
+                finally:
+                    slots.release()
+            finally:
+                self._refs_pending -= 1
+                if not self._refs_pending:
+                    self._slots = None
+                for tell in list(self._on_reference):
+                    tell()
+
+        async def every() -> list[RunReport]:
+            tasks = [asyncio.ensure_future(one(t)) for t in turns]
+            try:
+                done = await asyncio.gather(*tasks)
+            except BaseException:  # one failed, or we were cancelled: none goes on unowned
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+            return sorted((r for r in done if r is not None), key=lambda r: r.attempt)
+
+        return asyncio.ensure_future(every())
+
+    def valid_references(self) -> list[RunRecords]:
+        """The envelope: only references that finished passed with steps (the ledger's valid
+        references): an aborted or engine-killed one must never vouch for a candidate."""
+        return [r.records for r in self.references if r.outcome == "passed" and r.records.n > 0]
 
     def _spec(self, role: ev.Role, attempt: int, command: str, cwd: Path, target: str,
               seed_offset: int, env: dict[str, str] | None) -> RunSpec:
@@ -311,13 +373,31 @@ class Verifier:
     async def run_candidate(
         self, command: str, cwd: Path, *, env: dict[str, str] | None = None
     ) -> RunReport:
+        """Run and judge the candidate. Started while references still run (start_references),
+        it waits behind them for a slot on their machine; its live checks begin with the
+        first valid reference and take in each later one as it ends; its final pass waits
+        for all of them: the verdict is the same function of every valid reference as when
+        they had all ended first. An alarm raised against some of them and not against all
+        is cleared once all are in."""
         n = len(self.candidates) + 1
         spec = self._spec("candidate", n, command, cwd, self.target, 0, env)
-        # Only references that finished passed with steps make the envelope (the ledger's
-        # valid references): an aborted or engine-killed one must never vouch for a candidate.
-        refs = [r.records for r in self.references if r.outcome == "passed" and r.records.n > 0]
+        slots = self._slots if self._refs_pending and (
+            self._machine("candidate") == self._machine("reference")) else None
+        if slots is not None:
+            await slots.wait(slots.ask())
+            if self.halted:  # stopped while it waited: as if the references had run first
+                slots.release()
+                raise CandidateNotStarted("the session stopped before the candidate's turn")
+        refs = self.valid_references()
         raised: dict[str, Alarm] = {}
-        if not refs:
+        provisional: dict[str, str] = {}  # key -> alarm id: raised before every reference was in
+        pending: list[dict[str, Any]] = []  # records not yet folded into `live`
+        live = LiveRecords()
+        stats = self.live_stats = LiveCheckStats()
+        dirty = asyncio.Event()
+        all_in = asyncio.get_running_loop().create_future()
+
+        def no_reference() -> None:
             raised["reference-failed:none"] = Alarm(
                 "reference-failed", "error",
                 "no valid reference run to judge the candidate against",
@@ -325,10 +405,21 @@ class Verifier:
                                  "steps": r.records.n} for r in self.references]},
                 key="reference-failed:none")
             self._raise(raised["reference-failed:none"], spec.run_id)
-        pending: list[dict[str, Any]] = []  # records not yet folded into `live`
-        live = LiveRecords()
-        stats = self.live_stats = LiveCheckStats()
-        dirty = asyncio.Event()
+
+        def reference_ended() -> None:
+            refs[:] = self.valid_references()
+            dirty.set()
+            if not self._refs_pending and not all_in.done():
+                all_in.set_result(None)
+                if not refs:
+                    no_reference()
+
+        if self._refs_pending:
+            self._on_reference.append(reference_ended)
+        else:
+            all_in.set_result(None)
+            if not refs:
+                no_reference()
 
         def on_records(recs: list[dict[str, Any]]) -> None:
             pending.extend(recs)
@@ -342,12 +433,30 @@ class Verifier:
         refresh = EvidenceRefresh()
 
         def judge(records: RunRecords, final: bool) -> None:
+            if not refs and not all_in.done():
+                return  # nothing to judge against yet: the first valid reference starts it
             step = int(records.steps.max()) if records.n else None
             now = time.monotonic()
-            for alarm in run_checks(refs, records, self.criteria, self.target, final):
+            found = run_checks(refs, records, self.criteria, self.target, final)
+            if all_in.done() and provisional:
+                # Every reference is in: what fewer of them raised and all of them do not
+                # was the narrower envelope's, not the candidate's.
+                keep = {a.key for a in found}
+                for key, alarm_id in provisional.items():
+                    if key not in keep:
+                        del raised[key]
+                        self.bus.publish(ev.AlarmCleared(
+                            session_id=self.session_id, alarm_id=alarm_id,
+                            reason=f"by all {len(refs)} valid references (raised while only "
+                                   "some were in)"))
+                provisional.clear()
+            for alarm in found:
                 if alarm.key not in raised:
                     raised[alarm.key] = alarm
-                    refresh.recorded(alarm, self._raise(alarm, spec.run_id), step, now)
+                    alarm_id = self._raise(alarm, spec.run_id)
+                    refresh.recorded(alarm, alarm_id, step, now)
+                    if not all_in.done():
+                        provisional[alarm.key] = alarm_id
                 elif (due := refresh.due(alarm, step, now, final)) is not None:
                     alarm_id, raised[alarm.key] = due
                     self.bus.publish(raised[alarm.key].updated(self.session_id, alarm_id, step))
@@ -360,6 +469,8 @@ class Verifier:
             while True:
                 await dirty.wait()
                 dirty.clear()
+                if not pending and not live.count:
+                    continue  # a reference ended before the candidate's first record
                 t0, c0 = time.perf_counter(), time.thread_time()
                 fold()
                 t1, c1 = time.perf_counter(), time.thread_time()
@@ -383,12 +494,20 @@ class Verifier:
         self.current_run = spec.run_id
         checker = asyncio.create_task(live_checks())
         try:
-            result = await self._run_folding(spec, on_records)
+            try:
+                result = await self._run_folding(spec, on_records)
+            finally:
+                if slots is not None:
+                    slots.release()
+            if result.reason != "aborted":
+                await all_in  # the live checks go on judging the whole run as references end
         finally:
             checker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await checker
             self.current_run = None
+            if reference_ended in self._on_reference:
+                self._on_reference.remove(reference_ended)
         # Every record went through on_records into the fold, which equals a rebuild from them
         # (tests/unit/test_records_live.py).
         fold()
