@@ -61,8 +61,8 @@ def grown(cap: int, need: int) -> int:
 class Buf:
     """An array that grows at its end (see `grown`); `view()` is read-only. With `keep`, only
     the last `keep` values are needed from one extend to the next (a rolling window's running
-    sums): the older ones are dropped when it is full, so it holds O(keep + new), not the run.
-    `a[j]` is value `off + j`."""
+    sums): each extend drops the older ones, so it holds the last keep + the new values, not
+    the run. `a[j]` is value `off + j`."""
 
     def __init__(self, dtype: Any, first: Any = (), keep: int | None = None) -> None:
         self.a = np.zeros(1024, dtype)
@@ -73,16 +73,18 @@ class Buf:
 
     def extend(self, v: np.ndarray) -> None:
         held = self.n - self.off
-        if held + v.size > self.a.size:
-            if self.keep is None:
+        if self.keep is not None:  # the last `keep` and v, nothing more: O(keep + new) a call
+            lo = max(self.off, self.n - self.keep)
+            out = np.empty(self.n - lo + v.size, self.a.dtype)
+            out[: self.n - lo] = self.a[lo - self.off: held]
+            out[self.n - lo:] = v
+            self.a, self.off = out, lo
+        else:
+            if held + v.size > self.a.size:
                 bigger = np.zeros(grown(self.a.size, held + v.size), self.a.dtype)
-            else:
-                lo = max(self.off, self.n - self.keep)
-                bigger = np.zeros(max(1024, 2 * (self.n - lo + v.size)), self.a.dtype)
-                self.a, self.off, held = self.a[lo - self.off:], lo, self.n - lo
-            bigger[:held] = self.a[:held]
-            self.a = bigger  # views handed out keep the old array: they never change
-        self.a[held: held + v.size] = v
+                bigger[:held] = self.a[:held]
+                self.a = bigger  # views handed out keep the old array: they never change
+            self.a[held: held + v.size] = v
         self.n += v.size
 
     def accumulate(self, v: np.ndarray) -> None:
