@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from . import carry
 from . import steps as steps_mod
 from .evidence import Evidence
 from .records import EXTRA, RunEnd, RunRecords, _extra_number, to_float
@@ -93,7 +94,7 @@ class _Col:
             self.a = np.empty((self.cap, *c.shape), c.dtype)
             self.a[:n0] = c
         elif n1 > self.cap:
-            self.cap = max(n1, self.cap + self.cap // 2)  # amortised O(1), less left over
+            self.cap = carry.grown(self.cap, n1)
             grown = np.empty((self.cap, *self.a.shape[1:]), self.a.dtype)
             grown[:n0] = self.a[:n0]
             self.a = grown  # views handed out keep the old array: it is never written again

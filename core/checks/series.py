@@ -80,19 +80,21 @@ def smoothed(r: RunRecords, name: str, w: int) -> np.ndarray:
         # rolling_mean takes another formula once a value is not finite: start again with it
         fast = bool(np.isfinite(x).all())
         st, n0, new = {"n": 0, "fast": fast, "out": carry.Buf(np.float64)}, 0, x
+        # The sums are read back at most w rows before the new ones: only those are kept.
         if not fast:  # as rolling_mean builds them: a leading 0, then the sums
-            st["cs"], st["cn"] = carry.Buf(np.float64, [0.0]), carry.Buf(np.int64, [0])
+            st["cs"] = carry.Buf(np.float64, [0.0], keep=w)
+            st["cn"] = carry.Buf(np.int64, [0], keep=w)
         else:
-            st["cs"] = carry.Buf(np.float64)
+            st["cs"] = carry.Buf(np.float64, keep=w)
     i = np.arange(n0, x.size)
     if fast:
         st["cs"].accumulate(new)
-        cs = st["cs"].a
+        cs, off = st["cs"].a, st["cs"].off  # cs[j] is the sum of the first off + j + 1
         part = np.empty(i.size)
         small = i < w
-        part[small] = cs[i[small]] / (i[small] + 1).astype(np.float64)
+        part[small] = cs[i[small] - off] / (i[small] + 1).astype(np.float64)
         big = i[~small]
-        part[~small] = (cs[big] - cs[big - w]) / w
+        part[~small] = (cs[big - off] - cs[big - w - off]) / w
     else:
         fin = np.isfinite(new)
         if n0 == 0:  # the first sum is the first value itself (0.0 + -0.0 is 0.0)
@@ -101,12 +103,12 @@ def smoothed(r: RunRecords, name: str, w: int) -> np.ndarray:
         else:
             st["cs"].accumulate(np.where(fin, new, 0.0))
             st["cn"].accumulate(fin.astype(np.int64))
-        cs, cn = st["cs"].a, st["cn"].a
+        cs, cn, off, c_off = st["cs"].a, st["cn"].a, st["cs"].off, st["cn"].off
         hi = i + 1
         lo = np.maximum(hi - w, 0)
-        cnt = (cn[hi] - cn[lo]).astype(np.float64)
+        cnt = (cn[hi - c_off] - cn[lo - c_off]).astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
-            part = (cs[hi] - cs[lo]) / cnt
+            part = (cs[hi - off] - cs[lo - off]) / cnt
         part[cnt == 0] = np.nan
     st["out"].extend(part)
     st["n"] = x.size

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from . import carry
+
 
 def increasing(a: np.ndarray) -> bool:
     """Strictly increasing (so sorted and unique)."""
@@ -62,6 +64,6 @@ def arange(n: int) -> np.ndarray:
     series that has them: one copy, not one per rank and pass)."""
     global _ARANGE
     if _ARANGE.size < n:  # views handed out keep the old array
-        _ARANGE = np.arange(max(n, 2 * _ARANGE.size, 1024), dtype=np.int64)
+        _ARANGE = np.arange(carry.grown(_ARANGE.size, n), dtype=np.int64)
         _ARANGE.flags.writeable = False
     return _ARANGE[:n]

@@ -1,7 +1,8 @@
 """A full-size live run through the real path: 1M optimizer steps x 8 ranks, 10M output lines.
 
-By default 100k steps (1M lines) go through the real path and the live pass is timed again at
-1M steps without the runner (see --steps: the runner holds every record dict in memory).
+By default 100k steps (1M lines) go through the real path (minutes) and the live pass is timed
+again at 1M steps without the runner; `--steps 1000000 --compare` runs the full size through the
+real path to the end (the runner keeps no record dicts: the live fold holds the run).
 
 A synthetic trainer (fullsize_trainer.py, a real subprocess) writes the probe's per-rank JSONL
 files and its output lines as fast as it can; the real Runner tails and reads them, the real
@@ -51,9 +52,11 @@ from portside.store import Store
 HERE = Path(__file__).resolve().parent
 TRAINER = HERE / "fullsize_trainer.py"
 PER_EPOCH = 1000  # as the trainer
-# The checks before the live pass carried its facts and the fold stored columns compactly
-# (issue 19): timed side by side with the current ones, on the same records.
-PREVIOUS = "738ebdf"
+# The checks before the fold's arrays and carried facts grew by a sixteenth, not by half or
+# double, and a rolling window kept only its last sums (issue 30 item 4): timed and weighed
+# side by side with the current ones, on the same records, their alarms compared.
+PREVIOUS = "a40c0bc"
+FOLD_TARGET_MB = 250  # the fold at 1M steps x 8 ranks, carried facts included
 
 
 def reference(seed: int, n: int, ranks: int, cls: Any = RunRecords) -> RunRecords:
@@ -378,14 +381,17 @@ def passes_at_size(n: int, ranks: int, old_steps: int, per_pass: int) -> None:
         line += (f"; previous ({PREVIOUS}) {t_prev * 1e3:.1f} ms, a pass every {pace_p:.1f} s: "
                  f"ratio previous/new {t_prev / t_new:.1f}x; {same}")
     print(line + f"; alarms {alarms or 'none'}")
-    per = arr / count
-    line = (f"TARGET live fold memory at {n:,} steps x {ranks} ranks: {per:.1f} B a record "
-            f"({arr / 2**20:,.0f} MB arrays for {count:,} records; carried facts "
-            f"{memo / 2**20:,.0f} MB)")
+    mb = (arr + memo) / 2**20
+    line = (f"TARGET live fold memory at {n:,} steps x {ranks} ranks <= {FOLD_TARGET_MB} MB, "
+            f"carried facts included: {mb:,.0f} MB ({'met' if mb <= FOLD_TARGET_MB else 'NOT met'}"
+            f"), {(arr + memo) / count:.1f} B a record ({arr / 2**20:,.0f} MB arrays, "
+            f"{arr / count:.1f} B a record; carried facts {memo / 2**20:,.0f} MB, "
+            f"{memo / count:.1f} B; {count:,} records)")
     if not isinstance(prev, str):
-        per_p = arr_p / count
-        line += (f" vs previous {per_p:.1f} B a record ({arr_p / 2**20:,.0f} MB; carried "
-                 f"{memo_p / 2**20:,.0f} MB): ratio previous/new {per_p / per:.1f}x")
+        mb_p = (arr_p + memo_p) / 2**20
+        line += (f" vs previous ({PREVIOUS}) {mb_p:,.0f} MB, {(arr_p + memo_p) / count:.1f} B a "
+                 f"record ({arr_p / 2**20:,.0f} MB arrays; carried {memo_p / 2**20:,.0f} MB): "
+                 f"ratio previous/new {mb_p / mb:.2f}x")
     print(line)
     fold_line = (f"  folding all {count:,} records took {fold_all:.1f} s CPU "
                  f"({fold_all / count * 1e6:.1f} us a record)")
