@@ -32,6 +32,11 @@ _RETRY_FIRST_S, _RETRY_MAX_S = 0.05, 1.0
 # every commit since went to an unlinked inode). Also checked before a flush/durable append is
 # acknowledged, so a verdict never stands on a lost file. One check is two stat() calls (~2 µs).
 IDENTITY_EVERY_S = 0.5
+# How much may wait for the writer before producers wait instead: at 1M steps x 8 ranks on a
+# starved machine the writer fell minutes behind the ingest and the queue reached gigabytes.
+# Producers block only until the writer swaps the queue out (or recording fails), so memory
+# stays under twice this (one batch committing, one queued) and nothing is dropped.
+MAX_QUEUED_BYTES = 64 << 20
 
 FileId = tuple[int, int]
 
@@ -74,8 +79,10 @@ def _patience(exc: BaseException) -> float:
 
 class Recorder:
     def __init__(self, path: str | Path, *, busy_timeout_s: float | None = None,
-                 patience_s: float | None = None) -> None:
+                 patience_s: float | None = None,
+                 max_queued_bytes: int = MAX_QUEUED_BYTES) -> None:
         self.path = Path(path)
+        self._max_queued = max_queued_bytes
         self._patience_cap = patience_s  # None: LOCK_PATIENCE_S / FULL_PATIENCE_S
         self._conn = connect(self.path)
         if busy_timeout_s is not None:
@@ -90,6 +97,8 @@ class Recorder:
         self._seq_conn = connect(self.path)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
+        self._room = threading.Condition(self._lock)  # the writer took the queue, or stopped
+        self._queued = 0  # bytes of encoded bodies in _rows
         self._next_seq: dict[str, int] = {}
         # What the writer commits next, in append order (swapped out whole by the writer).
         self._rows: list[tuple[str, int, float, str, str]] = []
@@ -192,6 +201,11 @@ class Recorder:
         with self._lock:
             if self._closed or self._error is not None:
                 self._check()
+            while self._queued > self._max_queued:
+                self._notify()
+                self._room.wait()
+                if self._closed or self._error is not None:
+                    self._check()
             seq = self._next_seq.get(sid)
             if seq is None:
                 seq = self._seq_base(sid)
@@ -199,7 +213,9 @@ class Recorder:
             event.seq = seq
             if not event.ts:
                 event.ts = time.time()
-            self._rows.append(event_row(event, ev.encode(event)))
+            body = ev.encode(event)
+            self._queued += len(body)
+            self._rows.append(event_row(event, body))
             if has_projection(event):
                 self._projected.append(event)
             if done is not None:
@@ -215,6 +231,8 @@ class Recorder:
                     self._writer_idle = True
                     self._wake.wait()
                 rows, self._rows = self._rows, []
+                self._queued = 0
+                self._room.notify_all()
                 projected, self._projected = self._projected, []
                 waiters, self._waiters = self._waiters, []
                 stop = self._closed
@@ -289,6 +307,7 @@ class Recorder:
         error = kind(f"{self.path}: recording failed: {why}")
         with self._lock:
             self._error = error
+            self._room.notify_all()  # producers waiting for room raise instead
             waiters = waiters + self._waiters
             self._waiters = []
         for waiter in waiters:
