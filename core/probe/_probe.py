@@ -436,18 +436,20 @@ class Probe:
 
         @functools.wraps(fn)  # keeps the signature: torch_xla's patcher compares signatures
         def clip_grad_norm_(parameters: Any, max_norm: Any, *args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
             tls = probe.tls
             if getattr(tls, "depth", 0):
                 return fn(parameters, max_norm, *args, **kwargs)
             tls.depth = 1
+            t1 = time.perf_counter()
             try:
                 total = fn(parameters, max_norm, *args, **kwargs)
             finally:
                 tls.depth = 0
-            t0 = time.perf_counter()
+            t2 = time.perf_counter()
             norm_type = args[0] if args else kwargs.get("norm_type", 2.0)
             probe._on_clip(total, max_norm, norm_type)
-            probe._own_time(t0)
+            probe._own_time(t2 - t1 + t0)  # before and after the call: not the call itself
             return total
 
         setattr(clip_grad_norm_, _MARK, True)
@@ -586,20 +588,21 @@ class Probe:
 
         @functools.wraps(tensor_backward)
         def backward(self: Any, gradient: Any = None, *args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
             tls = probe.tls
             if getattr(tls, "bw", False):
                 return tensor_backward(self, gradient, *args, **kwargs)
-            t0 = time.perf_counter()
             if gradient is None:
                 probe._on_backward(self)
             tls.bw = True
-            probe._own_time(t0)
+            t1 = time.perf_counter()
             try:
                 out = tensor_backward(self, gradient, *args, **kwargs)
             finally:
                 tls.bw = False
+            probe._own_time(time.perf_counter() - t1 + t0)  # not the backward pass itself
             if not probe.any_opt and gradient is None:
-                probe._after_backward()
+                probe._after_backward()  # times itself
             return out
 
         @functools.wraps(autograd_backward)
@@ -826,20 +829,21 @@ class Probe:
     def _pre_step(self, opt: Any, args: Any, kwargs: Any) -> None:
         # Unclipped steps: compute the total grad norm ourselves (lazily on XLA: no sync). It
         # is one pass over the gradients; PORTSIDE_PROBE_NORM_EVERY=k thins it out (0: never).
+        t0 = time.perf_counter()
         if self.max_steps and self.steps >= self.max_steps:
             self._end_at_max_steps()
         self.in_opt += 1  # backward calls inside step() (LBFGS closures) belong to this step
         self.opt_calls += 1
         if not self.any_opt:
             self._optimizer_seen()
-        if not self._norm_due():
-            return
-        t0 = time.perf_counter()
-        try:
-            grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
-            self.pre_norm = self._own_norm(grads, t0)
-        except Exception as e:
-            _warn(f"pre-step hook: {type(e).__name__}: {e}")
+        if self._norm_due():
+            try:
+                t_norm = time.perf_counter()  # its cost, as the CPU stride follows it
+                grads = [p.grad for g in opt.param_groups for p in g["params"]
+                         if p.grad is not None]
+                self.pre_norm = self._own_norm(grads, t_norm)
+            except Exception as e:
+                _warn(f"pre-step hook: {type(e).__name__}: {e}")
         self._own_time(t0)
 
     def _end_at_max_steps(self) -> None:
@@ -965,8 +969,10 @@ class Probe:
                 rec["_wait"] = True
                 self.xla["xm"].add_step_closure(self._xla_closure, args=(rec,))
             elif kind == "cpu":
+                # Read now: deferred to the flush (tried, issue 30) it measured no cheaper in
+                # the short-step A/B, and a tensor the program changes in place would be wrong.
                 rec["_wait"] = "cpu"
-                _values.resolve(self.torch, [rec], True)  # now: nothing of it waits for the flush
+                _values.resolve(self.torch, [rec], True)
             else:
                 rec["_wait"] = "lazy"  # CUDA & co: read at the flush, one sync per flush
         self._maybe_flush()
