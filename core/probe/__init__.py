@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["inject_env", "probe_dir", "format_doc"]
+__all__ = ["inject_env", "probe_dir", "format_doc", "shipped_files"]
 
 _ENV_KEYS = ("PORTSIDE_PROBE_OUT", "PORTSIDE_SEED_OFFSET", "PORTSIDE_PROBE_ROOT_PID",
              "PORTSIDE_PROBE_MAX_STEPS")
@@ -20,6 +20,16 @@ _ENV_KEYS = ("PORTSIDE_PROBE_OUT", "PORTSIDE_SEED_OFFSET", "PORTSIDE_PROBE_ROOT_
 def probe_dir() -> Path:
     """The directory to put first on PYTHONPATH (it holds the bootstrap sitecustomize.py)."""
     return Path(__file__).resolve().parent / "inject"
+
+
+def shipped_files() -> list[str]:
+    """What a training process on another host needs of the probe, relative to this folder:
+    the bootstrap, the probe and the collaborators it loads by path beside it (``_*.py``),
+    and trace mode (``trace.py``). ``core/run/ssh.py`` ships these."""
+    here = Path(__file__).resolve().parent
+    return ["inject/sitecustomize.py", *sorted(p.name for p in here.glob("_*.py")
+                                               if p.name not in ("__init__.py", "__main__.py")),
+            "trace.py"]
 
 
 def format_doc() -> Path:

@@ -3,7 +3,10 @@
 Standard library at import time; torch (and torch_xla / torch.tpu when the program uses them)
 only after the program itself imported torch. Never imports the rest of portside: this file is
 loaded by path from ``inject/sitecustomize.py`` in whatever Python env the user trains in.
-The record format is documented in FORMAT.md next to this file.
+The record format is documented in FORMAT.md next to this file. Its collaborators sit beside
+it and are loaded the same way (`_sibling`): the record writer (_writer.py), the step values
+(_values.py), the facts (_facts.py), the torch_xla bookkeeping (_xla.py) and the run's
+settings (_settings.py).
 """
 
 from __future__ import annotations
@@ -22,16 +25,8 @@ from typing import Any
 
 FLUSH_EVERY_STEPS = 20
 FLUSH_EVERY_S = 1.0
-MAX_COMPILE_CAUSES = 50
 NORM_BUDGET = 0.003  # share of the step time the probe's own grad norm may take on CPU
 NORM_MAX_STRIDE = 50
-# torch_xla: the probe's own norm runs as a small graph of its own after the step's sync, every
-# NORM_XLA_EVERY-th step: no sparser than the drift check's default smoothing (10 steps), so the
-# smoothed series has no gaps. Stretched (up to NORM_MAX_STRIDE) only where tracing and
-# launching it costs more than NORM_BUDGET_XLA of the step time at that stride.
-NORM_XLA_EVERY = 10
-NORM_BUDGET_XLA = 0.01
-NORM_XLA_SAMPLES, NORM_XLA_MIN_SAMPLES = 5, 3  # the stride follows the median of the last 5
 # Backward passes become steps only after this many with no optimizer step in between: a
 # gradient-accumulation loop runs several backward passes before its first optimizer step.
 BW_CONFIRM = 16
@@ -46,13 +41,8 @@ OWN_RING = 256  # samples the exit record's median is taken over  # multi-proces
 DRAIN_WAIT_S = 5.0
 DRAIN_WAIT_SIGNAL_S = 0.5
 _MARK = "__portside_probe__"  # set on every function object the probe wraps
-_VALUE_KEYS = ("loss", "grad_norm", "max_norm", "clip_value", "param_sum")  # maybe tensors
 
 _probe: Probe | None = None
-# Set at the first write (json imported then): one encoder, not one per record.
-_encode: Callable[[Any], str] | None = None
-
-
 _warned: set[str] = set()
 
 
@@ -65,51 +55,34 @@ def _warn(msg: str) -> None:
         sys.stderr.write(f"portside probe: {msg}\n")
 
 
-def _num(x: float | int | None) -> float | int | str | None:
-    """A JSON-safe number: non-finite floats become strings, so a NaN loss survives."""
-    if x is None or isinstance(x, (int, str)) or x - x == 0:  # x - x: 0 when finite
-        return x
-    if x != x:
-        return "nan"
-    if x in (float("inf"), float("-inf")):
-        return "inf" if x > 0 else "-inf"
-    return x
+def _sibling(name: str) -> ModuleType:
+    """The module `name`.py beside this file, loaded by path as this file is (no package,
+    nothing added to sys.path), as `<this module's name><name>`: two copies of the probe
+    loaded under two names (a benchmark's A/B) keep their own collaborators."""
+    import importlib.util
 
-
-def _encoder() -> Callable[[Any], str]:
-    """JSON of one record, as json.dumps(default=str, allow_nan=False) writes it. The C
-    encoder is made once: JSONEncoder.encode builds a new one (and a closure) per call."""
-    import json
-    from json import encoder as enc
-
-    make = getattr(enc, "c_make_encoder", None)
-    if make is None:
-        return json.JSONEncoder(default=str, allow_nan=False).encode
+    full = f"{__name__}{name}"
+    mod = sys.modules.get(full)
+    if mod is not None:
+        return mod
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(full, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[full] = mod
     try:
-        c = make(None, str, enc.encode_basestring_ascii, None, ": ", ", ", False, False, False)
-        if "".join(c({"a": [1.5, None, "x"]}, 0)) != '{"a": [1.5, null, "x"]}':
-            raise ValueError("unexpected output")
-    except (TypeError, ValueError):  # another Python's signature: the public encoder
-        return json.JSONEncoder(default=str, allow_nan=False).encode
-
-    def encode(rec: Any) -> str:
-        return "".join(c(rec, 0))
-
-    return encode
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[full]
+        raise
+    return mod
 
 
-def _xla_norm_stride(shares: list[float], floor: int, now: int) -> int:
-    """The stride at which the probe's own XLA norm costs NORM_BUDGET_XLA of the step time,
-    from the median of its last costs (shares of their steps); `now` until there are enough."""
-    if len(shares) < NORM_XLA_MIN_SAMPLES:
-        return now
-    want = math.ceil(sorted(shares)[len(shares) // 2] / NORM_BUDGET_XLA)
-    return min(NORM_MAX_STRIDE, max(floor, want))
-
-
-def _suffixed(path: str, tag: str) -> str:
-    root, ext = os.path.splitext(path)
-    return f"{root}{tag}{ext}"
+_writer = _sibling("_writer")
+_values = _sibling("_values")
+_facts = _sibling("_facts")
+_xla = _sibling("_xla")
 
 
 # ---------------------------------------------------------------- lazy post-import hooks
@@ -246,7 +219,7 @@ class Probe:
         # The run's seal key (core/run/seal.py): every line this probe writes is numbered and
         # tagged with it, so records copied from another run or edited afterwards show.
         seal = os.environ.get("PORTSIDE_PROBE_SEAL")
-        self.seal = seal.encode() if seal else None
+        self.writer = _writer.RecordWriter(out, seal.encode() if seal else None, self._get_rank)
         # As the user set it: torch_xla writes its silent CPU default back into os.environ.
         self.pjrt_device = os.environ.get("PJRT_DEVICE")
         # Stride of the probe's own grad norm: a number fixes it (0: never); unset means every
@@ -272,10 +245,7 @@ class Probe:
 
     def _reset(self) -> None:
         """Per-process state; also called in a forked child, which starts its own record."""
-        self.fd: int | None = None
-        self.path: str | None = None
-        self.seq = 0  # the next record's number in this process's file
-        self.mac: Any = None  # HMAC keyed with the seal, copied per line
+        self.writer.reset(self.pid)
         self.rank: int | None = None
         self.rank_known = False
         self.queue: list[dict[str, Any]] = []  # records in order, some waiting for values
@@ -318,7 +288,7 @@ class Probe:
         self.norm_auto = 1
         self.norm_off: str | None = None  # why the probe computes no norm of its own
         self.norm_cost: float | None = None  # seconds, CPU only
-        self._reset_xla_norm()
+        self.xla_book = _xla.XlaBook()
         self.step_ema: float | None = None
         self.facts: dict[str, Any] | None = None
         # The run's settings (_settings.py): re-read into the facts when this is set (a new
@@ -329,7 +299,6 @@ class Probe:
         self.opt_facts: list[dict[str, Any]] = []
         self.exited = False
         self.started = False  # first step seen: atexit and signal handlers installed
-        self.xla_last = (0, 0.0, 0.0)  # CompileTime count, compile s, ExecuteTime s at last step
         # Wall time in all the probe's per-step work after step 1 (its overhead): the
         # optimizer hooks, the backward and clip wrappers, flushing; not the functions wrapped.
         self.probe_s = 0.0
@@ -467,18 +436,20 @@ class Probe:
 
         @functools.wraps(fn)  # keeps the signature: torch_xla's patcher compares signatures
         def clip_grad_norm_(parameters: Any, max_norm: Any, *args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
             tls = probe.tls
             if getattr(tls, "depth", 0):
                 return fn(parameters, max_norm, *args, **kwargs)
             tls.depth = 1
+            t1 = time.perf_counter()
             try:
                 total = fn(parameters, max_norm, *args, **kwargs)
             finally:
                 tls.depth = 0
-            t0 = time.perf_counter()
+            t2 = time.perf_counter()
             norm_type = args[0] if args else kwargs.get("norm_type", 2.0)
             probe._on_clip(total, max_norm, norm_type)
-            probe._own_time(t0)
+            probe._own_time(t2 - t1 + t0)  # before and after the call: not the call itself
             return total
 
         setattr(clip_grad_norm_, _MARK, True)
@@ -617,20 +588,21 @@ class Probe:
 
         @functools.wraps(tensor_backward)
         def backward(self: Any, gradient: Any = None, *args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
             tls = probe.tls
             if getattr(tls, "bw", False):
                 return tensor_backward(self, gradient, *args, **kwargs)
-            t0 = time.perf_counter()
             if gradient is None:
                 probe._on_backward(self)
             tls.bw = True
-            probe._own_time(t0)
+            t1 = time.perf_counter()
             try:
                 out = tensor_backward(self, gradient, *args, **kwargs)
             finally:
                 tls.bw = False
+            probe._own_time(time.perf_counter() - t1 + t0)  # not the backward pass itself
             if not probe.any_opt and gradient is None:
-                probe._after_backward()
+                probe._after_backward()  # times itself
             return out
 
         @functools.wraps(autograd_backward)
@@ -829,9 +801,11 @@ class Probe:
             if self.norm_every is None:
                 # By default not in the step graph (on XLA:CPU its reductions cost ~10% of
                 # the step there): every k-th optimizer step, a graph of its own after the
-                # step's sync (_xla_norm_later). Backward-only steps get none.
+                # step's sync (_xla.py). Backward-only steps get none.
                 if self.in_opt:
-                    self._xla_norm_later(grads)
+                    if self.xla_book.later(grads):
+                        self.norm_auto = _xla.NORM_EVERY
+                    self.last_norm_step = self.steps
                 return None
             # Every step once asked (PORTSIDE_PROBE_NORM_EVERY): steps with and without it
             # would be two graphs.
@@ -855,20 +829,21 @@ class Probe:
     def _pre_step(self, opt: Any, args: Any, kwargs: Any) -> None:
         # Unclipped steps: compute the total grad norm ourselves (lazily on XLA: no sync). It
         # is one pass over the gradients; PORTSIDE_PROBE_NORM_EVERY=k thins it out (0: never).
+        t0 = time.perf_counter()
         if self.max_steps and self.steps >= self.max_steps:
             self._end_at_max_steps()
         self.in_opt += 1  # backward calls inside step() (LBFGS closures) belong to this step
         self.opt_calls += 1
         if not self.any_opt:
             self._optimizer_seen()
-        if not self._norm_due():
-            return
-        t0 = time.perf_counter()
-        try:
-            grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
-            self.pre_norm = self._own_norm(grads, t0)
-        except Exception as e:
-            _warn(f"pre-step hook: {type(e).__name__}: {e}")
+        if self._norm_due():
+            try:
+                t_norm = time.perf_counter()  # its cost, as the CPU stride follows it
+                grads = [p.grad for g in opt.param_groups for p in g["params"]
+                         if p.grad is not None]
+                self.pre_norm = self._own_norm(grads, t_norm)
+            except Exception as e:
+                _warn(f"pre-step hook: {type(e).__name__}: {e}")
         self._own_time(t0)
 
     def _end_at_max_steps(self) -> None:
@@ -897,10 +872,10 @@ class Probe:
         loss = self.loss if self.loss_gen != seen[1] else None  # no backward since its last step
         seen[1] = self.loss_gen
         lr = [g.get("lr") for g in opt.param_groups]
-        grads, self.xla_norm_grads = self.xla_norm_grads, None
+        grads = self.xla_book.take()
         rec = self._record(opt, loss, self.pre_norm, lr, "optimizer", seen[0], new_opt)
         if grads is not None:
-            self._xla_norm_attach(rec, grads)
+            self.xla_book.attach(rec, grads)
 
     def _record(self, opt: Any, loss: Any, own_norm: Any, lr: list[Any], source: str,
                 opt_index: int | None = None, new_opt: bool = False) -> dict[str, Any]:
@@ -909,7 +884,7 @@ class Probe:
         if not self.started:
             self._start()
         if self.world is None:
-            self.world = _world_size()
+            self.world = _facts.world_size()
         clip = self.clip
         if clip is not None:
             total, max_norm, norm_type = clip
@@ -994,7 +969,10 @@ class Probe:
                 rec["_wait"] = True
                 self.xla["xm"].add_step_closure(self._xla_closure, args=(rec,))
             elif kind == "cpu":
-                self._resolve(rec)  # now: nothing of it waits for the flush
+                # Read now: deferred to the flush (tried, issue 30) it measured no cheaper in
+                # the short-step A/B, and a tensor the program changes in place would be wrong.
+                rec["_wait"] = "cpu"
+                _values.resolve(self.torch, [rec], True)
             else:
                 rec["_wait"] = "lazy"  # CUDA & co: read at the flush, one sync per flush
         self._maybe_flush()
@@ -1026,8 +1004,9 @@ class Probe:
         # probe never makes the program wait or compile.
         t0 = time.perf_counter()
         try:
-            self._xla_metrics(rec)
-            self._xla_norm_launch(rec)
+            self.xla_book.metrics(self.xla["met"], rec)
+            self.norm_auto = self.xla_book.launch(self.torch, self.xla, rec, self._xla_alone,
+                                                  self.norm_auto, _warn)
             with self.lock:
                 rec["_wait"] = "ran"
                 self.xla_previous, self.xla_latest = self.xla_latest, rec
@@ -1036,163 +1015,31 @@ class Probe:
             _warn(f"xla closure: {type(e).__name__}: {e}")
         self._own_time(t0)
 
-    def _xla_totals(self) -> tuple[int, float, float]:
-        """CompileTime count and seconds less the probe's own compilations, ExecuteTime s."""
-        count, compile_s, execute_s = self._xla_raw_totals()
-        return count - self.xla_own[0], compile_s - self.xla_own[1], execute_s
-
-    def _xla_raw_totals(self) -> tuple[int, float, float]:
-        met = self.xla["met"]
-        count, compile_s, execute_s = 0, 0.0, 0.0
-        c = met.metric_data("CompileTime")
-        if c is not None:
-            count, compile_s = int(c[0]), c[1] / 1e9
-        e = met.metric_data("ExecuteTime")
-        if e is not None:
-            execute_s = e[1] / 1e9
-        return count, compile_s, execute_s
-
-    def _xla_metrics(self, rec: dict[str, Any]) -> None:
-        count, compile_s, execute_s = self._xla_totals()
-        last = self.xla_last
-        rec["compiles"] = count
-        rec["compile_s"] = compile_s - last[1]
-        rec["execute_s"] = execute_s - last[2]
-        if self.xla_own[0]:
-            rec["probe_compiles"] = self.xla_own[0]
-        self.xla_last = (count, compile_s, execute_s)
-
     def _load_xla(self) -> None:
-        if self.xla is None and "torch_xla" in sys.modules:
-            import torch_xla
-            import torch_xla.core.xla_model as xm
-            import torch_xla.debug.metrics as met
-            import torch_xla.runtime as xr
+        if self.xla is None:
+            self.xla = _xla.load(sys.modules)
 
-            self.xla = {"torch_xla": torch_xla, "xm": xm, "met": met, "xr": xr}
-
-    # ------------------------------------------------------------ torch_xla: the probe's own norm
-
-    def _reset_xla_norm(self) -> None:
-        self.xla_norm_stride = 0  # > 0 once the after-sync norm is in use
-        self.xla_norm_grads: list[tuple[Any, int]] | None = None  # taken at this step's pre-hook
-        self.xla_norm_jobs: list[tuple[dict[str, Any], list[tuple[Any, int]]]] = []
-        # The last few norms' cost as a share of their step (CPU s tracing and launching it over
-        # the step's wall time): the stride follows their median, so one slow sample (a busy
-        # machine, a GC pause) does not stretch it.
-        self.xla_norm_shares: list[float] = []
-        self.xla_norm_missed = 0  # due norms whose gradients were gone or changed at the sync
-        self.xla_norm_s = 0.0  # CPU s in tracing and launching those that compiled nothing
-        self.xla_own = (0, 0.0)  # CompileTime count and s of the probe's own graphs
-
-    def _xla_norm_later(self, grads: list[Any]) -> None:
-        """Remember this step's gradients (weakly, with their version counters): keeping them
-        alive would make them outputs of the step graph, i.e. a different graph."""
-        if not self.xla_norm_stride:
-            self.xla_norm_stride = NORM_XLA_EVERY
-            self.norm_auto = NORM_XLA_EVERY
-        self.xla_norm_grads = [(weakref.ref(g), g._version) for g in grads]
-        self.last_norm_step = self.steps
-
-    def _xla_norm_attach(self, rec: dict[str, Any], grads: list[tuple[Any, int]]) -> None:
-        if rec.get("_wait") is not True:
-            return  # no step closure: the step's values are not on the XLA device
-        self.xla_norm_jobs.append((rec, grads))
-        del self.xla_norm_jobs[:-4]  # a program that never syncs: don't hold them forever
-
-    def _xla_norm_launch(self, rec: dict[str, Any]) -> None:
-        """In the step closure, i.e. right after the step's sync: the gradients are device data
-        now, so their norm is a small graph of its own reading them, launched asynchronously
-        (no host wait: the value is copied out later with the loss). Its compilation (once per
-        set of gradient shapes) is the probe's: left out of the compile counts."""
-        job = next((j for j in self.xla_norm_jobs if j[0] is rec), None)
-        if job is None:
-            return
-        self.xla_norm_jobs.remove(job)
-        # This thread's CPU time: the probe's own work, blind to other processes' load.
-        t0 = time.thread_time()
-        grads = []
-        for ref, version in job[1]:
-            g = ref()
-            if g is None or g._version != version:
-                # Freed (zero_grad before torch_xla.sync) or changed in place since the step.
-                self.xla_norm_missed += 1
-                _warn("torch_xla: gradients freed or changed before torch_xla.sync(): "
-                      "no grad norm of the probe's own on those steps")
-                return
-            grads.append(g)
-        torch, xla = self.torch, self.xla
-        with torch.no_grad():
-            grads = [g.detach() for g in grads]
-            foreach = getattr(torch, "_foreach_norm", None)  # one call: ~15% less tracing
-            norms = foreach(grads) if foreach is not None else [
-                torch.linalg.vector_norm(g) for g in grads]
-            norm = torch.linalg.vector_norm(torch.stack(list(norms)))
-        c0, s0, _ = self._xla_raw_totals()
-        xla["torch_xla"]._XLAC._xla_sync_multi([norm], [str(norm.device)], False, True)
-        c1, s1, _ = self._xla_raw_totals()
-        self.xla_own = (self.xla_own[0] + c1 - c0, self.xla_own[1] + s1 - s0)
-        if rec.get("grad_norm_source") is None:
-            rec.update(grad_norm=norm, grad_norm_source="probe", max_norm=None)
-        cost = time.thread_time() - t0
-        if c1 == c0:
-            self.xla_norm_s += cost
-        # Steady state, one process: stretch the stride if tracing the norm costs too much. Not
-        # across ranks: an SPMD norm is a collective, which every process must launch alike.
-        if c1 == c0 and (self.world or 1) == 1 and not self._xla_spmd():
-            shares = self.xla_norm_shares
-            shares.append(cost / max(rec.get("step_s") or 0.0, 1e-9))
-            del shares[:-NORM_XLA_SAMPLES]
-            self.norm_auto = _xla_norm_stride(shares, self.xla_norm_stride, self.norm_auto)
-
-    def _xla_spmd(self) -> bool:
-        try:
-            return bool(self.xla["xr"].is_spmd())
-        except Exception:
+    def _xla_alone(self) -> bool:
+        """One process, no SPMD: the probe's XLA norm may follow its own cost (not across
+        ranks: an SPMD norm is a collective, which every process must launch alike)."""
+        if (self.world or 1) != 1:
             return False
-
-    def _xla_norm_exit(self, rec: dict[str, Any]) -> None:
-        if self.xla_own[0]:
-            rec["probe_compiles"], rec["probe_compile_s"] = self.xla_own
-        if self.xla_norm_s:
-            rec["probe_norm_s"] = self.xla_norm_s
-        if self.xla_norm_missed:
-            rec["probe_norm_missed"] = self.xla_norm_missed
+        try:
+            return not self.xla["xr"].is_spmd()
+        except Exception:
+            return True
 
     # ------------------------------------------------------------ facts
 
     def _get_rank(self) -> int | None:
-        if self.rank_known:
-            return self.rank
-        rank: int | None = None
-        for var in ("RANK", "LOCAL_RANK"):
-            v = os.environ.get(var)
-            if v is not None and v.strip().lstrip("-").isdigit():
-                rank = int(v)
-                break
-        if rank is None:
-            try:
-                dist = sys.modules.get("torch.distributed")
-                if dist is not None and dist.is_available() and dist.is_initialized():
-                    rank = int(dist.get_rank())
-            except Exception:
-                pass
-        if rank is None and self.xla is not None:
-            try:
-                xr = self.xla["xr"]
-                if xr.world_size() > 1:
-                    rank = int(xr.global_ordinal())
-            except Exception:
-                pass
-        if rank is None and self.is_root:
-            rank = 0  # a single process is rank 0 of a world of one; unranked workers stay null
-        self.rank, self.rank_known = rank, True
-        return rank
+        if not self.rank_known:
+            self.rank, self.rank_known = _facts.rank(self.xla, self.is_root), True
+        return self.rank
 
     def _norm_mode(self) -> str:
         """How the probe computes its own grad norm on unclipped steps (for the facts)."""
-        if self.xla_norm_stride:
-            return (f"every {self.xla_norm_stride}th step or sparser (torch_xla: a graph of its "
+        if self.xla_book.stride:
+            return (f"every {self.xla_book.stride}th step or sparser (torch_xla: a graph of its "
                     "own after the step's sync; its compilation is left out of compiles)")
         if self.norm_off:
             return f"off ({self.norm_off}; PORTSIDE_PROBE_NORM_EVERY=1 turns it on)"
@@ -1208,15 +1055,9 @@ class Probe:
     # ------------------------------------------------------------ settings (_settings.py)
 
     def _load_settings(self, torch: Any) -> None:
-        """_settings.py, loaded by path as this file is (FORMAT.md: settings in `facts`)."""
-        import importlib.util
-
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_settings.py")
+        """_settings.py (FORMAT.md: settings in `facts`)."""
         try:
-            spec = importlib.util.spec_from_file_location("_portside_settings", path)
-            assert spec is not None and spec.loader is not None
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
+            mod = _sibling("_settings")
             mod.wrap_autocast(torch, self._autocast_seen, _MARK)
             self.settings = mod
         except Exception as e:
@@ -1281,7 +1122,6 @@ class Probe:
             self.scaler_skipped = 0
 
     def _update_facts_params(self, params: list[Any], loss: Any = None) -> None:
-        torch = self.torch
         devices: list[str] = []
         dtypes: list[str] = []
         for p in params:
@@ -1301,146 +1141,13 @@ class Probe:
             self.settings_dirty = True  # the precision facts hold the dtypes too
             return
         self._load_xla()
-        facts: dict[str, Any] = {
-            "type": "facts",
-            "t": time.time(),
-            "pid": self.pid,
-            "rank": self._get_rank(),
-            "backend": None,
-            "device_kind": "UNKNOWN",
-            "device_name": None,
-            "device_count": None,
-            "real_devices": None,
-            "param_devices": devices,
-            "param_dtypes": dtypes,
-            "versions": self._versions(),
-            "pjrt_device": self.pjrt_device,
-            "pjrt_device_runtime": os.environ.get("PJRT_DEVICE"),
-            "world_size": None,
-            "seed_offset": self.seed_offset,
-            "probe_norm": self._norm_mode(),
-            "argv": list(sys.argv),
-        }
-        # The device the step really ran on: its parameters', else its loss's (a step whose
-        # parameters the probe could not find still computed its loss there).
-        loss_dev = str(loss.device) if isinstance(loss, torch.Tensor) else None
-        facts["loss_device"] = loss_dev
-        first = devices[0] if devices else loss_dev
-        dev_type = torch.device(first).type if first else "cpu"
-        try:
-            if dev_type == "xla" and self.xla is not None:
-                self._facts_xla(facts, first)
-            elif dev_type == "cuda":
-                idx = torch.device(first).index or 0
-                facts.update(
-                    backend="cuda",
-                    device_kind="CUDA",
-                    device_name=torch.cuda.get_device_name(idx),
-                    device_count=torch.cuda.device_count(),
-                )
-            elif dev_type == "tpu":
-                self._facts_tpu(facts)
-            elif dev_type == "cpu":
-                facts.update(
-                    backend="cpu", device_kind="CPU", device_name=_cpu_name(), device_count=1
-                )
-            else:
-                facts.update(backend=dev_type, device_name=first)
-        except Exception as e:
-            facts["error"] = f"{type(e).__name__}: {e}"
-        ws = os.environ.get("WORLD_SIZE")
-        if facts["world_size"] is None:
-            try:
-                dist = sys.modules.get("torch.distributed")
-                if dist is not None and dist.is_available() and dist.is_initialized():
-                    facts["world_size"] = int(dist.get_world_size())
-                elif ws and ws.isdigit():
-                    facts["world_size"] = int(ws)
-                else:
-                    facts["world_size"] = 1
-            except Exception:
-                facts["world_size"] = None
-        self.facts = facts
-        self._sink().append(facts)
-
-    def _facts_xla(self, facts: dict[str, Any], device: str) -> None:
-        x = self.xla
-        assert x is not None
-        xm, xr, torch_xla = x["xm"], x["xr"], x["torch_xla"]
-        facts["backend"] = "torch_xla"
-        # The real hardware, from the runtime; never xr.device_type(), which echoes PJRT_DEVICE.
-        facts["device_kind"] = xm.xla_device_hw(device)
-        real = getattr(torch_xla, "real_devices", None)
-        facts["real_devices"] = list(real()) if real else None
-        try:
-            facts["device_name"] = xm.xla_device_kind(device)
-        except Exception:
-            facts["device_name"] = facts["real_devices"][0] if facts["real_devices"] else None
-        try:
-            facts["device_count"] = int(xr.global_runtime_device_count())
-        except Exception:
-            facts["device_count"] = len(facts["real_devices"] or [])
-        with contextlib.suppress(Exception):
-            facts["world_size"] = int(xr.world_size())
-
-    def _facts_tpu(self, facts: dict[str, Any]) -> None:
-        # TorchTPU (device 'tpu'). Its is_available() is also true in its xla_cpu mode, so the
-        # kind comes from the device name, not from availability.
-        tpu = getattr(self.torch, "tpu", None)
-        facts["backend"] = "torch_tpu"
-        if tpu is None:
-            return
-        name = tpu.get_device_name() if hasattr(tpu, "get_device_name") else None
-        facts["device_name"] = name
-        if hasattr(tpu, "device_count"):
-            facts["device_count"] = int(tpu.device_count())
-        upper = str(name or "").upper()
-        facts["device_kind"] = (
-            "TPU" if upper.startswith("TPU") else "CPU" if "CPU" in upper else "UNKNOWN"
-        )
-
-    def _versions(self) -> dict[str, Any]:
-        def version(name: str) -> str | None:
-            mod = sys.modules.get(name)  # only what the program imported; importing costs
-            return str(getattr(mod, "__version__", "?")) if mod is not None else None
-
-        torch = self.torch
-        return {
-            "python": sys.version.split()[0],
-            "torch": str(torch.__version__),
-            "cuda": getattr(torch.version, "cuda", None),
-            "torch_xla": version("torch_xla"),
-            "torch_tpu": version("torch_tpu"),
-            "numpy": version("numpy"),
-        }
+        self.facts = _facts.facts_record(
+            self.torch, self.xla, pid=self.pid, rank=self._get_rank(), devices=devices,
+            dtypes=dtypes, pjrt_device=self.pjrt_device, seed_offset=self.seed_offset,
+            probe_norm=self._norm_mode(), loss=loss, now=time.time())
+        self._sink().append(self.facts)
 
     # ------------------------------------------------------------ values and writing
-
-    def _value(self, v: Any, force: bool) -> Any:
-        if v is None or type(v) is float:  # most lr values
-            return v if v is None or v - v == 0 else _num(v)
-        torch = self.torch
-        if isinstance(v, torch.Tensor):
-            if v.is_cpu:
-                return _num(v.item())
-            if v.device.type == "xla":
-                if not force:
-                    return None
-                v = v.cpu()  # a transfer; .item() on the device tensor counts as a CPU fallback
-            return _num(v.item())
-        if isinstance(v, (int, float)):
-            return _num(float(v)) if isinstance(v, float) else v
-        return v
-
-    def _resolve(self, rec: dict[str, Any], force: bool = True) -> None:
-        value = self._value
-        for key in _VALUE_KEYS:
-            if key in rec:
-                rec[key] = value(rec[key], force)
-        lr = rec["lr"]
-        if lr:
-            rec["lr"] = [value(v, force) for v in lr]
-        rec.pop("_wait", None)
 
     def _maybe_flush(self) -> None:
         if (
@@ -1478,11 +1185,10 @@ class Probe:
             self._complete(out, force)
 
     def _complete(self, out: list[dict[str, Any]], force: bool) -> None:
-        # XLA values whose step ran: one batched device-to-host copy, no compile, no sync.
-        self._fetch_xla([r for r in out if r.get("_wait") == "ran" or (force and "_wait" in r)])
-        for rec in out:
-            if "_wait" in rec:  # CUDA & co: one sync per flush, not per step; CPU: read already
-                self._resolve(rec, force)
+        if self.xla is not None:  # XLA values whose step ran: one batched copy, no sync
+            _xla.fetch(self.torch, self.xla,
+                       [r for r in out if r.get("_wait") == "ran" or (force and "_wait" in r)])
+        _values.resolve(self.torch, out, force)  # CUDA & co: one sync per flush, not per step
         self._write(out)
 
     def _drain_later(self, out: list[dict[str, Any]]) -> None:
@@ -1523,70 +1229,9 @@ class Probe:
                     return
                 self.drain_cv.wait(left)
 
-    def _fetch_xla(self, recs: list[dict[str, Any]]) -> None:
-        if not recs or self.xla is None:
-            return
-        torch = self.torch
-        slots: list[tuple[Any, Any]] = []  # (container, key)
-        tensors: list[Any] = []
-        for rec in recs:
-            for cont, keys in (
-                (rec, ("loss", "grad_norm", "max_norm")),
-                (rec["lr"], range(len(rec["lr"]))),
-            ):
-                for k in keys:
-                    v = cont[k]
-                    if isinstance(v, torch.Tensor) and v.device.type == "xla":
-                        slots.append((cont, k))
-                        tensors.append(v)
-        if not tensors:
-            return
-        cpu = self.xla["torch_xla"]._XLAC._xla_get_cpu_tensors(tensors)
-        for (cont, k), t in zip(slots, cpu):  # noqa: B905 (same length by construction)
-            cont[k] = t
-
     def _write(self, recs: list[dict[str, Any]]) -> None:
-        with self.io_lock:
-            self._write_locked(recs)
-
-    def _write_locked(self, recs: list[dict[str, Any]]) -> None:
-        global _encode
-        if _encode is None:  # once: json is imported only by a process that writes
-            _encode = _encoder()
-        encode = _encode
-        if self.fd is None:
-            rank = self._get_rank()
-            if rank is not None:
-                path = self.out if rank == 0 else _suffixed(self.out, f".rank{rank}")
-            else:
-                path = _suffixed(self.out, f".pid{self.pid}")
-            d = os.path.dirname(path)
-            if d:
-                os.makedirs(d, exist_ok=True)
-            self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            self.path = path
-        if self.seal is not None and self.mac is None:
-            import hmac
-
-            # Keyed once: a copy per line skips hashing the key again (the same tag).
-            self.mac = hmac.new(self.seal, digestmod="sha256")
-        lines = []
-        mac, seq = self.mac if self.seal is not None else None, self.seq
-        for r in recs:
-            body = f'{encode(r)[:-1]}, "seq": {seq}}}'
-            seq += 1
-            if mac is not None:  # the format of core/run/seal.py: seal_line
-                h = mac.copy()
-                h.update(body.encode())
-                body = f'{body[:-1]}, "mac": "{h.digest()[:16].hex()}"}}\n'
-            else:
-                body += "\n"
-            lines.append(body)
-        self.seq = seq
-        data = "".join(lines).encode()
-        while data:
-            n = os.write(self.fd, data)
-            data = data[n:]
+        with self.io_lock:  # a signal handler may write mid-write
+            self.writer.write(recs)
 
     # ------------------------------------------------------------ exit and signals
 
@@ -1658,63 +1303,11 @@ class Probe:
             # On a signal XLA values still on the device stay null: reading them could compile.
             self.flush(final=True, force=force)
             if self.xla is not None:
-                self._xla_exit(rec)
-            rec.update(_peak_memory(self.xla is not None))
+                self.xla_book.exit(self.xla, rec)
+            rec.update(_facts.peak_memory(self.xla is not None))
             self._write([rec])
         except Exception as e:
             _warn(f"exit: {type(e).__name__}: {e}")
-
-    def _xla_exit(self, rec: dict[str, Any]) -> None:
-        met = self.xla["met"]
-        rec["compiles"], rec["compile_s"], rec["execute_s"] = self._xla_totals()
-        self._xla_norm_exit(rec)
-        ops: dict[str, Any] = {}
-        for name in met.executed_fallback_ops() or []:
-            try:
-                ops[name] = met.counter_value(name)
-            except Exception:
-                ops[name] = None
-        rec["fallback_ops"] = ops
-        path = os.environ.get("PT_XLA_DEBUG_FILE")
-        if path and os.path.exists(path):
-            causes: list[str] = []
-            with open(path, errors="replace") as f:
-                for line in f:
-                    if "Compilation Cause" in line or "too frequent" in line:
-                        causes.append(line.strip())
-                        if len(causes) >= MAX_COMPILE_CAUSES:
-                            break
-            rec["compile_causes"] = causes
-
-
-def _peak_memory(xla: bool) -> dict[str, Any]:
-    """What the run used at its peak: the process's host RSS high-water mark (the memory that
-    matters on a CPU), and the accelerator's peak and size where torch_xla or CUDA knows them.
-    Read once, at exit: none of it costs a step anything."""
-    out: dict[str, Any] = {}
-    try:
-        import resource
-
-        out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB
-        out["host_memory_bytes"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ImportError, ValueError, OSError):
-        pass
-    try:
-        if xla:
-            import torch_xla.core.xla_model as xm
-
-            info = xm.get_memory_info()
-            peak = info.get("peak_bytes_used") or info.get("bytes_used")
-            if peak:
-                out["device_peak_bytes"], out["device_memory_bytes"] = peak, info.get("bytes_limit")
-        else:
-            torch = sys.modules.get("torch")
-            if torch is not None and torch.cuda.is_initialized():
-                out["device_peak_bytes"] = torch.cuda.max_memory_allocated()
-                out["device_memory_bytes"] = torch.cuda.get_device_properties(0).total_memory
-    except Exception:  # XLA:CPU and old runtimes have no memory info: the host's figure stands
-        pass
-    return out
 
 
 def _batch_len(batch: Any) -> int:
@@ -1755,17 +1348,6 @@ def _graph_leaves(t: Any) -> list[Any]:
     return out
 
 
-def _world_size() -> int:
-    dist = sys.modules.get("torch.distributed")
-    try:
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            return int(dist.get_world_size())
-    except Exception:
-        pass
-    ws = os.environ.get("WORLD_SIZE", "")
-    return int(ws) if ws.isdigit() and int(ws) > 0 else 1
-
-
 def _param_sum(torch: Any, opt: Any) -> Any:
     """A cheap checksum of the stepped parameters (float64), to compare ranks."""
     params = [p for g in opt.param_groups for p in g["params"]]
@@ -1773,19 +1355,6 @@ def _param_sum(torch: Any, opt: Any) -> Any:
         return None
     with torch.no_grad():
         return torch.stack([p.detach().sum(dtype=torch.float64) for p in params]).sum()
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "cpu"
 
 
 def activate() -> Probe | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 def run_files(out: str | os.PathLike[str]) -> list[Path]:
     """The files a run with this PORTSIDE_PROBE_OUT writes: out itself, <stem>.rank<R><suffix>
-    and <stem>.pid<PID><suffix> (the names _probe._suffixed makes)."""
+    and <stem>.pid<PID><suffix> (the names _writer.file_for gives them)."""
     path = Path(out)
     root, ext = os.path.splitext(path.name)
     sibling = re.compile(re.escape(root) + r"\.(?:rank|pid)\d+" + re.escape(ext) + r"\Z")

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from portside.core.log.ssh_hosts import Host, parse_host
+from portside.core.probe import shipped_files
 from portside.core.safety.secrets import scrub_env
 
 CONNECT_TIMEOUT_S = 10
@@ -150,10 +151,8 @@ def _tar(run_dir: str, cwd: Path | None, with_tools: bool) -> Any:
     fh = tempfile.TemporaryFile()  # noqa: SIM115 (the caller closes it after sending)
     with tarfile.open(fileobj=fh, mode="w") as tar:
         if with_tools:
-            tar.add(_PROBE / "_probe.py", "probe/_probe.py")
-            tar.add(_PROBE / "_settings.py", "probe/_settings.py")  # loaded by path by _probe.py
-            tar.add(_PROBE / "inject" / "sitecustomize.py", "probe/inject/sitecustomize.py")
-            tar.add(_PROBE / "trace.py", "probe/trace.py")  # trace mode (portside localize)
+            for name in shipped_files():  # the probe and what it loads by path beside it
+                tar.add(_PROBE / name, f"probe/{name}")
             tar.add(_AGENT, "agent.py")
         if cwd is not None:
             tar.add(cwd, run_dir, filter=skip)

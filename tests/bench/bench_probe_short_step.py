@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-BEFORE = "61860ff"  # main before issue 30's probe work
+BEFORE = "a40c0bc"  # main before issue 30 item 2 (deferred reads, honest self-time)
 WARMUP = 20
 WINDOW = 20  # the probe flushes every 20 steps
 TARGET_US = 40.0
@@ -103,9 +103,12 @@ def child(steps: int, width: int, batch: int, alternate: bool) -> None:
 
 
 def old_probe(tmp: Path) -> Path:
-    """The probe package as of BEFORE, extracted from git (its inject/ loads ../_probe.py)."""
+    """The probe package as of BEFORE, extracted from git (its inject/ loads ../_probe.py and
+    _probe.py what it loads beside itself)."""
     dest = tmp / "old_probe"
-    for name in ("__init__.py", "_probe.py", "trace.py", "inject/sitecustomize.py"):
+    names = subprocess.run(["git", "-C", str(REPO), "ls-tree", "-r", "--name-only", BEFORE,
+                            "core/probe/"], capture_output=True, text=True, check=True).stdout
+    for name in (n.removeprefix("core/probe/") for n in names.split() if n.endswith(".py")):
         blob = subprocess.run(["git", "-C", str(REPO), "show", f"{BEFORE}:core/probe/{name}"],
                               capture_output=True, check=True).stdout
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
@@ -228,7 +231,9 @@ def hooks_direct(sides: dict[str, Path], rounds: int) -> None:
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
             probe = mod.Probe(f"{d}/{i}.jsonl", 0)
-            probe.torch, probe.seal = torch, b"00" * 32
+            probe.torch, probe.seal = torch, b"00" * 32  # the seal: BEFORE's probe
+            if hasattr(probe, "writer"):  # now: its writer's
+                probe.writer.seal = probe.seal
             probes[name] = probe
         times: dict[str, list[float]] = {k: [] for k in probes}
         for _ in range(rounds):

@@ -1,4 +1,5 @@
-"""Pure helpers of the probe module, loaded by path the way sitecustomize loads it."""
+"""Pure helpers of the probe and its collaborators, loaded by path the way sitecustomize loads
+them (_probe.py loads the modules beside it)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def load() -> ModuleType:
 def test_non_finite_numbers_survive_json() -> None:
     p = load()
     line = json.dumps(
-        [p._num(float("nan")), p._num(float("inf")), p._num(float("-inf")), p._num(1.5)],
+        [p._values.num(float("nan")), p._values.num(float("inf")),
+         p._values.num(float("-inf")), p._values.num(1.5)],
         allow_nan=False,
     )
     assert json.loads(line) == ["nan", "inf", "-inf", 1.5]
@@ -31,8 +33,12 @@ def test_non_finite_numbers_survive_json() -> None:
 
 def test_file_names_beside_the_main_file() -> None:
     p = load()
-    assert p._suffixed("/r/probe.jsonl", ".rank3") == "/r/probe.rank3.jsonl"
-    assert p._suffixed("/r/probe", ".pid7") == "/r/probe.pid7"
+    w = p._writer
+    assert w.suffixed("/r/probe.jsonl", ".rank3") == "/r/probe.rank3.jsonl"
+    assert w.suffixed("/r/probe", ".pid7") == "/r/probe.pid7"
+    assert w.file_for("/r/probe.jsonl", 0, 7) == "/r/probe.jsonl"
+    assert w.file_for("/r/probe.jsonl", 2, 7) == "/r/probe.rank2.jsonl"
+    assert w.file_for("/r/probe.jsonl", None, 7) == "/r/probe.pid7.jsonl"
 
 
 def test_seed_shift() -> None:
@@ -53,19 +59,19 @@ def test_seed_shift() -> None:
 
 
 def test_xla_norm_stride_follows_the_median_not_one_slow_sample() -> None:
-    p = load()
+    p = load()._xla
     # a norm costing 5% of its step's time is 1% at every 5th step: the floor, 10, holds
-    cheap = 5 * p.NORM_BUDGET_XLA
-    slow = 26 * p.NORM_BUDGET_XLA  # one sample on a busy machine (seen in CI: stride 26)
-    assert p._xla_norm_stride([slow], 10, 10) == 10  # too few samples to decide
-    assert p._xla_norm_stride([slow, cheap], 10, 10) == 10
-    assert p._xla_norm_stride([slow, cheap, cheap], 10, 10) == 10
-    assert p._xla_norm_stride([cheap, slow, cheap, slow, cheap], 10, 10) == 10
+    cheap = 5 * p.NORM_BUDGET
+    slow = 26 * p.NORM_BUDGET  # one sample on a busy machine (seen in CI: stride 26)
+    assert p.norm_stride([slow], 10, 10) == 10  # too few samples to decide
+    assert p.norm_stride([slow, cheap], 10, 10) == 10
+    assert p.norm_stride([slow, cheap, cheap], 10, 10) == 10
+    assert p.norm_stride([cheap, slow, cheap, slow, cheap], 10, 10) == 10
     # a norm that really costs that much each time stretches it, up to the cap
-    assert p._xla_norm_stride([slow, slow, cheap], 10, 10) == 26
-    assert p._xla_norm_stride([10 * slow] * 3, 10, 10) == p.NORM_MAX_STRIDE
+    assert p.norm_stride([slow, slow, cheap], 10, 10) == 26
+    assert p.norm_stride([10 * slow] * 3, 10, 10) == p.NORM_MAX_STRIDE
     # and it shrinks back to the floor when the cost falls
-    assert p._xla_norm_stride([slow, cheap, cheap, cheap, slow], 10, 26) == 10
+    assert p.norm_stride([slow, cheap, cheap, cheap, slow], 10, 26) == 10
 
 
 def test_written_lines_are_json_dumps_and_sealed_as_seal_line(tmp_path: Path) -> None:
@@ -74,22 +80,20 @@ def test_written_lines_are_json_dumps_and_sealed_as_seal_line(tmp_path: Path) ->
     from portside.core.run import seal
 
     p = load()
-    probe = p.Probe(str(tmp_path / "probe.jsonl"), 0)
-    probe.rank, probe.rank_known = 0, True
     key = seal.new_key()
-    probe.seal = key.encode()
+    writer = p._writer.RecordWriter(str(tmp_path / "probe.jsonl"), key.encode(), lambda: 0)
 
     class Odd:  # an object json cannot encode: written as str(), as default=str does
         def __str__(self) -> str:
             return "odd \u00e9"
 
     recs = [
-        {"type": "step", "t": 1796170319.8086743, "loss": p._num(float("nan")),
+        {"type": "step", "t": 1796170319.8086743, "loss": p._values.num(float("nan")),
          "lr": [0.1, 1e-300], "grad_norm": None, "ok": True, "text": 'quote " \\ \n'},
         {"type": "facts", "versions": {"torch": "2.13"}, "dtype": Odd(), "argv": ["a", "b"]},
     ]
-    probe._write_locked([dict(r) for r in recs])
-    probe._write_locked([dict(recs[0])])  # seq goes on across flushes
+    writer.write([dict(r) for r in recs])
+    writer.write([dict(recs[0])])  # seq goes on across flushes
     lines = (tmp_path / "probe.jsonl").read_text().splitlines()
     want = [dict(recs[0]), dict(recs[1]), dict(recs[0])]
     for i, (line, rec) in enumerate(zip(lines, want, strict=True)):
