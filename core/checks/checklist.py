@@ -34,9 +34,9 @@ from .records import RunRecords
 from .runtime import check_end, check_fallback, check_hardware, check_recompilation, validate_target
 from .slow import check_slow
 
-#: finding: stands alone; cause: a setting or code change the consequences point at;
+#: standalone: an alarm of its own; cause: a setting or code change the consequences point at;
 #: consequence: what training did (causes.py links them).
-Role = Literal["finding", "cause", "consequence"]
+Role = Literal["standalone", "cause", "consequence"]
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,10 @@ def _final(judge: Callable[[Comparison, Criteria], list[Alarm]],
 
 
 CHECKS: tuple[Check, ...] = (
-    Check("evidence", "finding", lambda c, k: check_evidence(c.refs, c.cand)),
-    Check("end", "finding", lambda c, k: check_end(c.references, c.cand, k, c.final)),
-    Check("non-finite", "finding", lambda c, k: check_nonfinite(c.refs, c.cand)),
-    Check("hardware", "finding", lambda c, k: check_hardware(c.cand, k, c.target, c.final)),
+    Check("evidence", "standalone", lambda c, k: check_evidence(c.refs, c.cand)),
+    Check("end", "standalone", lambda c, k: check_end(c.references, c.cand, k, c.final)),
+    Check("non-finite", "standalone", lambda c, k: check_nonfinite(c.refs, c.cand)),
+    Check("hardware", "standalone", lambda c, k: check_hardware(c.cand, k, c.target, c.final)),
     # Settings facts before their effects: the drift they cause points at them.
     Check("lr-schedule", "cause", lambda c, k: check_lr_batch(c)),
     Check("clipping", "cause", check_clipping),
@@ -65,11 +65,11 @@ CHECKS: tuple[Check, ...] = (
     Check("data", "cause", lambda c, k: check_data(c.refs, c.cand, k)),
     Check("precision", "cause", lambda c, k: check_precision(c.refs, c.cand, k)),
     Check("ranks", "cause", lambda c, k: check_ranks(c)),
-    Check("recompilation", "finding", lambda c, k: check_recompilation(c.cand, k)),
-    Check("fallback", "finding", lambda c, k: check_fallback(c.cand, k)),
-    Check("slow", "finding", lambda c, k: check_slow(c.refs, c.cand, k, c.final)),
-    Check("memory", "finding", _final(lambda c, k: check_memory(c.cand, k))),
-    Check("step-count", "finding", lambda c, k: check_step_count(c)),
+    Check("recompilation", "standalone", lambda c, k: check_recompilation(c.cand, k)),
+    Check("fallback", "standalone", lambda c, k: check_fallback(c.cand, k)),
+    Check("slow", "standalone", lambda c, k: check_slow(c.refs, c.cand, k, c.final)),
+    Check("memory", "standalone", _final(lambda c, k: check_memory(c.cand, k))),
+    Check("step-count", "standalone", lambda c, k: check_step_count(c)),
     Check("drift", "consequence", lambda c, k: drift(c, drift_criteria(c, k))),
     Check("goal", "consequence", _final(lambda c, k: check_goal_stat(c.references, c.cand, k))),
 )
@@ -86,4 +86,4 @@ def run_checks(references: list[RunRecords], candidate: RunRecords, criteria: Cr
                                        [got for role, got in found if role == "consequence"], c)
     linked = {"cause": iter(causes), "consequence": iter(consequences)}  # in CHECKS order
     return sort_alarms([a for role, got in found
-                        for a in (got if role == "finding" else next(linked[role]))])
+                        for a in (got if role == "standalone" else next(linked[role]))])

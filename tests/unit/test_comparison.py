@@ -126,7 +126,7 @@ def test_checks_are_named_once_and_causes_come_before_consequences() -> None:
     names = [check.name for check in CHECKS]
     assert len(set(names)) == len(names)
     roles = [check.role for check in CHECKS]
-    # causes come before the consequences they are linked to; findings stand alone
-    assert set(roles) == {"finding", "cause", "consequence"}
+    # causes come before the consequences they are linked to
+    assert set(roles) == {"standalone", "cause", "consequence"}
     assert max(i for i, r in enumerate(roles) if r == "cause") < min(
         i for i, r in enumerate(roles) if r == "consequence")
