@@ -41,9 +41,9 @@ def global_batch(r: RunRecords) -> dict[str, Any] | None:
     """Samples per optimizer step summed over the ranks (each rank's median, so a short last
     batch does not count; steps the GradScaler skipped count as steps), with world size and
     per-rank batch; None without `samples`."""
-    got = r.memo.global_batch
+    got = r.derived.global_batch
     if got is None:
-        got = r.memo.global_batch = (_global_batch(r),)
+        got = r.derived.global_batch = (_global_batch(r),)
     return got[0]
 
 

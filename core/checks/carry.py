@@ -1,6 +1,6 @@
 """Facts of a run's first rows, carried from one live pass to the next.
 
-A live snapshot (records_live.py) hands the checks its series' memo (`memo.live`, memo.py): the
+A live snapshot (records_live.py) hands the checks its series' memo (`derived.live`, memo.py): the
 same one on every pass, over rows that are only ever appended. A reference cut at the
 candidate's last step (`RunRecords.upto`) is its parent's first k rows, and k grows as the
 candidate does. A fact that folds row by row (counts, the smallest few distinct values, sums of
@@ -24,15 +24,15 @@ OFF = "off"  # a fold's state that gave up carrying (the caller then computes th
 
 def home(r: Any) -> tuple[LiveMemo, Any]:
     """Where r's carried facts live, and a run holding r's rows at the same positions."""
-    cut = r.memo.cut_of
+    cut = r.derived.cut_of
     if cut is not None:  # r is parent's first rows
         return home(cut[0])
-    live = r.memo.live
+    live = r.derived.live
     if live is not None:
         return live, r
-    if r.memo.carried is None:
-        r.memo.carried = LiveMemo()
-    return r.memo.carried, r
+    if r.derived.carried is None:
+        r.derived.carried = LiveMemo()
+    return r.derived.carried, r
 
 
 def folded(r: Any, key: FoldKey, start: Callable[[], Any],

@@ -34,9 +34,9 @@ RANK_SAME = 1e-6  # …where the reference's agree to within this
 
 def clip_stats(r: RunRecords) -> dict[str, Any]:
     """Memoised per run (references are judged on every live call)."""
-    val = r.memo.clip_stats
+    val = r.derived.clip_stats
     if val is None:
-        val = r.memo.clip_stats = _clip_stats(r)
+        val = r.derived.clip_stats = _clip_stats(r)
     return val
 
 
@@ -46,9 +46,9 @@ def _clip_stats(r: RunRecords) -> dict[str, Any]:
 
 def clip_config(r: RunRecords) -> dict[str, Any]:
     """What the code asked for, per run: the things clipping-changed compares (memoised)."""
-    val = r.memo.clip_config
+    val = r.derived.clip_config
     if val is None:
-        val = r.memo.clip_config = _clip_config(r)
+        val = r.derived.clip_config = _clip_config(r)
     return val
 
 
@@ -163,7 +163,7 @@ def rank_norm_spread(r: RunRecords) -> float | None:
     if len(r.ranks) < 2:
         return None
     runs = list(r.ranks.values())
-    live = r.memo.live
+    live = r.derived.live
     if live is not None:
         carried = _carried_spread(live.rank_spread, r)
         if carried is not _UNKNOWN:

@@ -122,7 +122,7 @@ class Comparison:
         batch-scaled lr judged against the references' schedule: batch.py)."""
         c = self.cand
         scaled = dc.replace(c, lr=c.lr / factor, lr_all=c.lr_all / factor)
-        scaled.memo = c.memo.without_lr()
+        scaled.derived = c.derived.without_lr()
         out = Comparison(self.refs, scaled, self.final, self.target, self.references)
         out.pairings = [p.of(scaled) for p in self.pairings]
         return out

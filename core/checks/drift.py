@@ -23,16 +23,16 @@ from .series import common_steps, downsample, rolling_mean, smoothed, step_noise
 
 def _smooth(r: RunRecords, name: str, w: int) -> np.ndarray:
     """A reference's smoothed series, memoised (references are judged on every live pass)."""
-    val = r.memo.smooth.get((name, w))
+    val = r.derived.smooth.get((name, w))
     if val is None:
-        val = r.memo.smooth[name, w] = rolling_mean(r.series(name), w)
+        val = r.derived.smooth[name, w] = rolling_mean(r.series(name), w)
     return val
 
 
 def _noise(r: RunRecords, name: str, w: int, gap: int) -> np.ndarray:
-    val = r.memo.noise.get((name, w, gap))
+    val = r.derived.noise.get((name, w, gap))
     if val is None:
-        val = r.memo.noise[name, w, gap] = _sparse_noise(r.series(name), w, gap)
+        val = r.derived.noise[name, w, gap] = _sparse_noise(r.series(name), w, gap)
     return val
 
 
@@ -67,7 +67,7 @@ def _calibration(refs: list[RunRecords], dc: Any, how: _How,
     """drift_rate.calibrate over the references' own common steps (they are complete: the
     same for every pass of a live candidate), memoised with the references it was made of."""
     key = (how.name, dc.smooth, how.gap, how.noise_w, alpha, len(refs))
-    got = refs[0].memo.drift_cal.get(key)
+    got = refs[0].derived.drift_cal.get(key)
     if got is not None and same_runs(got[0], refs):
         return got[1]
     g = how.gap
@@ -80,7 +80,7 @@ def _calibration(refs: list[RunRecords], dc: Any, how: _How,
         n_at = np.arange(1, rows.shape[1] + 1)
         noise = env[2] / np.sqrt(np.clip(n_at / g, 1, dc.smooth))
         cal = drift_rate.calibrate(rows, noise, dc.smooth, g, alpha)
-    refs[0].memo.drift_cal[key] = (list(refs), cal)
+    refs[0].derived.drift_cal[key] = (list(refs), cal)
     return cal
 
 
@@ -107,9 +107,9 @@ def _gap(r: RunRecords, name: str) -> int:
         return int(carry.hist_median(st["diffs"])) if st["fin"] >= 2 else 1
 
     # memoised: references are asked on every live pass; a live run's spacings are carried
-    got = r.memo.gap.get(name)
+    got = r.derived.gap.get(name)
     if got is None:
-        got = r.memo.gap[name] = make()
+        got = r.derived.gap[name] = make()
     return max(int(got), 1)
 
 
@@ -176,7 +176,7 @@ def drift(c: Comparison, criteria: Criteria) -> list[Alarm]:
     # drift_rate.py: the rate split over the series judged; two references at least
     alpha = criteria.acceptance.drift_alpha / len(dc.series) if len(refs) >= 2 else 0.0
     c_smooth = _progress_smooth(cand, refs, dc.smooth) if al.mode == "progress" else dc.smooth
-    live = cand.memo.live
+    live = cand.derived.live
     memo = live.drift if live is not None else {}  # not a live snapshot: nothing is carried
     k = steps.size
     # A live run judged by step (every selector the prefix 0..k-1): each point's verdict is

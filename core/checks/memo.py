@@ -1,13 +1,14 @@
 """What the checks remember about one run: its derived facts, and what a live run carries.
 
-`Derived` is one RunRecords' memo (`RunRecords.memo`): series and facts the checks derive from
-that run alone (smoothed series, steps per epoch, the clip configuration...), each computed at
-most once, because the references are judged again on every live pass. It is not part of the
-data: records are treated as immutable once built.
+`Derived` is one RunRecords' memo (`RunRecords.derived`): series and facts the checks derive
+from that run alone (smoothed series, steps per epoch, the clip configuration...), each
+computed at most once, because the references are judged again on every live pass. It is not
+part of the data: records are treated as immutable once built.
 
 `LiveMemo` is what a live run's snapshots share (records_live.py hands every snapshot of a
-series the same one): states over rows that are only ever appended, so a pass folds only the
-rows added since the last (carry.py, series.smoothed, drift's verdicts, the ranks' spreads).
+series the same one, as `derived.live`): states over rows that are only ever appended, so a
+pass folds only the rows added since the last (carry.py, series.smoothed, drift's verdicts,
+the ranks' spreads).
 
 Every slot is declared here, with its type: a new memo is a new field, never a new tuple key.
 Nothing is keyed by `id()` of another object: a state that belongs to other runs keeps those

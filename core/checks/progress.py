@@ -40,20 +40,20 @@ def has_progress(r: RunRecords) -> bool:
 
 def progress(r: RunRecords) -> np.ndarray:
     """epoch + fraction of the epoch consumed, per step record (NaN without the columns)."""
-    val = r.memo.progress
+    val = r.derived.progress
     if val is None:
         with np.errstate(invalid="ignore", divide="ignore"):
             val = r.col("epoch") + r.col("batch") / np.maximum(r.col("epoch_batches"), 1)
-        r.memo.progress = val
+        r.derived.progress = val
     return val
 
 
 def steps_per_epoch(r: RunRecords, attempted: bool = False) -> dict[int, int]:
     """Step records per epoch (the last one may be partial in a live run); with `attempted`,
     plus the steps the GradScaler skipped (they consumed batches but updated nothing)."""
-    val = r.memo.steps_per_epoch.get(attempted)
+    val = r.derived.steps_per_epoch.get(attempted)
     if val is None:
-        val = r.memo.steps_per_epoch[attempted] = _steps_per_epoch(r, attempted)
+        val = r.derived.steps_per_epoch[attempted] = _steps_per_epoch(r, attempted)
     return val
 
 

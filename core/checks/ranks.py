@@ -30,9 +30,9 @@ PARAM_RTOL = 1e-5  # float noise of a float64 sum over identical float32 paramet
 def rank_divergence(r: RunRecords) -> dict[str, Any] | None:
     """Relative spread of the ranks' parameter checksums at each checked step; None when fewer
     than two ranks report checksums. Memoised per run (asked twice per call of the checks)."""
-    got = r.memo.rank_divergence
+    got = r.derived.rank_divergence
     if got is None:
-        got = r.memo.rank_divergence = (_rank_divergence(r),)
+        got = r.derived.rank_divergence = (_rank_divergence(r),)
     return got[0]
 
 
@@ -40,7 +40,7 @@ def _rank_divergence(r: RunRecords) -> dict[str, Any] | None:
     runs = {k: x for k, x in r.ranks.items() if _has_sums(x)}
     if len(runs) < 2:
         return None
-    live = r.memo.live
+    live = r.derived.live
     if live is not None:
         carried = _carried_divergence(live.rank_divergence, runs)
         if carried is not _UNKNOWN:

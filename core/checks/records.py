@@ -75,7 +75,7 @@ class RunRecords:
     rank_facts: dict[int, dict[str, Any]] = field(default_factory=dict)
     evidence: Evidence = field(default_factory=Evidence)  # portside's own records (evidence.py)
     # What the checks derive from these records (memo.py); not part of the data.
-    memo: Derived = field(default_factory=Derived, init=False, repr=False, compare=False)
+    derived: Derived = field(default_factory=Derived, init=False, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -93,10 +93,10 @@ class RunRecords:
     def has(self, name: str) -> bool:
         """Every step record reported this EXTRA column (memoised: the checks ask often, and
         a live snapshot is given the answer its fold carried)."""
-        hit = self.memo.has.get(name)
+        hit = self.derived.has.get(name)
         if hit is None:
             v = self.extra.get(name)
-            hit = self.memo.has[name] = v is not None and self.n > 0 and bool(np.isfinite(v).all())
+            hit = self.derived.has[name] = v is not None and self.n > 0 and bool(np.isfinite(v).all())
         return hit
 
     @property
@@ -106,9 +106,9 @@ class RunRecords:
 
     def steps_increasing(self) -> bool:
         """Steps strictly increasing (memoised: the checks ask on every live pass)."""
-        v = self.memo.increasing
+        v = self.derived.increasing
         if v is None:
-            v = self.memo.increasing = carry.folded(self, FoldKey("increasing"), lambda: True,
+            v = self.derived.increasing = carry.folded(self, FoldKey("increasing"), lambda: True,
                                                     _fold_increasing)
         return v
 
@@ -243,9 +243,9 @@ class RunRecords:
     def upto(self, last_step: int) -> RunRecords:
         """The step series cut at `last_step` (inclusive); facts, exit and end are dropped —
         used to compare references with a live candidate over the same range."""
-        ordered = self.memo.ordered
+        ordered = self.derived.ordered
         if ordered is None:
-            ordered = self.memo.ordered = _sorted(self.steps)
+            ordered = self.derived.ordered = _sorted(self.steps)
         k = int(np.searchsorted(self.steps, last_step, side="right")) if ordered \
             else int(np.count_nonzero(self.steps <= last_step))
         if k == self.n:
@@ -266,7 +266,7 @@ class RunRecords:
                          ranks={k: r.upto(last_step) for k, r in self.ranks.items()},
                          rank_facts=self.rank_facts)
         if ordered:  # its rows are our first k: facts of them are carried with ours (carry.py)
-            out.memo.cut_of = (self, k)
+            out.derived.cut_of = (self, k)
         return out
 
 

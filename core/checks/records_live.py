@@ -310,8 +310,8 @@ class _Series:
         n = self.n
         out = _records(self.arrays(), **kw)
         for k, ok in self.all_finite.items():
-            out.memo.has[k] = ok and n > 0
-        out.memo.live = self.memo
+            out.derived.has[k] = ok and n > 0
+        out.derived.live = self.memo
         return out
 
     def columns(self) -> list[_Col]:
@@ -357,7 +357,7 @@ class _Joined:
         joined = {k: cat(k) for k in (*_COLS, "nf_loss", "nf_grad")}
         out = _records({**joined, "steps": steps, "lr": lr_all[:, 0].copy(), "lr_all": lr_all,
                         "extra": extra}, **kw)
-        out.memo.live = self.memo
+        out.derived.live = self.memo
         return out
 
 

@@ -67,7 +67,7 @@ def smoothed(r: RunRecords, name: str, w: int) -> np.ndarray:
     sums are carried from the last pass and only the new steps are added: O(new), with
     rolling_mean's arithmetic, so the values are the same to the bit."""
     x = r.series(name)
-    live = r.memo.live
+    live = r.derived.live
     if live is None or w <= 1 or x.size == 0:
         return rolling_mean(x, w)
     memo, key = live.roll, (name, w)

@@ -17,9 +17,9 @@ def steady_step_s(r: RunRecords, warmup_steps: int) -> float | None:
     """Median step time after warm-up, leaving out steps that compiled (compile time is reported
     apart); None without any such step. Memoised per run (references are judged repeatedly)."""
     key = (warmup_steps, r.n)
-    if key not in r.memo.steady:
-        r.memo.steady[key] = _steady_step_s(r, warmup_steps)
-    return r.memo.steady[key]
+    if key not in r.derived.steady:
+        r.derived.steady[key] = _steady_step_s(r, warmup_steps)
+    return r.derived.steady[key]
 
 
 def _steady_step_s(r: RunRecords, warmup_steps: int) -> float | None:

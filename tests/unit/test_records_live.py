@@ -33,7 +33,7 @@ OK = RunEnd(exit_code=0, wall_s=1.0)
 
 def same(a: RunRecords, b: RunRecords, where: str = "run") -> None:
     for f in dataclasses.fields(RunRecords):
-        if f.name == "memo":
+        if f.name == "derived":
             continue
         x, y = getattr(a, f.name), getattr(b, f.name)
         if isinstance(x, np.ndarray):
