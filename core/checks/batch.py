@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses as dc
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from .alarms import Alarm
 from .lr import check_lr
 from .records import RunRecords
 
+if TYPE_CHECKING:
+    from .comparison import Comparison
+
 BATCH_RTOL = 0.02  # medians of whole batches: only a real change moves them
 
 
@@ -38,10 +41,10 @@ def global_batch(r: RunRecords) -> dict[str, Any] | None:
     """Samples per optimizer step summed over the ranks (each rank's median, so a short last
     batch does not count; steps the GradScaler skipped count as steps), with world size and
     per-rank batch; None without `samples`."""
-    memo = r._cache.get(("global_batch",))
-    if memo is None:
-        memo = r._cache[("global_batch",)] = [_global_batch(r)]
-    return memo[0]
+    got = r.derived.global_batch
+    if got is None:
+        got = r.derived.global_batch = (_global_batch(r),)
+    return got[0]
 
 
 BATCH_PREFIX = 4096  # steps per rank the batch is read from: it is configuration, set at start
@@ -71,15 +74,14 @@ def _global_batch(r: RunRecords) -> dict[str, Any] | None:
     return {"global": total, "world_size": world, "per_rank": per[min(per)]}
 
 
-def check_lr_batch(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:
+def check_lr_batch(c: Comparison) -> list[Alarm]:
     """`check_lr`, with the learning rate judged relative to the global batch (module doc)."""
-    plain = check_lr(refs, cand)
-    ratio = batch_ratio(refs, cand)
-    if ratio is None:
+    plain = check_lr(c)
+    if c.batch is None:
         return plain
-    k, cb, rb = ratio
+    k, cb, rb = c.batch
     ev = {"candidate_batch": cb, "reference_batch": rb, "batch_ratio": k}
-    lr0 = _first_lr(refs)
+    lr0, cand = _first_lr(c.refs), c.cand
     if not (math.isfinite(lr0) and np.isfinite(cand.lr).any()):
         return plain  # no learning rate recorded (a hand-written update): nothing to scale
     if not plain:
@@ -91,8 +93,7 @@ def check_lr_batch(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:
             {**ev, "lr": lr0, "expected_lr": [lr0 * k, lr0 * math.sqrt(k)]},
             key="global-batch-changed")]
     for rule, f in (("linear", k), ("sqrt", math.sqrt(k))):
-        scaled = dc.replace(cand, lr=cand.lr / f, lr_all=cand.lr_all / f)
-        if not check_lr(refs, scaled):
+        if not check_lr(c.scaled_lr(f)):
             return [Alarm(
                 "global-batch-changed", "info",
                 f"global batch {_fmt(cb)} vs reference {_fmt(rb)}, learning rate scaled by "
@@ -127,10 +128,10 @@ def _fmt(b: dict[str, Any]) -> str:
     return f"{b['global']:g} ({b['world_size']} rank(s) × {b['per_rank']:g})"
 
 
-def drift_criteria(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> Criteria:
+def drift_criteria(c: Comparison, criteria: Criteria) -> Criteria:
     """The drift criteria without `grad_norm` when the global batch differs (module doc)."""
     series = criteria.drift.series
-    if "grad_norm" not in series or batch_ratio(refs, cand) is None:
+    if "grad_norm" not in series or c.batch is None:
         return criteria
     kept = tuple(s for s in series if s != "grad_norm")
     return dc.replace(criteria, drift=dc.replace(criteria.drift, series=kept))

@@ -1,7 +1,7 @@
 """Facts of a run's first rows, carried from one live pass to the next.
 
-A live snapshot (records_live.py) hands the checks its series' memo (`_cache[("live",)]`): the
-same dict on every pass, over rows that are only ever appended. A reference cut at the
+A live snapshot (records_live.py) hands the checks its series' memo (`derived.live`, memo.py): the
+same one on every pass, over rows that are only ever appended. A reference cut at the
 candidate's last step (`RunRecords.upto`) is its parent's first k rows, and k grows as the
 candidate does. A fact that folds row by row (counts, the smallest few distinct values, sums of
 integers) is kept in that memo with the number of rows it covers, so a pass folds only the rows
@@ -17,36 +17,43 @@ from typing import Any
 
 import numpy as np
 
+from .memo import FoldKey, LiveMemo, same_runs
+
 OFF = "off"  # a fold's state that gave up carrying (the caller then computes the whole)
 
 
-def home(r: Any) -> tuple[dict[Any, Any], Any]:
+def home(r: Any) -> tuple[LiveMemo, Any]:
     """Where r's carried facts live, and a run holding r's rows at the same positions."""
-    cut = r._cache.get(("cut_of",))
+    cut = r.derived.cut_of
     if cut is not None:  # r is parent's first rows
         return home(cut[0])
-    live = r._cache.get(("live",))
+    live = r.derived.live
     if live is not None:
         return live, r
-    return r._cache.setdefault(("carry",), {}), r
+    if r.derived.carried is None:
+        r.derived.carried = LiveMemo()
+    return r.derived.carried, r
 
 
-def folded(r: Any, key: Any, start: Callable[[], Any],
-           fold: Callable[[Any, Any, int, int], Any], n: int | None = None) -> Any:
+def folded(r: Any, key: FoldKey, start: Callable[[], Any],
+           fold: Callable[[Any, Any, int, int], Any], n: int | None = None,
+           of: tuple[Any, ...] = ()) -> Any:
     """The state `fold(state, src, a, b)` reaches over rows 0..n-1 of r (n: r.n), from
     `start()`, folding rows a..b-1 of `src` (they are r's rows a..b-1) on top of a state over
     rows 0..a-1. Kept in r's home, so the next call folds only rows added since; a call over
     fewer rows than the kept state covers starts again (and keeps that: a new candidate cuts
-    the references from their start). `fold` may return OFF, which stays."""
+    the references from their start), as does one about other runs `of` than the kept state
+    (a fact of r against a reference keeps that reference). `fold` may return OFF, which
+    stays."""
     memo, src = home(r)
     n = r.n if n is None else n
-    got = memo.get(key)
-    if got is None or got[0] > n:
-        got = (0, start())
-    done, st = got
+    got = memo.folds.get(key)
+    if got is None or got[0] > n or not same_runs(got[2], of):
+        got = (0, start(), of)
+    done, st, _ = got
     if st is not OFF and done < n:
         st = fold(st, src, done, n)
-    memo[key] = (n, st)
+    memo.folds[key] = (n, st, of)
     return st
 
 

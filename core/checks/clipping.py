@@ -18,6 +18,8 @@ from portside.core.log.criteria import Criteria
 
 from . import carry
 from .alarms import Alarm
+from .comparison import Comparison
+from .memo import FoldKey
 from .ranks import diverged
 from .records import RunRecords
 from .steps import common_where, increasing, index_of
@@ -32,9 +34,9 @@ RANK_SAME = 1e-6  # …where the reference's agree to within this
 
 def clip_stats(r: RunRecords) -> dict[str, Any]:
     """Memoised per run (references are judged on every live call)."""
-    val = r._cache.get(("clip_stats",))
+    val = r.derived.clip_stats
     if val is None:
-        val = r._cache[("clip_stats",)] = _clip_stats(r)
+        val = r.derived.clip_stats = _clip_stats(r)
     return val
 
 
@@ -44,9 +46,9 @@ def _clip_stats(r: RunRecords) -> dict[str, Any]:
 
 def clip_config(r: RunRecords) -> dict[str, Any]:
     """What the code asked for, per run: the things clipping-changed compares (memoised)."""
-    val = r._cache.get(("clip_config",))
+    val = r.derived.clip_config
     if val is None:
-        val = r._cache[("clip_config",)] = _clip_config(r)
+        val = r.derived.clip_config = _clip_config(r)
     return val
 
 
@@ -67,7 +69,7 @@ _HIST_MAX = 64
 
 
 def _clip_fold(r: RunRecords) -> dict[str, Any]:
-    st = carry.folded(r, ("clip",), _clip_start, _clip_rows)
+    st = carry.folded(r, FoldKey("clip"), _clip_start, _clip_rows)
     if st is carry.OFF:
         st = _clip_rows(_clip_start(), r, 0, r.n, whole=True)
     return st
@@ -161,9 +163,9 @@ def rank_norm_spread(r: RunRecords) -> float | None:
     if len(r.ranks) < 2:
         return None
     runs = list(r.ranks.values())
-    memo = r._cache.get(("live",))
-    if memo is not None:
-        carried = _carried_spread(memo, r)
+    live = r.derived.live
+    if live is not None:
+        carried = _carried_spread(live.rank_spread, r)
         if carried is not _UNKNOWN:
             return carried  # type: ignore[return-value]
     m = min(x.n for x in runs)
@@ -193,11 +195,12 @@ def rank_norm_spread(r: RunRecords) -> float | None:
 _UNKNOWN = object()
 
 
-def _carried_spread(memo: dict[Any, Any], r: RunRecords) -> object:
+def _carried_spread(memo: dict[tuple[Any, ...], dict[str, Any]], r: RunRecords) -> object:
     """rank_norm_spread on a live run's snapshot: the per-step spreads of earlier passes are
-    kept (rows are only appended), only new rows are added; _UNKNOWN when the ranks' steps
-    are not one increasing sequence (the general path then)."""
-    key = ("rank_spread", tuple(r.ranks))
+    kept (`memo`: the live memo's, by ranks; rows are only appended), only new rows are
+    added; _UNKNOWN when the ranks' steps are not one increasing sequence (the general path
+    then)."""
+    key = tuple(r.ranks)
     st = memo.get(key) or {"m": 0, "vals": carry.Buf(np.float64), "zeros": 0, "seen": {}}
     if st.get("off"):
         return _UNKNOWN
@@ -243,14 +246,13 @@ def _fmt(vals: list[float]) -> str:
     return "/".join(f"{v:g}" for v in vals) or "none"
 
 
-def check_clipping(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
-                   final: bool) -> list[Alarm]:
+def check_clipping(c: Comparison, criteria: Criteria) -> list[Alarm]:
     """The clip configuration differs from every reference's. References are cut to the
     candidate's steps so a live run compares like with like."""
-    if not refs or cand.n == 0:
+    cand, final = c.cand, c.final
+    if not c.refs or cand.n == 0:
         return []
-    last = int(cand.steps.max())
-    cuts = [r.upto(last) for r in refs]
+    cuts = c.cuts
     rs = [clip_config(r) for r in cuts]
     cs = clip_config(cand)
     min_steps = 1 if final else max(criteria.drift.window, 5)
@@ -329,14 +331,14 @@ def _before_reduction(cs: dict[str, Any], rs: list[dict[str, Any]], cand_diverge
     return ""
 
 
-def clip_share(refs: list[RunRecords], cand: RunRecords) -> dict[str, Any] | None:
+def clip_share(cmp: Comparison) -> dict[str, Any] | None:
     """The clipped share of steps, candidate vs references, when the configuration is the same
     (same max_norm); `differs` when the share moved more than the thresholds. Evidence for the
     drift alarm: the gradients changed."""
-    if not refs or cand.n == 0:
+    cand = cmp.cand
+    if not cmp.refs or cand.n == 0:
         return None
-    last = int(cand.steps.max())
-    rs = [clip_stats(r.upto(last)) for r in refs]
+    rs = [clip_stats(r) for r in cmp.cuts]
     cs = clip_stats(cand)
     ref_shares = [s["clipped_share"] for s in rs if s["clipped_share"] is not None and
                   s["judged"] >= CLIP_MIN_STEPS]

@@ -14,17 +14,25 @@ from portside.core.log.criteria import Criteria
 
 from . import carry, drift_rate
 from .alarms import Alarm
-from .progress import align, steps_per_epoch
+from .comparison import Comparison
+from .memo import FoldKey, same_runs
+from .progress import steps_per_epoch
 from .records import RunRecords
 from .series import common_steps, downsample, rolling_mean, smoothed, step_noise, true_runs
 
 
-def _cached(r: RunRecords, key: tuple, make: Any) -> np.ndarray:
-    """Per-run memo of derived full-length series. Records are treated as immutable once built;
-    references are re-checked on every live call, so this makes their cost a one-off."""
-    val = r._cache.get(key)
+def _smooth(r: RunRecords, name: str, w: int) -> np.ndarray:
+    """A reference's smoothed series, memoised (references are judged on every live pass)."""
+    val = r.derived.smooth.get((name, w))
     if val is None:
-        val = r._cache[key] = make()
+        val = r.derived.smooth[name, w] = rolling_mean(r.series(name), w)
+    return val
+
+
+def _noise(r: RunRecords, name: str, w: int, gap: int) -> np.ndarray:
+    val = r.derived.noise.get((name, w, gap))
+    if val is None:
+        val = r.derived.noise[name, w, gap] = _sparse_noise(r.series(name), w, gap)
     return val
 
 
@@ -40,13 +48,12 @@ def _envelope(refs: list[RunRecords], sel: list[slice | np.ndarray], name: str, 
     sigma = np.zeros(m)
     rows = np.empty((len(refs), m))
     for i, (r, s) in enumerate(zip(refs, sel, strict=True)):
-        sm = _cached(r, ("smooth", name, smooth), lambda r=r: rolling_mean(r.series(name), smooth))[s]
+        sm = _smooth(r, name, smooth)[s]
         rows[i] = sm
         np.fmin(lo, sm, out=lo)  # fmin/fmax skip NaN (a reference missing a step)
         np.fmax(hi, sm, out=hi)
         if noise_w:
-            sigma += _cached(r, ("noise", name, noise_w, gap),
-                             lambda r=r: _sparse_noise(r.series(name), noise_w, gap))[s]
+            sigma += _noise(r, name, noise_w, gap)[s]
     if np.isnan(lo).all():
         return None
     with np.errstate(invalid="ignore"):
@@ -59,22 +66,21 @@ def _calibration(refs: list[RunRecords], dc: Any, how: _How,
                  alpha: float) -> drift_rate.Calibration | None:
     """drift_rate.calibrate over the references' own common steps (they are complete: the
     same for every pass of a live candidate), memoised with the references it was made of."""
-    key = ("drift_cal", how.name, dc.smooth, how.gap, how.noise_w, alpha, len(refs))
-    got = refs[0]._cache.get(key)
-    if got is not None and len(got[0]) == len(refs) and all(
-            a is b for a, b in zip(got[0], refs, strict=True)):
+    key = (how.name, dc.smooth, how.gap, how.noise_w, alpha, len(refs))
+    got = refs[0].derived.drift_cal.get(key)
+    if got is not None and same_runs(got[0], refs):
         return got[1]
     g = how.gap
     _, sel = common_steps(refs)
     env = _envelope(refs, sel, how.name, dc.smooth * g, how.noise_w, g)
     cal = None
     if env is not None:
-        rows = np.stack([_cached(r, ("smooth", how.name, dc.smooth * g), lambda: None)[s]
+        rows = np.stack([_smooth(r, how.name, dc.smooth * g)[s]
                          for r, s in zip(refs, sel, strict=True)])
         n_at = np.arange(1, rows.shape[1] + 1)
         noise = env[2] / np.sqrt(np.clip(n_at / g, 1, dc.smooth))
         cal = drift_rate.calibrate(rows, noise, dc.smooth, g, alpha)
-    refs[0]._cache[key] = (list(refs), cal)
+    refs[0].derived.drift_cal[key] = (list(refs), cal)
     return cal
 
 
@@ -91,7 +97,7 @@ def sample_gap(runs: list[RunRecords], name: str) -> int:
 
 def _gap(r: RunRecords, name: str) -> int:
     def make() -> int:
-        st = carry.folded(r, ("gap", name), lambda: {"last": -1, "fin": 0, "diffs": {}},
+        st = carry.folded(r, FoldKey("gap", name), lambda: {"last": -1, "fin": 0, "diffs": {}},
                           lambda st, src, a, b: _gap_rows(st, src.series(name), a, b))
         if st["fin"] == r.n:  # a value at every step: the gap is 1 without the median
             return 1
@@ -101,7 +107,10 @@ def _gap(r: RunRecords, name: str) -> int:
         return int(carry.hist_median(st["diffs"])) if st["fin"] >= 2 else 1
 
     # memoised: references are asked on every live pass; a live run's spacings are carried
-    return max(int(_cached(r, ("gap", name), make)), 1)
+    got = r.derived.gap.get(name)
+    if got is None:
+        got = r.derived.gap[name] = make()
+    return max(int(got), 1)
 
 
 _GAPS_MAX = 256  # distinct spacings a carried histogram keeps
@@ -143,6 +152,11 @@ def _sel_len(s: slice | np.ndarray, r: RunRecords) -> int:
 
 
 def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
+    """`drift` of these runs alone (tests, benchmarks: a pass builds its Comparison once)."""
+    return drift(Comparison(refs, cand), criteria)
+
+
+def drift(c: Comparison, criteria: Criteria) -> list[Alarm]:
     """Smoothed candidate series outside the reference envelope. With `acceptance.drift_alpha`
     and two references or more (drift_rate.py): the band around the references' mean
     calibrated to that false-alarm rate over the whole run (at least [min, max] widened by
@@ -150,10 +164,11 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
     for `window` consecutive common steps: [min, max] over references of the same smoothing,
     widened by rtol·max(|lo|, |hi|) + atol + noise_z·σ, where σ is the references' step noise
     divided by √(points in the smoothing window)."""
+    refs, cand = c.refs, c.cand
     if not refs or cand.n == 0:
         return []
     dc = criteria.drift
-    al = align(cand, refs, common_steps)
+    al = c.alignment
     steps, idx = al.steps, al.sel
     if steps.size < dc.window:
         return []
@@ -161,14 +176,13 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
     # drift_rate.py: the rate split over the series judged; two references at least
     alpha = criteria.acceptance.drift_alpha / len(dc.series) if len(refs) >= 2 else 0.0
     c_smooth = _progress_smooth(cand, refs, dc.smooth) if al.mode == "progress" else dc.smooth
-    memo: dict[Any, Any] | None = cand._cache.get(("live",))
-    if memo is None:
-        memo = {}  # not a live snapshot: nothing is carried
+    live = cand.derived.live
+    memo = live.drift if live is not None else {}  # not a live snapshot: nothing is carried
     k = steps.size
     # A live run judged by step (every selector the prefix 0..k-1): each point's verdict is
     # fixed once its step is in every run, so a pass need only look at the new points and the
     # `window` before them for a long excursion; the full evidence is built when there is one.
-    tail = ("live",) in cand._cache and al.mode == "step" and all(
+    tail = live is not None and al.mode == "step" and all(
         isinstance(s, slice) and s.start in (0, None) for s in idx)
     alarms = []
     for name in dc.series:
@@ -180,17 +194,17 @@ def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) ->
         if alpha and _calibration(refs, dc, replace(how, alpha=alpha), alpha) is not None:
             # The calibrated band is a max-statistic: one sample outside it is the alarm.
             how = replace(how, window=gap, alpha=alpha)
-        key = ("drift", dc.rtol, dc.atol, dc.smooth, dc.noise_z, how)
+        key = (dc.rtol, dc.atol, dc.smooth, dc.noise_z, how)
         seen = memo.get(key) if tail else None
-        if seen is not None and seen[1] == tuple(map(id, refs)) and seen[0] <= k:
+        if seen is not None and same_runs(seen[1], refs) and seen[0] <= k:
             a = max(0, seen[0] - window)
             if not _long_excursion(refs, cand, dc, how, a, k):
-                memo[key] = (k, seen[1], refs)  # refs kept: their ids stay theirs
+                memo[key] = (k, seen[1])
                 continue
         found = _drift_alarm(refs, cand, dc, how, al)
         if found is None:
             if tail:
-                memo[key] = (k, tuple(map(id, refs)), refs)
+                memo[key] = (k, list(refs))
             continue
         alarms.append(found)
     return alarms

@@ -3,33 +3,38 @@ by step or by training progress where the steps per epoch differ."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import carry
 from .alarms import Alarm
-from .progress import has_progress, map_to, steps_per_epoch
+from .memo import FoldKey
 from .records import RunRecords
-from .series import common_steps, downsample
+from .series import downsample
+
+if TYPE_CHECKING:
+    from .comparison import Comparison, Pairing
 
 LR_RTOL = 1e-6  # float noise between schedulers computing the same lr
 
 
-def _lr_by_step(cand: RunRecords, r: RunRecords) -> dict[str, Any] | None:
+def _lr_by_step(p: Pairing) -> dict[str, Any] | None:
     """First learning-rate difference at the same step index; None when they agree (or
     cannot be compared)."""
-    steps, (ic, ir) = common_steps([cand, r])
+    cand, r = p.cand, p.ref
+    steps, (ic, ir) = p.common
     if steps.size == 0:
         return None
     g = min(cand.lr_all.shape[1], r.lr_all.shape[1])
     c, rv = cand.lr_all[ic, :g], r.lr_all[ir, :g]
     if isinstance(ic, slice) and isinstance(ir, slice):  # the common steps are both prefixes
-        # Each row's verdict is fixed once both runs have it: carried (carry.py), the
-        # reference kept in the state so its id stays its own.
-        st = carry.folded(cand, ("lr_by_step", id(r), g), lambda: {"ref": r, "both": False,
-                                                                     "bad": 0, "first": None},
-                          lambda st, src, a, b: _lr_rows(st, src, r, g, a, b), n=steps.size)
+        # Each row's verdict is fixed once both runs have it: carried (carry.py), per
+        # reference (the state is about that very run).
+        st = carry.folded(cand, FoldKey("lr_by_step", (p.index, g)),
+                          lambda: {"both": False, "bad": 0, "first": None},
+                          lambda st, src, a, b: _lr_rows(st, src, r, g, a, b), n=steps.size,
+                          of=(r,))
         if not st["both"] or st["first"] is None:
             return None
         i, grp = st["first"]
@@ -58,11 +63,11 @@ def _lr_rows(st: dict[str, Any], cand: RunRecords, r: RunRecords, g: int, a: int
     return out
 
 
-def _lr_by_progress(cand: RunRecords, r: RunRecords) -> dict[str, Any] | None:
+def _lr_by_progress(p: Pairing) -> dict[str, Any] | None:
     """The same by training progress: the candidate's lr must lie within the reference's at
     the nearest-progress step and its two neighbours (a per-step schedule sampled at 62
     instead of 63 points per epoch falls between the reference's values)."""
-    m = map_to(cand, r)
+    cand, r, m = p.cand, p.ref, p.progress_map
     ok = m >= 0
     if not ok.any():
         return None
@@ -113,23 +118,23 @@ def _last_finite(x: np.ndarray) -> float:
     return float(fin[-1]) if fin.size else 0.0
 
 
-def check_lr(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:
+def check_lr(c: Comparison) -> list[Alarm]:
     """The candidate's learning rates differ (beyond float noise) from every reference's, both
     at the same step index and at the same training progress (when the probe recorded epochs):
     a schedule that is the same function of steps, or of progress, passes. Series lengths alone
     are not compared: a short candidate is partial or crashed."""
-    if not refs or cand.n == 0:
+    if not c.refs or c.cand.n == 0:
         return []
     best: dict[str, Any] | None = None
-    for r in refs:
-        by_step = _lr_by_step(cand, r)
+    for p in c.pairings:
+        by_step = _lr_by_step(p)
         if by_step is None:
             return []  # matches at least one reference (or nothing to compare)
-        if has_progress(cand) and has_progress(r):
-            by_prog = _lr_by_progress(cand, r)
+        if p.progress_known:
+            by_prog = _lr_by_progress(p)
             if by_prog is None:
                 return []
-            by_step = by_prog if steps_per_epoch(cand) != steps_per_epoch(r) else by_step
+            by_step = by_prog if p.per_epoch_differs else by_step
         if best is None:
             best = by_step
     assert best is not None

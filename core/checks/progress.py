@@ -14,13 +14,17 @@ with the same steps per epoch, are aligned by step index as before.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import carry
 from .alarms import Alarm
+from .memo import FoldKey
 from .records import RunRecords
+
+if TYPE_CHECKING:
+    from .comparison import Comparison
 
 
 @dataclass(frozen=True)
@@ -36,29 +40,27 @@ def has_progress(r: RunRecords) -> bool:
 
 def progress(r: RunRecords) -> np.ndarray:
     """epoch + fraction of the epoch consumed, per step record (NaN without the columns)."""
-    key = ("progress",)
-    val = r._cache.get(key)
+    val = r.derived.progress
     if val is None:
         with np.errstate(invalid="ignore", divide="ignore"):
             val = r.col("epoch") + r.col("batch") / np.maximum(r.col("epoch_batches"), 1)
-        r._cache[key] = val
+        r.derived.progress = val
     return val
 
 
 def steps_per_epoch(r: RunRecords, attempted: bool = False) -> dict[int, int]:
     """Step records per epoch (the last one may be partial in a live run); with `attempted`,
     plus the steps the GradScaler skipped (they consumed batches but updated nothing)."""
-    key = ("steps_per_epoch", attempted)
-    val = r._cache.get(key)
+    val = r.derived.steps_per_epoch.get(attempted)
     if val is None:
-        val = r._cache[key] = _steps_per_epoch(r, attempted)
+        val = r.derived.steps_per_epoch[attempted] = _steps_per_epoch(r, attempted)
     return val
 
 
 def _steps_per_epoch(r: RunRecords, attempted: bool) -> dict[int, int]:
     if not has_progress(r):
         return {}
-    st = carry.folded(r, ("steps_per_epoch", attempted), dict,
+    st = carry.folded(r, FoldKey("steps_per_epoch", attempted), dict,
                       lambda st, src, a, b: _fold_epochs(st, src, a, b, attempted))
     if st is carry.OFF:  # weights a sum in pieces might round otherwise: all at once
         st = _fold_epochs({}, r, 0, r.n, attempted, whole=True)
@@ -91,22 +93,19 @@ def _fold_epochs(st: Any, src: RunRecords, a: int, b: int, attempted: bool,
     return st
 
 
+def by_progress(cand: RunRecords, refs: list[RunRecords]) -> bool:
+    """Runs line up by training progress: every one reports it and the steps per epoch
+    differ (`differs`); else by step index. The one statement of that rule: the checks ask it
+    once per pass (comparison.py), the side-by-side view per pair of runs."""
+    return bool(refs) and has_progress(cand) and all(has_progress(r) for r in refs) and \
+        differs(cand, refs)
+
+
 def differs(cand: RunRecords, refs: list[RunRecords]) -> bool:
     """Batches per epoch differ (known from the first step), or steps per epoch differ on an
     epoch complete in both runs (gradient accumulation). Steps the GradScaler skipped count
     as steps here: the k-th update of both runs is the same point of training, so such runs are
-    compared by step index (updates), not progress. Memoised per candidate and references
-    (several checks align the same runs on every pass)."""
-    key = ("differs", tuple(map(id, refs)))
-    hit = cand._cache.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], refs, strict=True)):
-        return hit[1]
-    out = _differs(cand, refs)
-    cand._cache[key] = (list(refs), out)
-    return out
-
-
-def _differs(cand: RunRecords, refs: list[RunRecords]) -> bool:
+    compared by step index (updates), not progress."""
     c = steps_per_epoch(cand, attempted=True)
     if not c:
         return False
@@ -150,8 +149,14 @@ def map_to(cand: RunRecords, ref: RunRecords) -> np.ndarray:
 
 def align(cand: RunRecords, refs: list[RunRecords], common_steps: object) -> Alignment:
     """By progress when every run reports it and the steps per epoch differ; else by step."""
-    if refs and has_progress(cand) and all(has_progress(r) for r in refs) and differs(cand, refs):
-        maps = [map_to(cand, r) for r in refs]
+    by = by_progress(cand, refs)
+    return aligned(cand, refs, by, [map_to(cand, r) for r in refs] if by else [], common_steps)
+
+
+def aligned(cand: RunRecords, refs: list[RunRecords], progress: bool, maps: list[np.ndarray],
+            common_steps: object) -> Alignment:
+    """The compared points: by progress (`maps`: map_to of each reference), else by step."""
+    if progress:
         ok = np.ones(cand.n, bool)
         for m in maps:
             ok &= m >= 0
@@ -161,18 +166,18 @@ def align(cand: RunRecords, refs: list[RunRecords], common_steps: object) -> Ali
     return Alignment("step", steps, sel)
 
 
-def check_step_count(refs: list[RunRecords], cand: RunRecords, final: bool) -> list[Alarm]:
+def check_step_count(c: Comparison) -> list[Alarm]:
     """Info: the candidate takes another number of optimizer steps than the references (per
     epoch, or in total) and is therefore compared by progress, not judged for it."""
-    if not final or not refs or cand.n == 0:
+    refs, cand = c.refs, c.cand
+    if not c.final or not refs or cand.n == 0:
         return []
     totals = sorted({r.n for r in refs})
     per_c = steps_per_epoch(cand)
     per_r = steps_per_epoch(refs[0])
     if cand.n in totals and per_c == per_r:
         return []
-    by = "progress" if (has_progress(cand) and all(has_progress(r) for r in refs)
-                        and differs(cand, refs)) else "step"
+    by = "progress" if c.by_progress else "step"
     ev: dict[str, Any] = {
         "candidate_steps": cand.n, "reference_steps": totals, "aligned_by": by,
         "candidate_steps_per_epoch": _first(per_c), "reference_steps_per_epoch": _first(per_r),

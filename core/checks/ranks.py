@@ -19,10 +19,9 @@ import numpy as np
 
 from . import carry
 from .alarms import Alarm
-from .batch import batch_ratio
-from .progress import align
+from .comparison import Comparison, Pairing
+from .memo import FoldKey
 from .records import RunRecords
-from .series import common_steps
 from .steps import common_where, index_of
 
 PARAM_RTOL = 1e-5  # float noise of a float64 sum over identical float32 parameters is ~0
@@ -31,19 +30,19 @@ PARAM_RTOL = 1e-5  # float noise of a float64 sum over identical float32 paramet
 def rank_divergence(r: RunRecords) -> dict[str, Any] | None:
     """Relative spread of the ranks' parameter checksums at each checked step; None when fewer
     than two ranks report checksums. Memoised per run (asked twice per call of the checks)."""
-    key = ("rank_divergence",)
-    if key not in r._cache:
-        r._cache[key] = _rank_divergence(r)
-    return r._cache[key]
+    got = r.derived.rank_divergence
+    if got is None:
+        got = r.derived.rank_divergence = (_rank_divergence(r),)
+    return got[0]
 
 
 def _rank_divergence(r: RunRecords) -> dict[str, Any] | None:
     runs = {k: x for k, x in r.ranks.items() if _has_sums(x)}
     if len(runs) < 2:
         return None
-    memo = r._cache.get(("live",))
-    if memo is not None:
-        carried = _carried_divergence(memo, runs)
+    live = r.derived.live
+    if live is not None:
+        carried = _carried_divergence(live.rank_divergence, runs)
         if carried is not _UNKNOWN:
             return carried  # type: ignore[return-value]
     common = common_where(runs.values(), lambda x: np.isfinite(x.col("param_sum")))
@@ -64,17 +63,18 @@ def _has_sums(x: RunRecords) -> bool:
         v = src.extra.get("param_sum")
         return st or (v is not None and bool(np.isfinite(v[a:b]).any()))
 
-    return bool(carry.folded(x, ("has_sums",), lambda: False, rows))
+    return bool(carry.folded(x, FoldKey("has_sums"), lambda: False, rows))
 
 
 _UNKNOWN = object()
 
 
-def _carried_divergence(memo: dict[Any, Any], runs: dict[int, RunRecords]) -> object:
+def _carried_divergence(memo: dict[tuple[Any, ...], dict[str, Any]],
+                        runs: dict[int, RunRecords]) -> object:
     """_rank_divergence on a live run's snapshot: the checked steps, spreads and sums of
-    earlier passes are kept, only new rows are added; _UNKNOWN when the ranks' steps are not
-    one increasing sequence (the general path then)."""
-    key = ("rank_divergence", tuple(runs))
+    earlier passes are kept (`memo`: the live memo's, by ranks), only new rows are added;
+    _UNKNOWN when the ranks' steps are not one increasing sequence (the general path then)."""
+    key = tuple(runs)
     st = memo.get(key) or {"m": 0, "steps": carry.Buf(np.int64), "spread": carry.Buf(np.float64),
                            "sums": {k: carry.Buf(np.float64) for k in runs}}
     if st.get("off"):
@@ -113,7 +113,8 @@ def diverged(r: RunRecords) -> bool:
     return d is not None and bool((d["spread"] > PARAM_RTOL).any())
 
 
-def check_ranks(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:
+def check_ranks(c: Comparison) -> list[Alarm]:
+    refs, cand = c.refs, c.cand
     d = rank_divergence(cand)
     if d is None:
         return []
@@ -144,11 +145,11 @@ AVG_TOL = 1.3  # a gradient-norm ratio within this factor of the world size (or 
 REF_TOL = 1.15  # …where the references' own ratios stay within this factor of 1
 
 
-def norm_ratio(cand: RunRecords, ref: RunRecords) -> dict[str, Any] | None:
+def norm_ratio(p: Pairing) -> dict[str, Any] | None:
     """Median candidate/reference ratio of the gradient norm (and of the loss) over the first
     AVG_EARLY steps compared at the same training progress where both report a norm."""
-    al = align(cand, [ref], common_steps)
-    ic, ir = al.sel
+    cand, ref = p.cand, p.ref
+    ic, ir = p.alignment.sel
     # Only the first AVG_EARLY usable points count: read growing prefixes of the compared
     # points, not both whole runs, until they are found (or the points end).
     total = len(range(*ic.indices(cand.n))) if isinstance(ic, slice) else int(ic.size)
@@ -178,23 +179,24 @@ def _first(sel: slice | np.ndarray, m: int) -> slice | np.ndarray:
     return sel[:m]
 
 
-def check_rank_average(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:
+def check_rank_average(c: Comparison) -> list[Alarm]:
     """The candidate's gradients are the reference's times the world size W (rank losses or
     gradients summed instead of averaged: an all_reduce SUM without the division, a loss
     multiplied by W) or divided by W (averaged twice: a loss divided by W under DDP, which
     averages already), at the same training progress and the same global batch, while the
     references agree with each other. Ranks that never reduce are ranks-diverged's."""
+    cand = c.cand
     w = cand.world_size
-    refs = [r for r in refs if r.n]
+    refs = [r for r in c.refs if r.n]
     if w < 2 or not refs or cand.n < AVG_EARLY or diverged(cand):
         return []
-    if batch_ratio(refs, cand) is not None:
+    if c.batch is not None:
         return []  # another global batch changes the norms by itself: global-batch-changed
-    ratios = [norm_ratio(cand, r) for r in refs]
+    ratios = [norm_ratio(p) for p in c.pairings if p.ref.n]
     if any(x is None for x in ratios):
         return []
     for r in refs[1:]:
-        x = norm_ratio(r, refs[0])
+        x = norm_ratio(Pairing(r, refs[0]))  # the references' own spread
         if x is None or abs(math.log(x["grad_norm"])) > math.log(REF_TOL):
             return []  # the references' norms vary too much between seeds to judge
     gs = [x["grad_norm"] for x in ratios if x is not None]

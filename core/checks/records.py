@@ -25,6 +25,7 @@ from portside.core.log import events as ev
 
 from . import carry
 from .evidence import Evidence
+from .memo import Derived, FoldKey
 from .steps import increasing
 
 # One number parser for every reader of records (checks, metrics table, chart).
@@ -73,8 +74,8 @@ class RunRecords:
     ranks: dict[int, RunRecords] = field(default_factory=dict)  # per rank, when > 1 stepped
     rank_facts: dict[int, dict[str, Any]] = field(default_factory=dict)
     evidence: Evidence = field(default_factory=Evidence)  # portside's own records (evidence.py)
-    # Memo of derived series for the checks (see drift._cached); not part of the data.
-    _cache: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
+    # What the checks derive from these records (memo.py); not part of the data.
+    derived: Derived = field(default_factory=Derived, init=False, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -92,12 +93,11 @@ class RunRecords:
     def has(self, name: str) -> bool:
         """Every step record reported this EXTRA column (memoised: the checks ask often, and
         a live snapshot is given the answer its fold carried)."""
-        key = ("has", name)
-        hit = self._cache.get(key)
+        hit = self.derived.has.get(name)
         if hit is None:
             v = self.extra.get(name)
-            hit = self._cache[key] = v is not None and self.n > 0 and bool(np.isfinite(v).all())
-        return bool(hit)
+            hit = self.derived.has[name] = v is not None and self.n > 0 and bool(np.isfinite(v).all())
+        return hit
 
     @property
     def world_size(self) -> int:
@@ -106,10 +106,10 @@ class RunRecords:
 
     def steps_increasing(self) -> bool:
         """Steps strictly increasing (memoised: the checks ask on every live pass)."""
-        v = self._cache.get(("increasing",))
+        v = self.derived.increasing
         if v is None:
-            v = self._cache[("increasing",)] = carry.folded(self, ("increasing",), lambda: True,
-                                                            _fold_increasing)
+            v = self.derived.increasing = carry.folded(self, FoldKey("increasing"), lambda: True,
+                                                    _fold_increasing)
         return v
 
     def last_metric(self, name: str) -> float | None:
@@ -243,9 +243,9 @@ class RunRecords:
     def upto(self, last_step: int) -> RunRecords:
         """The step series cut at `last_step` (inclusive); facts, exit and end are dropped —
         used to compare references with a live candidate over the same range."""
-        ordered = self._cache.get(("sorted",))
+        ordered = self.derived.ordered
         if ordered is None:
-            ordered = self._cache[("sorted",)] = _sorted(self.steps)
+            ordered = self.derived.ordered = _sorted(self.steps)
         k = int(np.searchsorted(self.steps, last_step, side="right")) if ordered \
             else int(np.count_nonzero(self.steps <= last_step))
         if k == self.n:
@@ -266,7 +266,7 @@ class RunRecords:
                          ranks={k: r.upto(last_step) for k, r in self.ranks.items()},
                          rank_facts=self.rank_facts)
         if ordered:  # its rows are our first k: facts of them are carried with ours (carry.py)
-            out._cache[("cut_of",)] = (self, k)
+            out.derived.cut_of = (self, k)
         return out
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from . import carry
 from . import steps as steps_mod
 from .evidence import Evidence
+from .memo import LiveMemo
 from .records import EXTRA, RunEnd, RunRecords, _extra_number, to_float
 from .steps import arange
 
@@ -212,7 +213,7 @@ class _Series:
         self.all_finite: dict[str, bool] = {}  # RunRecords.has, carried: every row so far
         # Derived facts the checks carry from pass to pass (core/checks/carry.py, series
         # .smoothed, drift.check_drift): valid because rows are only ever appended.
-        self.memo: dict[Any, Any] = {}
+        self.memo = LiveMemo()
 
     def add(self, recs: list[Mapping[str, Any]]) -> None:
         k = len(recs)
@@ -310,8 +311,8 @@ class _Series:
         n = self.n
         out = _records(self.arrays(), **kw)
         for k, ok in self.all_finite.items():
-            out._cache[("has", k)] = ok and n > 0
-        out._cache[("live",)] = self.memo
+            out.derived.has[k] = ok and n > 0
+        out.derived.live = self.memo
         return out
 
     def columns(self) -> list[_Col]:
@@ -337,7 +338,7 @@ class _Joined:
     def __init__(self, parts: list[_Series]) -> None:
         self.parts = parts
         self.n = sum(p.n for p in parts)
-        self.memo: dict[Any, Any] = {}
+        self.memo = LiveMemo()
 
     def view(self, **kw: Any) -> RunRecords:
         arrs = [p.arrays() for p in self.parts]
@@ -357,7 +358,7 @@ class _Joined:
         joined = {k: cat(k) for k in (*_COLS, "nf_loss", "nf_grad")}
         out = _records({**joined, "steps": steps, "lr": lr_all[:, 0].copy(), "lr_all": lr_all,
                         "extra": extra}, **kw)
-        out._cache[("live",)] = self.memo
+        out.derived.live = self.memo
         return out
 
 

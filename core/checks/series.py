@@ -4,7 +4,6 @@ noise, runs of True, downsampling for sparklines. Pure numpy, safe on partial se
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -68,10 +67,10 @@ def smoothed(r: RunRecords, name: str, w: int) -> np.ndarray:
     sums are carried from the last pass and only the new steps are added: O(new), with
     rolling_mean's arithmetic, so the values are the same to the bit."""
     x = r.series(name)
-    memo: dict[Any, Any] | None = r._cache.get(("live",))
-    if memo is None or w <= 1 or x.size == 0:
+    live = r.derived.live
+    if live is None or w <= 1 or x.size == 0:
         return rolling_mean(x, w)
-    key = ("roll", name, w)
+    memo, key = live.roll, (name, w)
     st = memo.get(key)
     n0 = 0 if st is None else st["n"]
     new = x[n0:]

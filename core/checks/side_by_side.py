@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from portside.core.checks.progress import differs, has_progress, map_to, progress
+from portside.core.checks.progress import by_progress, map_to, progress
 from portside.core.checks.records import RunRecords
 from portside.core.log import events as ev
 
@@ -38,7 +38,7 @@ class Pairing:
 
 def pair(cand: RunRecords, ref: RunRecords) -> Pairing:
     """Rows of the side-by-side view, in order of training progress."""
-    if cand.n and ref.n and has_progress(cand) and has_progress(ref) and differs(cand, [ref]):
+    if cand.n and ref.n and by_progress(cand, [ref]):
         m = map_to(cand, ref)
         used = np.zeros(ref.n, bool)
         used[m[m >= 0]] = True

@@ -9,16 +9,17 @@ from portside.core.log.criteria import Criteria
 
 from . import carry
 from .alarms import Alarm
+from .memo import FoldKey
 from .records import RunRecords
 
 
 def steady_step_s(r: RunRecords, warmup_steps: int) -> float | None:
     """Median step time after warm-up, leaving out steps that compiled (compile time is reported
     apart); None without any such step. Memoised per run (references are judged repeatedly)."""
-    key = ("steady", warmup_steps, r.n)
-    if key not in r._cache:
-        r._cache[key] = _steady_step_s(r, warmup_steps)
-    return r._cache[key]
+    key = (warmup_steps, r.n)
+    if key not in r.derived.steady:
+        r.derived.steady[key] = _steady_step_s(r, warmup_steps)
+    return r.derived.steady[key]
 
 
 def _steady_step_s(r: RunRecords, warmup_steps: int) -> float | None:
@@ -26,7 +27,7 @@ def _steady_step_s(r: RunRecords, warmup_steps: int) -> float | None:
     # them where every one compiled). Carried (carry.py): those values kept sorted, a pass
     # sorting only the new ones and merging them in (one copy of the kept ones), the middle
     # read off, where np.median partitions them all again (18 ms at 1M).
-    st = carry.folded(r, ("steady", warmup_steps), lambda: (np.zeros(0), np.zeros(0)),
+    st = carry.folded(r, FoldKey("steady", warmup_steps), lambda: (np.zeros(0), np.zeros(0)),
                       lambda st, src, a, b: _steady_rows(st, src, warmup_steps, a, b))
     for s in st:
         if s.size:

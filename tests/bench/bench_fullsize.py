@@ -251,21 +251,21 @@ def step_dicts(k0: int, k1: int, n: int, ranks: int, rng: np.random.Generator) -
     return out
 
 
-def previous_checks() -> tuple[ModuleType, ModuleType] | str:
-    """core/checks as of PREVIOUS, imported from git as portside.core._checks_prev (its
+def previous_checks(rev: str = PREVIOUS) -> tuple[ModuleType, ModuleType] | str:
+    """core/checks as of `rev`, imported from git as portside.core._checks_prev (its
     relative imports reach today's portside.core); or why not."""
     root = HERE.parents[1]
     try:
-        names = subprocess.run(["git", "-C", str(root), "ls-tree", "--name-only", PREVIOUS,
+        names = subprocess.run(["git", "-C", str(root), "ls-tree", "--name-only", rev,
                                 "core/checks/"], check=True, capture_output=True,
                                text=True).stdout.split()
         pkg = Path(tempfile.mkdtemp(prefix="portside-prev-checks-"))
         for name in names:
             (pkg / Path(name).name).write_bytes(subprocess.run(
-                ["git", "-C", str(root), "show", f"{PREVIOUS}:{name}"], check=True,
+                ["git", "-C", str(root), "show", f"{rev}:{name}"], check=True,
                 capture_output=True).stdout)
     except (OSError, subprocess.CalledProcessError) as e:
-        return f"previous checks ({PREVIOUS}) not available from git: {e}"
+        return f"previous checks ({rev}) not available from git: {e}"
     spec = importlib.util.spec_from_file_location(
         "portside.core._checks_prev", pkg / "__init__.py", submodule_search_locations=[str(pkg)])
     assert spec is not None and spec.loader is not None

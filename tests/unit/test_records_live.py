@@ -33,7 +33,7 @@ OK = RunEnd(exit_code=0, wall_s=1.0)
 
 def same(a: RunRecords, b: RunRecords, where: str = "run") -> None:
     for f in dataclasses.fields(RunRecords):
-        if f.name == "_cache":
+        if f.name == "derived":
             continue
         x, y = getattr(a, f.name), getattr(b, f.name)
         if isinstance(x, np.ndarray):
@@ -374,6 +374,7 @@ def facts_of(c: RunRecords, refs: list[RunRecords]) -> str:
     """Every carried fact of a candidate (and of the references cut at its last step), as
     text: None, NaN, -0.0 and the order of keys all count."""
     from portside.core.checks.clipping import clip_config as config
+    from portside.core.checks.comparison import Pairing
 
     def clip_config(r: RunRecords) -> dict:  # rank_spread: added when an alarm is built
         return {k: v for k, v in config(r).items() if k != "rank_spread"}
@@ -387,8 +388,9 @@ def facts_of(c: RunRecords, refs: list[RunRecords]) -> str:
                  {k: clip_config(x) for k, x in c.ranks.items()},
                  [_gap(c, s) for s in ("loss", "grad_norm")],
                  [steady_step_s(c, w) for w in (0, 3)]]
-    for r in refs:
-        out += [_lr_by_step(c, r), norm_ratio(c, r) if c.n else None]
+    for i, r in enumerate(refs):
+        p = Pairing(c, r, i)
+        out += [_lr_by_step(p), norm_ratio(p) if c.n else None]
         if c.n:
             out.append(clip_config(r.upto(int(c.steps.max()))))
     return repr(out)
