@@ -466,7 +466,7 @@ class Replayer:
         self.tail_lines = tail_lines
         self.snapshot_every = snapshot_every
         self.index = ReplayIndex(source.index_arrays())
-        self._speed = _check_speed(speed)
+        self._speed = check_speed(speed)
         self._offsets = np.zeros(0)
         self.set_idle_limit(idle_limit)
         self._snapshots: list[ReplayState] = []
@@ -505,7 +505,7 @@ class Replayer:
 
     def set_speed(self, speed: float) -> None:
         """Change speed, also while playing: the clock is re-anchored at the current point."""
-        speed = _check_speed(speed)
+        speed = check_speed(speed)
         self._anchor_off = self._offset_now()
         self._anchor_wall = self.clock()
         self._speed = speed
@@ -786,7 +786,7 @@ class Replayer:
             block = min(block * 4, 8192)
 
 
-def _check_speed(speed: float) -> float:
+def check_speed(speed: float) -> float:
     if speed == 0:
         return math.inf  # 0 means "as fast as possible", as the CLI documents
     if not speed > 0:
