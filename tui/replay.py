@@ -79,6 +79,7 @@ class ReplayApp(PortsideApp):
         self.batch = batch
         self._markers: list[tuple[int, float, str]] | None = None  # None: still loading
         self._busy = False
+        self._held = False  # frames held from the mount: the opening had landed by then
         self._gc_was_enabled = True
         self.live = self._new_screen()
         self.model = self.live.model
@@ -115,9 +116,15 @@ class ReplayApp(PortsideApp):
         self._gc_was_enabled = gc.isenabled()
         gc.disable()
         # The screen draws its layout, "loading…", while the opening's thread works; _start
-        # folds the opening once it lands (at once when it is in already).
-        asyncio.wrap_future(self.opening.future).add_done_callback(
-            lambda _: self.call_later(self._start))
+        # folds the opening once it lands. Landed already (`portside replay` begins it before
+        # the screen's imports): no loading frame to draw, the first one is the session at its
+        # point (no frame until it is on screen; _start ends the batch).
+        future = self.opening.future
+        self._held = (future.done() and future.exception() is None
+                      and future.result().replayer.position > 0)
+        if self._held:
+            self._begin_batch()
+        asyncio.wrap_future(future).add_done_callback(lambda _: self.call_later(self._start))
 
     def start_warm_up(self) -> None:
         if self._gc_was_enabled:
@@ -139,7 +146,8 @@ class ReplayApp(PortsideApp):
         if self.replayer.position > 0:  # --from: open at the point
             # No frame drawn until the point is on screen (each intermediate frame would lay
             # out and paint the whole screen); _load_settled ends the batch.
-            self._begin_batch()
+            if not self._held:
+                self._begin_batch()
             await self._load_settled(self.live, self.replayer.position, opening.state,
                                      opening.history)
         self.set_interval(PUMP_S, self._pump, name="replay-pump")

@@ -359,3 +359,29 @@ class TestLoadingFrame:
         assert "loading…" not in text
         assert RunPane.tab_label(app.model.runs[newest]) in text
         assert app.replayer.position == build().position
+
+    async def test_an_opening_landed_before_the_screen_draws_the_session_first(self) -> None:
+        # `portside replay` begins the opening before the screen's imports: mostly it is in
+        # by the mount, and then the first frame is the session at its point, not "loading…".
+        events = _session(3_000)
+        newest = _runs(events)[-1]
+        replayer = Replayer(SequenceSource(events), speed=1)
+        replayer.seek(replayer.resolve_from("alarm:last") - 1)
+        opening = PendingOpening.of(replayer)
+        opening.result(60)
+        app = make_replay_app(opening, session_id="many", autoplay=False)
+        frames: list[list[str]] = []
+        display = app._display
+
+        def seen(screen: Any, renderable: Any) -> None:
+            display(screen, renderable)
+            if renderable is not None and screen is app.screen:
+                frames.append(screen_lines(app))
+
+        app._display = seen  # type: ignore[method-assign]
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            await until(pilot, lambda: frames)
+        first = "\n".join(frames[0])
+        assert "loading" not in first, frames[0][:4]
+        assert RunPane.tab_label(app.model.runs[newest]) in first
