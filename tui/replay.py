@@ -51,6 +51,12 @@ MIN_SPEED, MAX_SPEED = 1 / 64, 4096.0
 # The app's warm-up (tui/app.py) holds the GIL for ~0.4 s: begun this long after the load, it
 # does not delay the first frame, even on a busy machine.
 WARM_UP_AFTER_S = 2.0
+# Frames are held from the mount until the opening lands; only if it is still out this long
+# after the mount is the layout drawn with "loading…". Drawn at once, that frame cost a layout
+# and a paint of the whole screen (~0.1 s of CPU, on the GIL the opening's thread needs too)
+# and the session's frame came ~0.3 s later than with no thread. A warm open mostly lands
+# before the deadline; a cold one, waiting on the disk, may not: it gets the loading frame.
+LOADING_FRAME_S = 0.3
 # Kinds that only show in the Agent column: before the transcript window they feed the model
 # alone (the header still counts them), so a seek mounts a bounded number of widgets.
 _TRANSCRIPT_ONLY = (ev.AgentClaimed, ev.EditProposed, ev.CommandProposed, ev.EditDecided,
@@ -79,7 +85,7 @@ class ReplayApp(PortsideApp):
         self.batch = batch
         self._markers: list[tuple[int, float, str]] | None = None  # None: still loading
         self._busy = False
-        self._held = False  # frames held from the mount: the opening had landed by then
+        self._held = False  # frames held from the mount, until the opening lands or a deadline
         self._gc_was_enabled = True
         self.live = self._new_screen()
         self.model = self.live.model
@@ -102,6 +108,7 @@ class ReplayApp(PortsideApp):
         pos = idx.pos_le(self.replayer.position)
         return float(idx.ts[max(0, pos)]) if len(idx) else 0.0
 
+    loading_frame_s = LOADING_FRAME_S  # per app: a test lengthens it
     WARM_UP_ON_MOUNT = False  # started after the first frame (_start), not competing with it
 
     async def on_mount(self) -> None:
@@ -115,16 +122,23 @@ class ReplayApp(PortsideApp):
         # collected by the warm-up's full pass.
         self._gc_was_enabled = gc.isenabled()
         gc.disable()
-        # The screen draws its layout, "loading…", while the opening's thread works; _start
-        # folds the opening once it lands. Landed already (`portside replay` begins it before
-        # the screen's imports): no loading frame to draw, the first one is the session at its
-        # point (no frame until it is on screen; _start ends the batch).
+        # No frame while the opening's thread works (_start folds it and ends the batch): the
+        # first frame is the session at its point. Still out after LOADING_FRAME_S: the layout
+        # is drawn, the timeline saying "loading…", so the screen is never blank for long.
+        self._held = True
+        self._begin_batch()
         future = self.opening.future
-        self._held = (future.done() and future.exception() is None
-                      and future.result().replayer.position > 0)
-        if self._held:
-            self._begin_batch()
+        if not future.done():
+            self.set_timer(self.loading_frame_s, self._show_loading, name="replay-loading")
         asyncio.wrap_future(future).add_done_callback(lambda _: self.call_later(self._start))
+
+    def _show_loading(self) -> None:
+        if self._held and not self.loaded:
+            self._release_held()
+
+    def _release_held(self) -> None:
+        self._held = False
+        self._end_batch()
 
     def start_warm_up(self) -> None:
         if self._gc_was_enabled:
@@ -140,16 +154,22 @@ class ReplayApp(PortsideApp):
             opening = self.opening.result()
         except Exception as exc:  # a --from the session does not have, a store gone: say it
             self.open_error = exc
+            if self._held:
+                self._release_held()
             self.exit(return_code=2, message=str(exc))
             return
         self._take(opening)
         if self.replayer.position > 0:  # --from: open at the point
             # No frame drawn until the point is on screen (each intermediate frame would lay
             # out and paint the whole screen); _load_settled ends the batch.
-            if not self._held:
+            if self._held:
+                self._held = False  # the batch is _load_settled's to end now
+            else:
                 self._begin_batch()
             await self._load_settled(self.live, self.replayer.position, opening.state,
                                      opening.history)
+        elif self._held:
+            self._release_held()
         self.set_interval(PUMP_S, self._pump, name="replay-pump")
         if self.autoplay:
             self.replayer.play()

@@ -385,3 +385,40 @@ class TestLoadingFrame:
         first = "\n".join(frames[0])
         assert "loading" not in first, frames[0][:4]
         assert RunPane.tab_label(app.model.runs[newest]) in first
+
+    async def test_an_opening_landing_after_the_mount_draws_the_session_first(self) -> None:
+        # The opening still in its thread at the mount, in well before the loading frame's
+        # deadline: no loading frame (it cost a whole layout and paint, and the session's frame
+        # came ~0.3 s later); the first frame drawn is the session at its point.
+        events = _session(3_000)
+        newest = _runs(events)[-1]
+        release = threading.Event()
+        source = _HeldSource(events, release)
+
+        def build() -> Replayer:
+            replayer = Replayer(source, speed=1)
+            replayer.seek(replayer.resolve_from("alarm:last") - 1)
+            return replayer
+
+        app = make_replay_app(PendingOpening(source, build), session_id="many", autoplay=False)
+        app.loading_frame_s = 60.0  # a loaded machine's stall must not reach it here
+        frames: list[tuple[bool, list[str]]] = []
+        display = app._display
+
+        def seen(screen: Any, renderable: Any) -> None:
+            display(screen, renderable)
+            if renderable is not None and screen is app.screen:
+                frames.append((app.loaded, screen_lines(app)))
+
+        app._display = seen  # type: ignore[method-assign]
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                assert not app.opening.future.done()  # mounted while it opens
+                release.set()
+                await _first_frame(pilot)
+                await until(pilot, lambda: frames)
+        finally:
+            release.set()
+        opened, first = frames[0]
+        assert opened and "loading" not in "\n".join(first), first[:4]
+        assert RunPane.tab_label(app.model.runs[newest]) in "\n".join(first)
