@@ -27,6 +27,7 @@ import asyncio
 import gc
 import inspect
 import re
+from concurrent.futures import wait
 from typing import Any
 
 import numpy as np
@@ -51,12 +52,10 @@ MIN_SPEED, MAX_SPEED = 1 / 64, 4096.0
 # The app's warm-up (tui/app.py) holds the GIL for ~0.4 s: begun this long after the load, it
 # does not delay the first frame, even on a busy machine.
 WARM_UP_AFTER_S = 2.0
-# Frames are held from the mount until the opening lands; only if it is still out this long
-# after the mount is the layout drawn with "loading…". Drawn at once, that frame cost a layout
-# and a paint of the whole screen (~0.1 s of CPU, on the GIL the opening's thread needs too)
-# and the session's frame came ~0.3 s later than with no thread. A warm open mostly lands
-# before the deadline; a cold one, waiting on the disk, may not: it gets the loading frame.
-LOADING_FRAME_S = 0.3
+# How long the mount waits for the opening before it draws the layout with "loading…" (a
+# loading frame costs a layout and a paint of the whole screen that the session's frame pays
+# again). A 1M-event session opens in ~0.2 s; the screen used to stay blank ~0.5 s.
+LOADING_FRAME_S = 0.4
 # Kinds that only show in the Agent column: before the transcript window they feed the model
 # alone (the header still counts them), so a seek mounts a bounded number of widgets.
 _TRANSCRIPT_ONLY = (ev.AgentClaimed, ev.EditProposed, ev.CommandProposed, ev.EditDecided,
@@ -113,28 +112,29 @@ class ReplayApp(PortsideApp):
 
     async def on_mount(self) -> None:
         # Runs before PortsideApp.on_mount (Textual calls each class's handler, subclass
-        # first): start once the screen is up. The replayer's index and the imports are
-        # long-lived: frozen, the collections that building the first frame triggers skip them
-        # (PortsideApp unfreezes on unmount).
+        # first). No frame until the opening is folded (_start ends the batch): the first
+        # frame is the session at its point.
+        self._held = True
+        self._begin_batch()
+        # Waited for, blocking, not awaited: with the loop free, the screen's own start (its
+        # layout, its styles) runs meanwhile, pure Python that the opening's thread needs the
+        # GIL for as much (two GIL-bound threads: the session's frame came ~40 ms later than
+        # with no thread, and the loading frame drawn at once ~0.3 s later). Blocked here, the
+        # thread has the GIL alone, as if the open ran on this thread. Still out by
+        # LOADING_FRAME_S: the layout is drawn, "loading…", so the screen is never blank long.
+        future = self.opening.future
+        wait([future], timeout=self.loading_frame_s)
+        if not future.done():
+            self._release_held()
+        # The replayer's index and the imports are long-lived: frozen, the collections that
+        # building the first frame triggers skip them (PortsideApp unfreezes on unmount).
         gc.freeze()
         # No collection until the warm-up (2 s on): building the first frame allocates a few
         # 100k objects, and the collections they trigger cost ~0.1 s; what is garbage then is
         # collected by the warm-up's full pass.
         self._gc_was_enabled = gc.isenabled()
         gc.disable()
-        # No frame while the opening's thread works (_start folds it and ends the batch): the
-        # first frame is the session at its point. Still out after LOADING_FRAME_S: the layout
-        # is drawn, the timeline saying "loading…", so the screen is never blank for long.
-        self._held = True
-        self._begin_batch()
-        future = self.opening.future
-        if not future.done():
-            self.set_timer(self.loading_frame_s, self._show_loading, name="replay-loading")
         asyncio.wrap_future(future).add_done_callback(lambda _: self.call_later(self._start))
-
-    def _show_loading(self) -> None:
-        if self._held and not self.loaded:
-            self._release_held()
 
     def _release_held(self) -> None:
         self._held = False

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -387,9 +388,9 @@ class TestLoadingFrame:
         assert RunPane.tab_label(app.model.runs[newest]) in first
 
     async def test_an_opening_landing_after_the_mount_draws_the_session_first(self) -> None:
-        # The opening still in its thread at the mount, in well before the loading frame's
-        # deadline: no loading frame (it cost a whole layout and paint, and the session's frame
-        # came ~0.3 s later); the first frame drawn is the session at its point.
+        # The opening still in its thread at the mount, in before the loading frame's
+        # deadline: no loading frame (drawn at once, it cost a whole layout and paint, and the
+        # session's frame came ~0.3 s later); the first frame drawn is the session at its point.
         events = _session(3_000)
         newest = _runs(events)[-1]
         release = threading.Event()
@@ -404,6 +405,16 @@ class TestLoadingFrame:
         app.loading_frame_s = 60.0  # a loaded machine's stall must not reach it here
         frames: list[tuple[bool, list[str]]] = []
         display = app._display
+        mounted_open = threading.Event()  # set when the mount began with the opening still out
+
+        def let_through() -> None:
+            # Once the mount holds its frames (or 5 s on, where it never does), the index.
+            deadline = time.monotonic() + 5
+            while not app._held and time.monotonic() < deadline:
+                time.sleep(0.001)
+            if not app.opening.future.done():
+                mounted_open.set()
+            release.set()
 
         def seen(screen: Any, renderable: Any) -> None:
             display(screen, renderable)
@@ -411,14 +422,16 @@ class TestLoadingFrame:
                 frames.append((app.loaded, screen_lines(app)))
 
         app._display = seen  # type: ignore[method-assign]
+        helper = threading.Thread(target=let_through, daemon=True)
+        helper.start()
         try:
             async with app.run_test(size=SIZE) as pilot:
-                assert not app.opening.future.done()  # mounted while it opens
-                release.set()
                 await _first_frame(pilot)
                 await until(pilot, lambda: frames)
         finally:
             release.set()
+            helper.join(10)
+        assert mounted_open.is_set(), "the opening was in before the mount: nothing shown here"
         opened, first = frames[0]
         assert opened and "loading" not in "\n".join(first), first[:4]
         assert RunPane.tab_label(app.model.runs[newest]) in "\n".join(first)
