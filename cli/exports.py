@@ -102,7 +102,7 @@ def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str 
     if not headless:
         if importlib.util.find_spec("portside.tui.replay") is not None:
             # Begun before the screen's imports: the index, the snapshots and the point are
-            # built while Textual loads and draws its first frame ("loading…").
+            # built while Textual loads (the screen's mount waits for the rest).
             from portside.core.replay.opening import PendingOpening
 
             opening = PendingOpening(source, build)

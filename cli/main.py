@@ -135,7 +135,7 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
                 review_session(store, chosen, relay)
                 continue
             source = StoreSource(store, chosen)
-            # Opened in a thread while the screen draws its layout ("loading…").
+            # Opened in a thread; the screen's mount waits for it (tui/replay.py).
             run_replay(store, chosen, PendingOpening(source, lambda s=source: Replayer(s)),
                        close=False)
     finally:

@@ -8,9 +8,11 @@ fold and the same widgets as a live session, so a replay played to its end shows
 screen showed.
 
 Opening: the replayer (index, snapshots, the --from point and its compact history) is built in
-a thread (``core/replay/opening.py``) begun before the screen; the screen composes and draws its
-layout meanwhile, the timeline saying "loading…" (never a blank frame), and folds the opening
-when it lands. Keys that need the replayer wait for it (a notice says so).
+a thread (``core/replay/opening.py``) begun before the screen. The mount waits for it, holding
+frames, up to LOADING_FRAME_S: the first frame is then the session at its point. An opening
+still out by then gets the layout drawn, the timeline saying "loading…" (the screen is never
+blank for long), and is folded when it lands. Keys that need the replayer wait for it (a
+notice says so).
 
 Seeking never folds from the first event. A far jump folds the *compact history* of the target
 point (``core/replay/history.py``) into a fresh screen. A jump a little ahead (≤ FORWARD_LIMIT

@@ -1,10 +1,12 @@
 """Opening a replay off the UI thread: the index, the snapshots, the point, what a screen folds there.
 
 A 1M-event session costs ~0.2 s of CPU to open (the index, the structural fold, the seek, the
-compact history of the point) and, with a cold disk, as long again waiting on reads. Done in a
-thread started before the screen, that work overlaps what the screen costs anyway (Textual's
-imports and start, the layout, the first frame, which says "loading…"); the screen folds the
-result when it lands. SQLite and numpy release the GIL, and so does every read from disk.
+compact history of the point) and, with a cold disk, longer waiting on reads. Done in a
+thread begun before the screen's imports, its waits on the disk overlap them; its CPU does not:
+it is Python on the GIL, like the imports and Textual's start, and two GIL-bound threads cost
+more than one (measured: the frame ~40 ms later). So the screen's mount blocks on the future,
+the GIL free for the thread, and draws a "loading…" frame only if the opening is still out
+after a deadline (tui/replay.py); it folds the result when it lands.
 
 No Textual here. The replayer is handed over whole: the thread never touches it once the
 future is done, and the screen never touches it before.

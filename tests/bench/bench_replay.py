@@ -18,8 +18,8 @@ cached, as its 1.5 s baseline was measured) and with the page cache dropped. "Fi
 the first screen update Textual hands its driver once the load is in: the first frame that
 shows the session (what the screen repaints after it, e.g. diffs drawn plain getting their
 colour, is the "settled" figure). This tree draws a frame before it, the layout with the
-timeline saying "loading…" while a thread opens the replay; that one is printed beside, not
-counted as the first frame. "before" is BEFORE_REV (the replayer built before the screen
+timeline saying "loading…", when the opening's thread is not done 0.4 s after the mount; such
+a frame is printed beside, not counted as the first frame. "before" is BEFORE_REV (the replayer built before the screen
 starts, no frame until the load is in): that revision's tui, core, store and cli (`git
 archive`), put first on PYTHONPATH; "after" is this tree's. Both read the writer's
 replay_blocks, and both time from the Store's open (the imports come before: each process
