@@ -158,7 +158,7 @@ class ReplayApp(PortsideApp):
             self.open_error = exc
             if self._held:
                 self._release_held()
-            self.exit(return_code=2, message=str(exc))
+            self.exit(return_code=2)  # run_replay raises it: the CLI says it, once
             return
         self._take(opening)
         if self.replayer.position > 0:  # --from: open at the point
