@@ -52,7 +52,13 @@ def _write(text: str | Iterable[str], output: Path | None, what: str | Callable[
 def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str | None,
            headless: bool, idle_limit: float) -> None:
     from portside.core.log.render import event_line
-    from portside.core.replay.player import Replayer, ReplayError, SequenceSource
+    from portside.core.replay.player import (
+        Replayer,
+        ReplayError,
+        SequenceSource,
+        check_speed,
+        parse_from,
+    )
 
     if speed < 0:
         _fail(f"--speed {speed}: must be >= 0 (0 plays as fast as possible)")
@@ -82,21 +88,39 @@ def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str 
         source = StoreSource(store, session_id)
         subject = store
     try:
-        replayer = Replayer(source, speed=speed, idle_limit=idle_limit)
-        if from_:
-            replayer.seek(replayer.resolve_from(from_) - 1)  # the named event plays first
+        spec = parse_from(from_) if from_ else None
+        check_speed(speed)  # here, not in the thread: a usage error before any screen
     except ReplayError as exc:
         _fail(str(exc))
+
+    def build() -> Any:
+        replayer = Replayer(source, speed=speed, idle_limit=idle_limit)
+        if spec is not None:
+            replayer.seek(replayer.resolve_from(spec) - 1)  # the named event plays first
+        return replayer
+
     if not headless:
         if importlib.util.find_spec("portside.tui.replay") is not None:
+            # Begun before the screen's imports: the index, the snapshots and the point are
+            # built while Textual loads (the screen's mount waits for the rest).
+            from portside.core.replay.opening import PendingOpening
+
+            opening = PendingOpening(source, build)
             from portside.tui.replay import run_replay  # type: ignore[import-not-found]
 
-            run_replay(subject, session_id, replayer)
+            try:
+                run_replay(subject, session_id, opening)
+            except ReplayError as exc:  # a --from the session does not have
+                _fail(str(exc))
             click.echo(f"portside: replayed {session_id} · `portside show {session_id}` prints "
                        f"it · `portside export {session_id} report` writes its report", err=True)
             return
         click.echo("portside replay: the replay screen is not built yet; replaying headless.",
                    err=True)
+    try:
+        replayer = build()
+    except ReplayError as exc:
+        _fail(str(exc))
     start = float(replayer.index.ts[0]) if len(replayer.index) else None
     out = sys.stdout
 

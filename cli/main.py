@@ -122,6 +122,7 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
     try:
         # q in a replay opened from here comes back to the list; q on the list leaves.
         while chosen := SessionsApp(_listed(store, session_costs), str(store.path)).run():
+            from portside.core.replay.opening import PendingOpening
             from portside.core.replay.player import Replayer
             from portside.store.replay_source import StoreSource
             from portside.tui.replay import run_replay
@@ -133,7 +134,10 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
             if relay is not None:
                 review_session(store, chosen, relay)
                 continue
-            run_replay(store, chosen, Replayer(StoreSource(store, chosen)), close=False)
+            source = StoreSource(store, chosen)
+            # Opened in a thread; the screen's mount waits for it (tui/replay.py).
+            run_replay(store, chosen, PendingOpening(source, lambda s=source: Replayer(s)),
+                       close=False)
     finally:
         store.close()
 

@@ -7,6 +7,13 @@ UI never waits on the replay) and hands them to ``bus.deliver_only``: the same p
 fold and the same widgets as a live session, so a replay played to its end shows what the live
 screen showed.
 
+Opening: the replayer (index, snapshots, the --from point and its compact history) is built in
+a thread (``core/replay/opening.py``) begun before the screen. The mount waits for it, holding
+frames, up to LOADING_FRAME_S: the first frame is then the session at its point. An opening
+still out by then gets the layout drawn, the timeline saying "loading…" (the screen is never
+blank for long), and is folded when it lands. Keys that need the replayer wait for it (a
+notice says so).
+
 Seeking never folds from the first event. A far jump folds the *compact history* of the target
 point (``core/replay/history.py``) into a fresh screen. A jump a little ahead (≤ FORWARD_LIMIT
 events) just plays the events in between.
@@ -22,6 +29,7 @@ import asyncio
 import gc
 import inspect
 import re
+from concurrent.futures import wait
 from typing import Any
 
 import numpy as np
@@ -29,7 +37,8 @@ from textual.screen import Screen
 
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus, Sink
-from portside.core.replay.history import StructuralCache, compact_history, session_info
+from portside.core.replay.history import History, StructuralCache, compact_history, session_info
+from portside.core.replay.opening import Opening, PendingOpening
 from portside.core.replay.player import Replayer, ReplayState
 from portside.core.session.review import ReviewGate
 
@@ -45,6 +54,10 @@ MIN_SPEED, MAX_SPEED = 1 / 64, 4096.0
 # The app's warm-up (tui/app.py) holds the GIL for ~0.4 s: begun this long after the load, it
 # does not delay the first frame, even on a busy machine.
 WARM_UP_AFTER_S = 2.0
+# How long the mount waits for the opening before it draws the layout with "loading…" (a
+# loading frame costs a layout and a paint of the whole screen that the session's frame pays
+# again). A 1M-event session opens in ~0.2 s; the screen used to stay blank ~0.5 s.
+LOADING_FRAME_S = 0.4
 # Kinds that only show in the Agent column: before the transcript window they feed the model
 # alone (the header still counts them), so a seek mounts a bounded number of widgets.
 _TRANSCRIPT_ONLY = (ev.AgentClaimed, ev.EditProposed, ev.CommandProposed, ev.EditDecided,
@@ -58,51 +71,76 @@ class ReplayApp(PortsideApp):
     """PortsideApp whose events come from a Replayer; its screen is a ReplayScreen."""
 
     live: ReplayScreen  # every screen this app shows is a replay one (_new_screen)
+    # Set when the opening lands (_start); nothing reads them before (see ``loaded``).
+    replayer: Replayer
+    structural: StructuralCache
 
-    def __init__(self, replayer: Replayer, *, bus: EventBus, gate: ReviewGate,
+    def __init__(self, opening: PendingOpening, *, bus: EventBus, gate: ReviewGate,
                  info: dict[str, Any], autoplay: bool = True, batch: int = BATCH) -> None:
         super().__init__(bus=bus, gate=gate, info=info, mode="replay",
                          clock=self._session_now)
-        self.replayer = replayer
+        self.opening = opening
+        self.loaded = False
+        self.open_error: BaseException | None = None  # what the opening raised: run_replay's
         self.autoplay = autoplay
         self.batch = batch
-        self.structural = StructuralCache(replayer)
-        self._markers = replayer.markers()
+        self._markers: list[tuple[int, float, str]] | None = None  # None: still loading
         self._busy = False
+        self._held = False  # frames held from the mount, until the opening lands or a deadline
         self._gc_was_enabled = True
         self.live = self._new_screen()
         self.model = self.live.model
 
     def _new_screen(self) -> ReplayScreen:
         return ReplayScreen(SessionModel(self.info), self.gate, control=self,
-                            markers=self._markers, duration=self.replayer.duration,
-                            position=lambda: self.replayer.offset_of(self.replayer.position),
-                            clock=self._session_now)
+                            markers=self._markers,
+                            duration=self.replayer.duration if self.loaded else 0.0,
+                            position=self._shown_offset, clock=self._session_now)
+
+    def _shown_offset(self) -> float:
+        r = self.replayer if self.loaded else None
+        return r.offset_of(r.position) if r is not None else 0.0
 
     def _session_now(self) -> float:
         """The session's own clock at the shown point: elapsed times read as they did live."""
+        if not self.loaded:
+            return 0.0
         idx = self.replayer.index
         pos = idx.pos_le(self.replayer.position)
         return float(idx.ts[max(0, pos)]) if len(idx) else 0.0
 
+    loading_frame_s = LOADING_FRAME_S  # per app: a test lengthens it
     WARM_UP_ON_MOUNT = False  # started after the first frame (_start), not competing with it
 
     async def on_mount(self) -> None:
         # Runs before PortsideApp.on_mount (Textual calls each class's handler, subclass
-        # first): start once the screen is up. The replayer's index and the imports are
-        # long-lived: frozen, the collections that building the first frame triggers skip them
-        # (PortsideApp unfreezes on unmount).
+        # first). No frame until the opening is folded (_start ends the batch): the first
+        # frame is the session at its point.
+        self._held = True
+        self._begin_batch()
+        # Waited for, blocking, not awaited: with the loop free, the screen's own start (its
+        # layout, its styles) runs meanwhile, pure Python that the opening's thread needs the
+        # GIL for as much (two GIL-bound threads: the session's frame came ~40 ms later than
+        # with no thread, and the loading frame drawn at once ~0.3 s later). Blocked here, the
+        # thread has the GIL alone, as if the open ran on this thread. Still out by
+        # LOADING_FRAME_S: the layout is drawn, "loading…", so the screen is never blank long.
+        future = self.opening.future
+        wait([future], timeout=self.loading_frame_s)
+        if not future.done():
+            self._release_held()
+        # The replayer's index and the imports are long-lived: frozen, the collections that
+        # building the first frame triggers skip them (PortsideApp unfreezes on unmount).
         gc.freeze()
         # No collection until the warm-up (2 s on): building the first frame allocates a few
         # 100k objects, and the collections they trigger cost ~0.1 s; what is garbage then is
         # collected by the warm-up's full pass.
         self._gc_was_enabled = gc.isenabled()
         gc.disable()
-        if self.replayer.position > 0:
-            # --from: no frame drawn by the timer until the point is on screen (only the
-            # screen's own resume lays it out meanwhile); _start ends the batch.
-            self._begin_batch()
-        self.call_later(self._start)
+        asyncio.wrap_future(future).add_done_callback(lambda _: self.call_later(self._start))
+
+    def _release_held(self) -> None:
+        self._held = False
+        self._end_batch()
 
     def start_warm_up(self) -> None:
         if self._gc_was_enabled:
@@ -114,13 +152,43 @@ class ReplayApp(PortsideApp):
             gc.enable()
 
     async def _start(self) -> None:
+        try:
+            opening = self.opening.result()
+        except Exception as exc:  # a --from the session does not have, a store gone: say it
+            self.open_error = exc
+            if self._held:
+                self._release_held()
+            self.exit(return_code=2)  # run_replay raises it: the CLI says it, once
+            return
+        self._take(opening)
         if self.replayer.position > 0:  # --from: open at the point
-            await self._load_settled(self.live, self.replayer.position, self.replayer.seek_state)
+            # No frame drawn until the point is on screen (each intermediate frame would lay
+            # out and paint the whole screen); _load_settled ends the batch.
+            if self._held:
+                self._held = False  # the batch is _load_settled's to end now
+            else:
+                self._begin_batch()
+            await self._load_settled(self.live, self.replayer.position, opening.state,
+                                     opening.history)
+        elif self._held:
+            self._release_held()
         self.set_interval(PUMP_S, self._pump, name="replay-pump")
         if self.autoplay:
             self.replayer.play()
         self.live._update_header()
         self.set_timer(WARM_UP_AFTER_S, self.start_warm_up)
+
+    def _take(self, opening: Opening) -> None:
+        self.replayer, self.structural = opening.replayer, opening.structural
+        self._markers = opening.markers
+        self.loaded = True
+        self.live.timeline.loaded(opening.markers, self.replayer.duration)
+
+    def _is_open(self) -> bool:
+        """Whether the replay is open; if not, a notice says it is still loading."""
+        if not self.loaded:
+            self.notify("still loading the session", title="replay", timeout=2)
+        return self.loaded
 
     def _pump(self) -> None:
         if self._busy or not self.replayer.playing:
@@ -129,12 +197,12 @@ class ReplayApp(PortsideApp):
             self.bus.deliver_only(e)
 
     async def _load_settled(self, screen: ReplayScreen, seq: int,
-                            state: ReplayState | None) -> None:
+                            state: ReplayState | None, history: History | None = None) -> None:
         """Load, wait until what it mounted is up, then end the batch begun by the caller (no
         frame drawn meanwhile: each intermediate frame would lay out and paint the whole
         screen again)."""
         try:
-            self._load(screen, seq, state)
+            self._load(screen, seq, state, history)
             await settled(screen)
         finally:
             self._end_batch()
@@ -145,12 +213,15 @@ class ReplayApp(PortsideApp):
         if transcript.uncoloured:
             self.call_after_refresh(transcript.colour_held)
 
-    def _load(self, screen: ReplayScreen, seq: int, state: ReplayState | None) -> None:
+    def _load(self, screen: ReplayScreen, seq: int, state: ReplayState | None,
+              history: History | None = None) -> None:
         with screen.query_one(Transcript).holding():  # mounts the column's newest entries
-            self._fold(screen, seq, state)
+            self._fold(screen, seq, state, history)
 
-    def _fold(self, screen: ReplayScreen, seq: int, state: ReplayState | None) -> None:
-        events, cutoff, elided = compact_history(self.replayer, seq, self.structural, state)
+    def _fold(self, screen: ReplayScreen, seq: int, state: ReplayState | None,
+              history: History | None = None) -> None:
+        events, cutoff, elided = history if history is not None else compact_history(
+            self.replayer, seq, self.structural, state)
         screen.apply(events, model_only=lambda e: 0 < e.seq < cutoff
                      and isinstance(e, _TRANSCRIPT_ONLY))
         for run_id in elided:
@@ -161,6 +232,8 @@ class ReplayApp(PortsideApp):
     async def seek(self, seq: int) -> None:
         """Show the session right after ``seq`` (0: before the first event); keeps playing
         if it was."""
+        if not self._is_open():
+            return
         r = self.replayer
         seq = max(0, min(int(seq), r.index.last_seq))
         current = r.position
@@ -191,17 +264,23 @@ class ReplayApp(PortsideApp):
     # --- what the replay keys ask (ReplayControl) ---------------------------------------------
 
     def replay_header(self) -> str:
+        if not self.loaded:
+            return "replay ⋯ loading"
         r = self.replayer
         mark = "▶" if r.playing else ("end" if r.at_end else "⏸")
         return f"replay {mark} {speed_label(r.speed)} · seq {r.position}/{r.index.last_seq}"
 
     def replay_toggle(self) -> None:
+        if not self._is_open():
+            return
         if self.replayer.at_end and not self.replayer.playing:
             self.notify("at the end: 0 goes back to the start", title="replay", timeout=3)
         self.replayer.toggle()
         self.live._update_header()
 
     def replay_speed(self, factor: float) -> None:
+        if not self._is_open():
+            return
         speed = self.replayer.speed
         if speed == float("inf"):
             speed = MAX_SPEED * 2
@@ -209,6 +288,8 @@ class ReplayApp(PortsideApp):
         self.live._update_header()
 
     def replay_step(self) -> None:
+        if not self._is_open():
+            return
         e = self.replayer.step()
         if e is None:
             self.notify("at the end of the session", title="replay", timeout=3)
@@ -217,6 +298,8 @@ class ReplayApp(PortsideApp):
         self.live._update_header()
 
     async def replay_marker(self, kinds: list[str] | None, forward: bool) -> None:
+        if not self._is_open():
+            return
         r = self.replayer
         target = r.next_marker(kinds) if forward else r.prev_marker(kinds)
         if target is None:
@@ -229,10 +312,14 @@ class ReplayApp(PortsideApp):
         self.live._update_header()
 
     async def replay_edge(self, end: bool) -> None:
+        if not self._is_open():
+            return
         await self.seek(self.replayer.index.last_seq if end else 0)
         self.live._update_header()
 
     async def replay_goto(self, spec: str) -> None:
+        if not self._is_open():
+            return
         seq = self.resolve_goto(spec)
         if seq is None:
             self.notify(f"{spec!r}: give a seq (123) or seconds since the start (t 45.5)",
@@ -283,25 +370,30 @@ def _set_event(done: asyncio.Event) -> None:
 _set_event.__signature__ = inspect.signature(_set_event)  # type: ignore[attr-defined]
 
 
-def make_replay_app(replayer: Replayer, *, session_id: str, sink: Sink | None = None,
-                    info: dict[str, Any] | None = None, reviewer: str | None = None,
-                    autoplay: bool = True, batch: int = BATCH) -> ReplayApp:
-    """The replay screen over ``replayer``. ``sink`` (the store's recorder) receives review
-    notes only; None: notes are shown but not stored (a JSONL recording)."""
+def make_replay_app(opening: PendingOpening | Replayer, *, session_id: str,
+                    sink: Sink | None = None, info: dict[str, Any] | None = None,
+                    reviewer: str | None = None, autoplay: bool = True,
+                    batch: int = BATCH) -> ReplayApp:
+    """The replay screen over ``opening`` (a replayer still being built in its thread, or one
+    built already). ``sink`` (the store's recorder) receives review notes only; None: notes
+    are shown but not stored (a JSONL recording)."""
+    if isinstance(opening, Replayer):
+        opening = PendingOpening.of(opening)
     gate = ReviewGate(EventBus(sink), session_id, reviewer)
     gate.during_replay = True
-    return ReplayApp(replayer, bus=EventBus(None), gate=gate,
-                     info=info if info is not None else session_info(replayer, session_id),
+    return ReplayApp(opening, bus=EventBus(None), gate=gate,
+                     info=info if info is not None else session_info(opening.source, session_id),
                      autoplay=autoplay, batch=batch)
 
 
-def run_replay(store_or_events: Any, session_id: str, replayer: Replayer,
+def run_replay(store_or_events: Any, session_id: str, opening: PendingOpening | Replayer,
                close: bool = True) -> None:
     """`portside replay` on screen. ``store_or_events``: the Store (review notes are recorded
     in it) or a recording's events (notes are not stored: there is no database). ``close``
-    False: the store stays open (the sessions screen comes back after it)."""
+    False: the store stays open (the sessions screen comes back after it). Raises what the
+    opening raised (a --from the session does not have: ReplayError)."""
     store = None if isinstance(store_or_events, list) else store_or_events
-    app = make_replay_app(replayer, session_id=session_id,
+    app = make_replay_app(opening, session_id=session_id,
                           sink=store.recorder if store is not None else None)
     try:
         app.run()
@@ -311,3 +403,5 @@ def run_replay(store_or_events: Any, session_id: str, replayer: Replayer,
                 store.close()  # flushes the recorder: a review note is on disk before we exit
             else:
                 store.recorder.flush()
+    if app.open_error is not None:
+        raise app.open_error

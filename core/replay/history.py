@@ -13,13 +13,16 @@ from typing import Any
 import numpy as np
 
 from portside.core.log import events as ev
-from portside.core.replay.player import Replayer, ReplayState
+from portside.core.replay.player import EventSource, Replayer, ReplayState
 
 TRANSCRIPT_TAIL = 60  # agent messages rebuilt after a far seek
 LOG_TAIL = 400  # log lines per run rebuilt after a far seek
 CHART_SAMPLE = 400  # step-record events per run sampled for the chart after a far seek
 EXACT_LIMIT = 5_000  # a run with at most this many output/record events is rebuilt whole
 FACTS_SCAN = 8  # a run's first record events, where the probe's facts are
+# What compact_history returns: (events in order, transcript cutoff seq, runs whose log is
+# only a tail).
+History = tuple[list[ev.Event], int, set[str]]
 
 # --- the compact history of one point --------------------------------------------------------
 
@@ -87,8 +90,7 @@ def _record_sample(positions: np.ndarray) -> np.ndarray:
 
 
 def compact_history(replayer: Replayer, seq: int, cache: StructuralCache,
-                    state: ReplayState | None = None
-                    ) -> tuple[list[ev.Event], int, set[str]]:
+                    state: ReplayState | None = None) -> History:
     """Events that fold into the screen at ``seq``: (events in order, transcript cutoff seq,
     runs whose log is only a tail). Events older than the cutoff that only show in the Agent
     column should feed the model alone. Synthesized events (from the state's tails) have seq 0."""
@@ -154,14 +156,13 @@ def compact_history(replayer: Replayer, seq: int, cache: StructuralCache,
     return [keyed[k] for k in sorted(keyed)], cutoff, elided
 
 
-def session_info(replayer: Replayer, session_id: str) -> dict[str, Any]:
+def session_info(source: EventSource, session_id: str) -> dict[str, Any]:
     """What the screen needs before the first event (the agent decides the Agent column's
-    banner): the session.started event's own fields, as the engine's ``info`` has them."""
+    banner): the session.started event's own fields, as the engine's ``info`` has them. Read
+    from the source, not the index: a screen composes while the replay is still opening, and
+    every log starts at seq 1 (the store's and a recording's are gap-free from there)."""
     info: dict[str, Any] = {"session_id": session_id}
-    if not len(replayer.index):
-        return info
-    first = replayer.index.first_seq
-    for e in replayer.source.read(first, first):
+    for e in source.read(1, 1):
         if isinstance(e, ev.SessionStarted):
             info.update(project=e.project, target=e.target, agent=e.agent, title=e.title,
                         mode=e.mode, criteria=e.criteria, banner=e.meta.get("banner", ""))

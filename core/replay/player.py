@@ -7,9 +7,11 @@ tests all drive the same :class:`Replayer`.
 Seeking never folds the session from its first event. At open the replayer builds
 
 * an index of every event in compact numpy arrays: seq, ts, kind code (≈17 bytes an event);
-* periodic snapshots of the *structural* state (runs, alarms, edits, interventions, costs, the
-  session's own state), one every ``snapshot_every`` structural events. Structural events are
-  the rare kinds (a few per thousand in a real session), so only their bodies are read at open.
+* the bodies of the *structural* events (runs, alarms, edits, interventions, costs, the
+  session's own state): the rare kinds (a few per thousand in a real session), so only their
+  bodies are read at open. Snapshots of the structural state, one every ``snapshot_every`` of
+  them, are folded from those as seeks ask for them and kept: an open pays for the one it
+  lands near, not a copy of the whole state every ``snapshot_every`` events.
 
 ``state_at(seq)`` then copies the nearest snapshot, folds the few structural events after it,
 takes the kind counts from the index, and fills the bulky tails (last lines and last step of
@@ -466,10 +468,12 @@ class Replayer:
         self.tail_lines = tail_lines
         self.snapshot_every = snapshot_every
         self.index = ReplayIndex(source.index_arrays())
-        self._speed = _check_speed(speed)
+        self._speed = check_speed(speed)
         self._offsets = np.zeros(0)
         self.set_idle_limit(idle_limit)
-        self._snapshots: list[ReplayState] = []
+        # k → the structural state after the first k * snapshot_every structural events
+        # (read-only: state_at copies it).
+        self._snapshots: dict[int, ReplayState] = {}
         # Every structural event, in order (a few per thousand events): read once here, and
         # kept for a screen's compact history.
         self.structural_events: list[ev.Event] = []
@@ -505,7 +509,7 @@ class Replayer:
 
     def set_speed(self, speed: float) -> None:
         """Change speed, also while playing: the clock is re-anchored at the current point."""
-        speed = _check_speed(speed)
+        speed = check_speed(speed)
         self._anchor_off = self._offset_now()
         self._anchor_wall = self.clock()
         self._speed = speed
@@ -701,15 +705,24 @@ class Replayer:
     # --- state at any seq ---------------------------------------------------------------------
 
     def _build_snapshots(self) -> None:
-        """Fold the structural events once; keep a copy every ``snapshot_every`` of them."""
-        state = ReplayState(tail_lines=self.tail_lines)
-        self._snapshots = [state.copy()]
+        """Read the structural events once; the snapshots are folded from them on demand."""
+        self._snapshots = {0: ReplayState(tail_lines=self.tail_lines)}
         seqs = self.index.seqs[self.index.structural]
         self.structural_events = list(self._read_seqs(seqs))
-        for i, e in enumerate(self.structural_events, start=1):
+
+    def _snapshot(self, k: int) -> ReplayState:
+        """The structural state after the first ``k * snapshot_every`` structural events:
+        folded from the nearest snapshot kept before it, then kept."""
+        kept = self._snapshots.get(k)
+        if kept is not None:
+            return kept
+        j = max(i for i in self._snapshots if i < k)
+        state = self._snapshots[j].copy()
+        every = self.snapshot_every
+        for e in self.structural_events[j * every : k * every]:
             state._apply_structural(e)
-            if i % self.snapshot_every == 0:
-                self._snapshots.append(state.copy())
+        self._snapshots[k] = state
+        return state
 
     def _read_seqs(self, seqs: np.ndarray, chunk: int = 4096) -> Iterator[ev.Event]:
         for lo in range(0, seqs.size, chunk):
@@ -723,9 +736,8 @@ class Replayer:
         # Structural: nearest snapshot, then the few structural events after it.
         n_struct = int(np.searchsorted(self.index.structural, pos, side="right"))
         k = n_struct // self.snapshot_every
-        state = self._snapshots[k].copy()
-        rest = self.index.seqs[self.index.structural[k * self.snapshot_every : n_struct]]
-        for e in self._read_seqs(rest):
+        state = self._snapshot(k).copy()
+        for e in self.structural_events[k * self.snapshot_every : n_struct]:
             state._apply_structural(e)
         state.seq, state.ts = int(self.index.seqs[pos]), float(self.index.ts[pos])
         state.counts = self.index.counts_upto(pos)
@@ -786,7 +798,7 @@ class Replayer:
             block = min(block * 4, 8192)
 
 
-def _check_speed(speed: float) -> float:
+def check_speed(speed: float) -> float:
     if speed == 0:
         return math.inf  # 0 means "as fast as possible", as the CLI documents
     if not speed > 0:

@@ -1,6 +1,7 @@
 """Replay seek benchmark: a generated 1M-event session, opened at --from alarm:last, then
-seeked back to the start. Targets: cold open to the first state <= 500 ms, to the first frame
-of the replay screen <= 500 ms, seek to start < 100 ms.
+seeked back to the start. Targets (issue 30): cold open to the first state <= 500 ms; to the
+first frame of the replay screen <= 500 ms with the page cache dropped, <= 300 ms with the file
+in it; a seek <= 50 ms.
 
     .venv/bin/python tests/bench/bench_replay.py [--events 1000000] [--db PATH] [--rounds 3]
 
@@ -14,12 +15,15 @@ replay_blocks.
 The first frame, fresh process, twice: with the file in the OS page cache (read through just
 before: a session replayed soon after it ran; the issue's "cold", a first open with no index
 cached, as its 1.5 s baseline was measured) and with the page cache dropped. "First frame" is
-the first screen update Textual hands its driver once the load is in (what the screen repaints
-after it, e.g. diffs drawn plain getting their colour, is the "settled" figure). "before" is the
-replay screen of
-BEFORE_REV (a TabbedContent pane per run, every card of the transcript window mounted, frames
-drawn while the load mounts): that revision's tui/ (`git archive`) over this tree's core, store
-and cli, put first on PYTHONPATH; "after" is this tree's. Both read the writer's replay_blocks.
+the first screen update Textual hands its driver once the load is in: the first frame that
+shows the session (what the screen repaints after it, e.g. diffs drawn plain getting their
+colour, is the "settled" figure). This tree draws a frame before it, the layout with the
+timeline saying "loading…", when the opening's thread is not done 0.4 s after the mount; such
+a frame is printed beside, not counted as the first frame. "before" is BEFORE_REV (the replayer built before the screen
+starts, no frame until the load is in): that revision's tui, core, store and cli (`git
+archive`), put first on PYTHONPATH; "after" is this tree's. Both read the writer's
+replay_blocks, and both time from the Store's open (the imports come before: each process
+imports the replay screen first).
 
 Generation (bulk, through the store's Batch writer) is timed apart and is not part of the
 figures. "open" = build the index from SQLite + fold the structural events into snapshots +
@@ -42,6 +46,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from portside.core.log import events as ev
 from portside.core.replay.player import Replayer, fold
@@ -50,8 +55,9 @@ from portside.store.projections import Batch
 from portside.store.replay_source import StoreSource
 
 SID = "bench-replay-1m"
-# The last revision whose replay screen mounted a tab and pane per run (the frame's "before").
-BEFORE_REV = "738ebdf"
+# The frame's "before": the last revision that built the replayer before the screen started
+# (no opening thread, no loading frame).
+BEFORE_REV = "a40c0bc"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -153,20 +159,34 @@ def frame_once(db: Path, blocks: bool) -> dict[str, float]:
 
     from portside.tui.replay import make_replay_app
 
+    try:  # this tree: the replayer is built in a thread while the screen starts
+        from portside.core.replay.opening import PendingOpening
+    except ImportError:  # BEFORE_REV: built here, before the screen
+        PendingOpening = None  # type: ignore[assignment,misc]  # noqa: N806
+
     t0, c0 = time.perf_counter(), time.process_time()
     store = Store(db)
     source = StoreSource(store, SID, blocks=blocks)
-    rp = Replayer(source)
-    rp.seek(rp.resolve_from("alarm:last") - 1)  # as `portside replay --from` does
-    app = make_replay_app(rp, session_id=SID, autoplay=False)
+
+    def build() -> Replayer:
+        rp = Replayer(source)
+        rp.seek(rp.resolve_from("alarm:last") - 1)  # as `portside replay --from` does
+        return rp
+
+    # As `portside replay SESSION --from alarm:last` does (cli/exports.py), each revision.
+    opening: Any = PendingOpening(source, build) if PendingOpening is not None else build()
+    app = make_replay_app(opening, session_id=SID, autoplay=False)
     out: dict[str, float] = {}
     display = app._display
 
     def stamped(screen: object, renderable: object) -> None:
         # The first frame: the first screen update Textual hands its driver (headless: the
         # one it would write) once the load is folded and no batch holds frames back. What
-        # the screen does after it (e.g. colouring diffs drawn plain) is not in it.
+        # the screen does after it (e.g. colouring diffs drawn plain) is not in it. Any frame
+        # before it ("loading…": the layout, the header, the loading line) is "first_any".
         display(screen, renderable)  # type: ignore[arg-type]
+        if "first_any_ms" not in out and renderable is not None and screen is app.screen:
+            out["first_any_ms"] = (time.perf_counter() - t0) * 1000
         if ("frame_ms" not in out and renderable is not None and app.model.runs
                 and not app._batch_count and screen is app.screen):
             out["frame_ms"] = (time.perf_counter() - t0) * 1000
@@ -203,15 +223,14 @@ def before_tree(rev: str) -> Iterator[Path | None]:
         tree = Path(tmp) / "portside"
         tree.mkdir()
         try:
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "tui"],
-                                     check=True, capture_output=True).stdout
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", rev, "tui", "core", "store", "cli"],
+                check=True, capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
         except (OSError, subprocess.CalledProcessError) as exc:
             print(f"no 'before' frame: revision {rev} not readable here ({exc})")
             yield None
             return
-        for package in ("core", "store", "cli"):
-            (tree / package).symlink_to(ROOT / package, target_is_directory=True)
         yield Path(tmp)
 
 
@@ -264,16 +283,21 @@ def cold_compare(db: Path, rounds: int, mode: str = "state",
                  f"{statistics.median(r['frame_cpu_ms'] for r in runs):.0f} ms median (the "
                  f"figure a busy machine inflates least); settled (the frame and what follows "
                  f"it) {statistics.median(r['open_ms'] for r in runs):.0f} ms"
-                 if "widgets" in runs[-1] else ""))
+                 if "widgets" in runs[-1] else "")
+              + (f"; a frame before it (the layout, 'loading…') at "
+                 f"{statistics.median(r['first_any_ms'] for r in runs):.0f} ms"
+                 # (the same frame stamped twice differs by microseconds: not a frame before)
+                 if all(r.get("first_any_ms", 1e9) < r.get("frame_ms", 0) - 1 for r in runs)
+                 else ""))
     before = (f"; before {med['before']:.0f} ms, ratio after/before "
               f"{med['after'] / med['before']:.2f}" if "before" in med else "")
-    # The issue's "cold": the first open of a never-replayed session in a fresh process, the
-    # file as the OS has it (its 1.5 s baseline was measured so). With the page cache dropped
-    # too, the figure is printed alongside, not as the target.
-    lead = ("TARGET cold open" if mode == "state" or not drop else
-            "also, page cache dropped: cold open")
-    print(f"{lead} of a 1M-event session to the first {mode} <= 500 ms: "
-          f"{med['after']:.0f} ms ({'met' if med['after'] <= 500 else 'NOT met'}){before}"
+    # Issue 30: the first frame <= 500 ms with the page cache dropped, <= 300 ms with the file
+    # as a session replayed soon after it ran leaves it (read through just before).
+    bound = 300 if mode == "frame" and not drop else 500
+    what = (f"first {mode}" if mode == "state" else
+            f"first frame, {'page cache dropped' if drop else 'page cache warm'}")
+    print(f"TARGET cold open of a 1M-event session to the {what} <= {bound} ms: "
+          f"{med['after']:.0f} ms ({'met' if med['after'] <= bound else 'NOT met'}){before}"
           f" (load average {os.getloadavg()[0]:.2f})")
     return med["after"]
 
@@ -340,7 +364,11 @@ def main() -> None:
 
         t = time.perf_counter()
         mid = rp.seek(args.events // 2)
-        print(f"seek to the middle (seq {mid.seq:,}): {(time.perf_counter() - t) * 1000:.1f} ms")
+        t_mid = time.perf_counter() - t
+        print(f"seek to the middle (seq {mid.seq:,}): {t_mid * 1000:.1f} ms")
+        worst = max(t_back, t_mid) * 1000
+        print(f"TARGET seek (to the start, to the middle) <= 50 ms: {worst:.1f} ms, the slower "
+              f"({'met' if worst <= 50 else 'NOT met'}) (load average {os.getloadavg()[0]:.2f})")
         if args.check:
             t = time.perf_counter()
             ref = fold(store.events(SID, 1, seq))

@@ -10,6 +10,8 @@ lines) counted here, not by the screen.
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,8 @@ from scenario import run_started, session_start, train_lines
 from screen_text import screen_lines
 
 from portside.core.log import events as ev
-from portside.core.replay.player import Replayer, SequenceSource
+from portside.core.replay.opening import PendingOpening
+from portside.core.replay.player import IndexArrays, Replayer, SequenceSource
 from portside.tui.replay import ReplayApp, make_replay_app
 from portside.tui.widgets import transcript as transcript_widget
 from portside.tui.widgets.runs import RunPane, RunsPanel
@@ -292,3 +295,143 @@ class TestHeldColour:
                 got = {str(span.style) for row in card.body.rows(False, True).left
                        for span in row.spans}
                 assert tokens and tokens <= got, (tokens, got)
+
+
+class _HeldSource(SequenceSource):
+    """The session's events, whose index is handed over only once the test lets it: the
+    replay is still opening (in its thread) for as long as the test needs."""
+
+    def __init__(self, events: list[ev.Event], release: threading.Event) -> None:
+        super().__init__(events)
+        self.release = release
+
+    def index_arrays(self) -> IndexArrays:
+        assert self.release.wait(60), "the test never let the index through"
+        return super().index_arrays()
+
+
+class TestLoadingFrame:
+    async def test_the_screen_shows_the_header_and_a_loading_line_until_the_replay_opens(
+            self) -> None:
+        events = _session(3_000)
+        started = next(e for e in events if isinstance(e, ev.SessionStarted))
+        where = f"{Path(started.project).name} → {started.target}"  # the header's, from the log
+        newest = _runs(events)[-1]
+        release = threading.Event()
+        source = _HeldSource(events, release)
+
+        def build() -> Replayer:
+            replayer = Replayer(source, speed=1)
+            replayer.seek(replayer.resolve_from("alarm:last") - 1)
+            return replayer
+
+        app = make_replay_app(PendingOpening(source, build), session_id="many", autoplay=False)
+        frames: list[tuple[bool, list[str]]] = []  # (opened yet, the screen) per frame drawn
+        display = app._display
+
+        def seen(screen: Any, renderable: Any) -> None:
+            display(screen, renderable)
+            if renderable is not None and screen is app.screen:
+                frames.append((app.loaded, screen_lines(app)))
+
+        app._display = seen  # type: ignore[method-assign]
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                await until(pilot, lambda: frames)
+                await pilot.press("space")  # a key while it loads: a notice, nothing else
+                await until(pilot, lambda: any("still loading" in n.message
+                                               for n in app._notifications))
+                assert not app.opening.future.done() and not app.model.runs
+                release.set()
+                await _first_frame(pilot)
+                await pilot.pause()
+                shown = screen_lines(app)
+        finally:
+            release.set()
+        loading = [lines for opened, lines in frames if not opened]
+        assert loading, "no frame was drawn before the replay opened"
+        for lines in loading:  # never blank: the header and the loading line, each frame
+            assert where in lines[0], lines[:3]
+            assert "replay ⋯ loading" in lines[0], lines[:3]
+            assert any("loading…" in line for line in lines[1:4]), lines[:4]
+        # Then the session itself, at the point it opened at.
+        text = "\n".join(shown)
+        assert where in shown[0] and "replay ⏸" in shown[0], shown[:3]
+        assert "loading…" not in text
+        assert RunPane.tab_label(app.model.runs[newest]) in text
+        assert app.replayer.position == build().position
+
+    async def test_an_opening_landed_before_the_screen_draws_the_session_first(self) -> None:
+        # `portside replay` begins the opening before the screen's imports: mostly it is in
+        # by the mount, and then the first frame is the session at its point, not "loading…".
+        events = _session(3_000)
+        newest = _runs(events)[-1]
+        replayer = Replayer(SequenceSource(events), speed=1)
+        replayer.seek(replayer.resolve_from("alarm:last") - 1)
+        opening = PendingOpening.of(replayer)
+        opening.result(60)
+        app = make_replay_app(opening, session_id="many", autoplay=False)
+        frames: list[list[str]] = []
+        display = app._display
+
+        def seen(screen: Any, renderable: Any) -> None:
+            display(screen, renderable)
+            if renderable is not None and screen is app.screen:
+                frames.append(screen_lines(app))
+
+        app._display = seen  # type: ignore[method-assign]
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            await until(pilot, lambda: frames)
+        first = "\n".join(frames[0])
+        assert "loading" not in first, frames[0][:4]
+        assert RunPane.tab_label(app.model.runs[newest]) in first
+
+    async def test_an_opening_landing_after_the_mount_draws_the_session_first(self) -> None:
+        # The opening still in its thread at the mount, in before the loading frame's
+        # deadline: no loading frame (drawn at once, it cost a whole layout and paint, and the
+        # session's frame came ~0.3 s later); the first frame drawn is the session at its point.
+        events = _session(3_000)
+        newest = _runs(events)[-1]
+        release = threading.Event()
+        source = _HeldSource(events, release)
+
+        def build() -> Replayer:
+            replayer = Replayer(source, speed=1)
+            replayer.seek(replayer.resolve_from("alarm:last") - 1)
+            return replayer
+
+        app = make_replay_app(PendingOpening(source, build), session_id="many", autoplay=False)
+        app.loading_frame_s = 60.0  # a loaded machine's stall must not reach it here
+        frames: list[tuple[bool, list[str]]] = []
+        display = app._display
+        mounted_open = threading.Event()  # set when the mount began with the opening still out
+
+        def let_through() -> None:
+            # Once the mount holds its frames (or 5 s on, where it never does), the index.
+            deadline = time.monotonic() + 5
+            while not app._held and time.monotonic() < deadline:
+                time.sleep(0.001)
+            if not app.opening.future.done():
+                mounted_open.set()
+            release.set()
+
+        def seen(screen: Any, renderable: Any) -> None:
+            display(screen, renderable)
+            if renderable is not None and screen is app.screen:
+                frames.append((app.loaded, screen_lines(app)))
+
+        app._display = seen  # type: ignore[method-assign]
+        helper = threading.Thread(target=let_through, daemon=True)
+        helper.start()
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                await _first_frame(pilot)
+                await until(pilot, lambda: frames)
+        finally:
+            release.set()
+            helper.join(10)
+        assert mounted_open.is_set(), "the opening was in before the mount: nothing shown here"
+        opened, first = frames[0]
+        assert opened and "loading" not in "\n".join(first), first[:4]
+        assert RunPane.tab_label(app.model.runs[newest]) in "\n".join(first)

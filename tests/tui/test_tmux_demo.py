@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from portside.core.log import events as ev
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "sessions" / "demo"
 XLA_PY = Path(os.environ.get("PORTSIDE_XLA_PYTHON")
@@ -197,3 +199,34 @@ def test_q_in_a_replay_opened_from_sessions_goes_back(tmp_path: Path) -> None:
         _wait_for("EXITED-0", session, timeout=30)
     finally:
         _tmux("kill-server")
+
+
+def test_replay_from_a_point_the_session_lacks_says_so_once(tmp_path: Path) -> None:
+    """`portside replay S --from intervention:99` on screen: the opening (in its thread) fails,
+    the screen leaves, and the error is printed once, exit code 2."""
+    sys.path.insert(0, str(REPO / "tests" / "tui"))
+    from scenario import full_session
+
+    from portside.store import Store
+
+    db = tmp_path / "s.db"
+    events = list(full_session())
+    with Store(db) as store:
+        for e in events:
+            store.recorder.append(e)
+        store.recorder.flush()
+    sid = events[0].session_id
+    assert not any(isinstance(e, ev.Intervention) for e in events)  # what --from names
+    py = shlex.quote(sys.executable)
+    cmd = (f"{py} -m portside.cli --db {shlex.quote(str(db))} replay {sid} "
+           f"--from intervention:99; echo EXITED-$?")
+    session = "badfrom"
+    _tmux("kill-server")
+    _start(session, cmd, tmp_path)
+    try:
+        screen = _wait_for("EXITED-", session, timeout=60)
+    finally:
+        _tmux("kill-server")
+    said = "--from intervention:99: the session has no interventions"  # found by the thread
+    assert "EXITED-2" in screen, screen
+    assert screen.count(said) == 1, screen

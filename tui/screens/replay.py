@@ -80,7 +80,7 @@ class ReplayScreen(LiveScreen, inherit_bindings=False):
     HELP_TITLE = "portside · keys of the replay"
 
     def __init__(self, model: SessionModel, gate: ReviewGate, *, control: ReplayControl,
-                 markers: list[tuple[int, float, str]], duration: float,
+                 markers: list[tuple[int, float, str]] | None, duration: float,
                  position: Callable[[], float], clock: Callable[[], float]) -> None:
         super().__init__(model, gate, mode="replay", clock=clock)
         self.control = control

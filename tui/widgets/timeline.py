@@ -21,6 +21,8 @@ MARKS: dict[str, tuple[int, str, str]] = {
     "run.started": (5, "├", "#61afef"),
 }
 LEGEND = " ✖ alarm ● intervention ◆ claim ├┤ run "
+# What the bar says while the session opens (tui/replay.py builds the replay in a thread).
+LOADING = " loading… the session's index, snapshots and the point to open at "
 
 
 class Timeline(Widget):
@@ -28,15 +30,20 @@ class Timeline(Widget):
     Timeline { height: 1; background: $panel; }
     """
 
-    def __init__(self, markers: list[tuple[int, float, str]], duration: float,
+    def __init__(self, markers: list[tuple[int, float, str]] | None, duration: float,
                  position: Callable[[], float], *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.markers = markers  # (seq, replay offset, kind)
+        self.markers = markers  # (seq, replay offset, kind); None: still loading
         self.duration = duration
         self.position = position  # replay offset (s) of the shown point
         self._cells: dict[int, tuple[str, str]] = {}
         self._width = -1
         self._shown_at = -1.0
+
+    def loaded(self, markers: list[tuple[int, float, str]], duration: float) -> None:
+        """The session is open: draw its markers in place of the loading line."""
+        self.markers, self.duration, self._width = markers, duration, -1
+        self.refresh()
 
     def sync(self) -> None:
         """Repaint only when the position moved: a refresh on every tick would keep the app
@@ -49,7 +56,7 @@ class Timeline(Widget):
     def _bucket(self, width: int) -> None:
         best: dict[int, int] = {}
         self._cells = {}
-        for _seq, offset, kind in self.markers:
+        for _seq, offset, kind in self.markers or ():
             rank, mark, style = MARKS.get(kind, (9, "·", "dim"))
             cell = self._cell(offset, width)
             if cell not in best or rank < best[cell]:
@@ -63,6 +70,8 @@ class Timeline(Widget):
         return min(width - 1, max(0, int(offset / self.duration * (width - 1) + 0.5)))
 
     def render(self) -> Text:
+        if self.markers is None:
+            return Text(LOADING, style="bold #e5c07b", no_wrap=True, overflow="ellipsis")
         legend = LEGEND if self.size.width >= 60 else ""
         width = max(1, self.size.width - len(legend) - 2)
         if width != self._width:
