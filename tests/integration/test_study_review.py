@@ -61,6 +61,24 @@ def _until(what: str, head: subprocess.Popen, check) -> None:  # type: ignore[ty
     raise AssertionError(f"no {what} within {DEADLINE_S} s")
 
 
+def _verdict_when_claimed(f: Any, head: subprocess.Popen) -> Any:  # type: ignore[type-arg]
+    """Wait for the agent's closing claim to reach the follower, then pass it."""
+    _until("the claim waiting", head, lambda: (f.catch_up(), f.gate.pending_claim())[1]
+           is not None)
+    return f.gate.verdict("pass", "logging only")
+
+
+@contextlib.contextmanager
+def _reaped(head: subprocess.Popen) -> Iterator[subprocess.Popen]:  # type: ignore[type-arg]
+    """The study run, killed on the way out if the test left it running."""
+    try:
+        yield head
+    finally:
+        if head.poll() is None:
+            head.kill()
+            head.wait()
+
+
 async def _press_approve(app: Any) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
@@ -153,7 +171,7 @@ def test_reviewer_decides_a_waiting_task_while_the_study_goes_on(tmp_path: Path,
     from portside.store.queries import Store
 
     study, db, head = _start(tmp_path, engine)
-    try:
+    with _reaped(head):
         # The asked task waits for its edit's decision while the verification finishes.
         _until("the edit waiting and the verification done", head, lambda: (
             lambda s: s.get("asked", {}).get("state") == "waiting for a reviewer"
@@ -187,10 +205,6 @@ def test_reviewer_decides_a_waiting_task_while_the_study_goes_on(tmp_path: Path,
         finally:
             store.close()
         out, err = head.communicate(timeout=DEADLINE_S)
-    finally:
-        if head.poll() is None:
-            head.kill()
-            head.wait()
     assert head.returncode == 0, err
 
     by = _rows(db)
@@ -237,7 +251,7 @@ def test_a_lost_mailbox_ends_the_phase_and_the_next_one_takes_the_decision(
     try:
         study, db, head = _start(tmp_path, ["--engine", "ray", "--address", cluster.address],
                                  verified=False)
-        try:
+        with _reaped(head):
             _until("the edit waiting", head, lambda: _status(study, db).get(
                 "asked", {}).get("state") == "waiting for a reviewer")
             (mailbox,) = _mailboxes(cluster)
@@ -258,16 +272,10 @@ def test_a_lost_mailbox_ends_the_phase_and_the_next_one_takes_the_decision(
                 f = Follower(store, sid, relay)
                 f.gate.reviewer = "rita"
                 f.gate.approve(f.gate.pending_edits()[0].item_id, "after the mailbox was lost")
-                _until("the claim waiting", head, lambda: (f.catch_up(),
-                                                           f.gate.pending_claim())[1] is not None)
-                f.gate.verdict("pass", "logging only")
+                _verdict_when_claimed(f, head)
             finally:
                 store.close()
             _, err = head.communicate(timeout=DEADLINE_S)
-        finally:
-            if head.poll() is None:
-                head.kill()
-                head.wait()
     finally:
         cluster.close()
     assert head.returncode == 0, err
@@ -318,7 +326,7 @@ def test_message_pause_and_edit_from_a_study_review(tmp_path: Path) -> None:
         await pilot.press("ctrl+s")
 
     study, db, head = _start(tmp_path, [], verified=False)
-    try:
+    with _reaped(head):
         _until("the edit waiting", head, lambda: _status(study, db).get(
             "asked", {}).get("state") == "waiting for a reviewer")
         store = Store(db)
@@ -338,17 +346,10 @@ def test_message_pause_and_edit_from_a_study_review(tmp_path: Path) -> None:
             asyncio.run(_keys(follower().app(), "space"))
             assert not follower().gate.paused
             asyncio.run(_keys(follower().app(), "e", dialog=EditDialog, then=edit))
-            f = follower()
-            _until("the claim waiting", head, lambda: (f.catch_up(),
-                                                       f.gate.pending_claim())[1] is not None)
-            f.gate.verdict("pass", "logging only")
+            _verdict_when_claimed(follower(), head)
         finally:
             store.close()
         _, err = head.communicate(timeout=DEADLINE_S)
-    finally:
-        if head.poll() is None:
-            head.kill()
-            head.wait()
     assert head.returncode == 0, err
     (asked,) = _rows(db).values()
     inter = [(b["action"], b["reviewer"]) for _, k, b in asked if k == "intervention"]

@@ -310,6 +310,19 @@ class _HeldSource(SequenceSource):
         return super().index_arrays()
 
 
+def _held_app(events: list[ev.Event], release: threading.Event) -> Any:
+    """The replay app opening the session at its last alarm, its index held until `release`."""
+    source = _HeldSource(events, release)
+    return make_replay_app(PendingOpening(source, lambda: _at_last_alarm(source)),
+                           session_id="many", autoplay=False)
+
+
+def _at_last_alarm(source: SequenceSource) -> Replayer:
+    replayer = Replayer(source, speed=1)
+    replayer.seek(replayer.resolve_from("alarm:last") - 1)
+    return replayer
+
+
 class TestLoadingFrame:
     async def test_the_screen_shows_the_header_and_a_loading_line_until_the_replay_opens(
             self) -> None:
@@ -318,14 +331,7 @@ class TestLoadingFrame:
         where = f"{Path(started.project).name} → {started.target}"  # the header's, from the log
         newest = _runs(events)[-1]
         release = threading.Event()
-        source = _HeldSource(events, release)
-
-        def build() -> Replayer:
-            replayer = Replayer(source, speed=1)
-            replayer.seek(replayer.resolve_from("alarm:last") - 1)
-            return replayer
-
-        app = make_replay_app(PendingOpening(source, build), session_id="many", autoplay=False)
+        app = _held_app(events, release)
         frames: list[tuple[bool, list[str]]] = []  # (opened yet, the screen) per frame drawn
         display = app._display
 
@@ -359,7 +365,7 @@ class TestLoadingFrame:
         assert where in shown[0] and "replay ⏸" in shown[0], shown[:3]
         assert "loading…" not in text
         assert RunPane.tab_label(app.model.runs[newest]) in text
-        assert app.replayer.position == build().position
+        assert app.replayer.position == _at_last_alarm(SequenceSource(events)).position
 
     async def test_an_opening_landed_before_the_screen_draws_the_session_first(self) -> None:
         # `portside replay` begins the opening before the screen's imports: mostly it is in
@@ -394,14 +400,7 @@ class TestLoadingFrame:
         events = _session(3_000)
         newest = _runs(events)[-1]
         release = threading.Event()
-        source = _HeldSource(events, release)
-
-        def build() -> Replayer:
-            replayer = Replayer(source, speed=1)
-            replayer.seek(replayer.resolve_from("alarm:last") - 1)
-            return replayer
-
-        app = make_replay_app(PendingOpening(source, build), session_id="many", autoplay=False)
+        app = _held_app(events, release)
         app.loading_frame_s = 60.0  # a loaded machine's stall must not reach it here
         frames: list[tuple[bool, list[str]]] = []
         display = app._display
