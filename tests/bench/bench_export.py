@@ -29,8 +29,10 @@ import threading
 import time
 from pathlib import Path
 
-from bench_replay import SID as REPLAY_SID
-from bench_replay import generate
+# Its sibling, also when a test loads this file by path (tests/integration/test_export_memory.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_replay import SID as REPLAY_SID  # noqa: E402
+from bench_replay import generate  # noqa: E402
 
 from portside.core.log import events as ev
 from portside.store import Store

@@ -32,7 +32,7 @@ def test_events_export_memory_is_flat(tmp_path: Path) -> None:
             assert conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == n
         for how in rss:
             out = tmp_path / "out.jsonl"
-            rss[how].append(bench.export_rss(db, how, out)[0])
+            rss[how].append(bench.export_rss(db, bench.SID, how, out)[0])
             if how == "file":
                 assert sum(1 for _ in out.open("rb")) == n + 1  # header + every event
     for how, (small, big) in rss.items():
