@@ -292,3 +292,54 @@ def test_a_trickle_is_batched_but_the_first_line_after_quiet_is_not_held(tmp_pat
     by_value = {r["value"]: t for t, r in recs}
     rec_waits = [by_value[float(i)] - lines[i][1] for i in range(30)]
     assert max(rec_waits) < 0.8, f"a metric record waited {max(rec_waits):.2f} s"
+
+
+STANDIN = """
+import asyncio, sys
+from pathlib import Path
+from portside.core.run.runner import Runner, RunSpec
+tmp, token = Path(sys.argv[1]), sys.argv[2]
+runner = Runner("s", lambda e: None, tmp / "probe")
+if sys.argv[3] == "sandboxed":
+    from portside.core.run.sandbox import Sandbox
+    runner.use_sandbox(Sandbox.for_project(tmp / "no-project"))
+spec = RunSpec(run_id="o1", role="candidate", attempt=1, cwd=tmp, target="cpu",
+               command=f"sleep {token}", timeout_s=600.0)
+asyncio.run(runner.run(spec))
+"""
+
+
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["subreaper", "pid-namespace"])
+def test_a_run_does_not_outlive_a_portside_killed_without_cleanup(tmp_path: Path,
+                                                                  sandboxed: bool) -> None:
+    """portside SIGKILLed mid-run (no cleanup of its own): the run's command is gone within a
+    few seconds anyway. Unsandboxed runs used to stay (their subreaper did not watch its
+    parent); sandboxed ones end with bwrap's --die-with-parent."""
+    import subprocess
+
+    from portside.core.run.sandbox import unavailable
+
+    if sandboxed and unavailable():
+        pytest.skip(f"no sandbox here: {unavailable()}")
+    token = f"1000.{os.getpid()}{int(time.time() * 1000) % 100000}"
+    standin = _script(tmp_path, "standin.py", STANDIN)
+    mode = "sandboxed" if sandboxed else "plain"
+    proc = subprocess.Popen([PY, str(standin), str(tmp_path), token, mode])
+    try:
+        deadline = time.monotonic() + 20
+        while not _alive(token) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert _alive(token), "the run never started"
+        proc.kill()
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 6  # the reaper's poll and its grace, with room to spare
+        while _alive(token) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = _alive(token)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in _alive(token):  # never leave them behind, even when the test fails
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).kill()
+    assert left == []

@@ -4,7 +4,10 @@ It becomes a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``), so whatever th
 starts, even what ``setsid()``s or double-forks, stays below it instead of escaping to init.
 When the command exits, everything left below it is killed and reaped, and it exits with the
 command's status (killed by a signal: by the same signal). SIGTERM, SIGINT and SIGHUP are
-left to the command (the runner signals the whole group). Standard library only; run with
+left to the command (the runner signals the whole group). When portside itself goes without
+cleaning up (SIGKILL, a crash), the reaper is handed to another parent: it sees that within
+PARENT_POLL_S, sends the command SIGTERM, and kills what is left ORPHAN_GRACE_S later, so no
+run outlives the portside that started it (a sandboxed run has bwrap's --die-with-parent). Standard library only; run with
 ``-I -S`` so the probe's sitecustomize does not load in it. Where prctl is missing it just runs
 the command and cleans up what it can still see.
 """
@@ -15,6 +18,10 @@ import contextlib
 import os
 import signal
 import sys
+import time
+
+PARENT_POLL_S = 0.5
+ORPHAN_GRACE_S = 2.0
 
 
 def _subreaper() -> bool:
@@ -87,9 +94,10 @@ def main(argv: list[str]) -> int:
         except OSError as exc:
             sys.stderr.write(f"{argv[0]}: {exc.strerror}\n")
             os._exit(127)
+    parent, orphaned_at = os.getppid(), 0.0
     while True:
         try:
-            done, status = os.waitpid(-1, 0)
+            done, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             status = 0
             break
@@ -97,6 +105,18 @@ def main(argv: list[str]) -> int:
             continue
         if done == pid:
             break  # other children are orphans reparented to us: the sweep takes them
+        if done:
+            continue
+        if not orphaned_at and os.getppid() != parent:
+            orphaned_at = time.monotonic()  # portside is gone: its run ends with it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        if orphaned_at and time.monotonic() - orphaned_at > ORPHAN_GRACE_S:
+            _sweep()  # the command too: its status is reaped here
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            return 128 + signal.SIGKILL
+        signal.sigtimedwait([signal.SIGCHLD], PARENT_POLL_S)
     _sweep()
     if os.WIFSIGNALED(status):
         # End the way the command ended, so the runner sees the signal (no core file).
