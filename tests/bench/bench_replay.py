@@ -152,17 +152,22 @@ def open_once(db: Path, blocks: bool) -> dict[str, float]:
             "rows": source.index_rows_fetched, "blocks": getattr(source, "index_blocks_read", 0)}
 
 
-def frame_once(db: Path, blocks: bool) -> dict[str, float]:
+def frame_once(db: Path, blocks: bool, cached: bool = True) -> dict[str, float]:
     """One cold open of the replay *screen* at --from alarm:last (fresh process, headless
     Textual at 120x40): Store, replayer, the compact history folded, the first frame drawn."""
     import asyncio
 
     from portside.tui.replay import make_replay_app
 
-    try:  # this tree: the replayer is built in a thread while the screen starts
+    try:  # the replayer is built in a thread while the screen starts
         from portside.core.replay.opening import PendingOpening
-    except ImportError:  # BEFORE_REV: built here, before the screen
+    except ImportError:  # a40c0bc: built here, before the screen
         PendingOpening = None  # type: ignore[assignment,misc]  # noqa: N806
+    try:  # this tree: the first frame kept in the store (warmed at the session's end)
+        from portside.core.replay.player import DEFAULT_IDLE_LIMIT, parse_from
+        from portside.store.replay_frames import FrameCache, point_key
+    except ImportError:  # BEFORE_REV: none
+        FrameCache = None  # type: ignore[assignment,misc]  # noqa: N806
 
     t0, c0 = time.perf_counter(), time.process_time()
     store = Store(db)
@@ -174,7 +179,10 @@ def frame_once(db: Path, blocks: bool) -> dict[str, float]:
         return rp
 
     # As `portside replay SESSION --from alarm:last` does (cli/exports.py), each revision.
-    opening: Any = PendingOpening(source, build) if PendingOpening is not None else build()
+    cache = (FrameCache(store, SID, point_key(parse_from("alarm:last"), DEFAULT_IDLE_LIMIT))
+             if FrameCache is not None and cached else None)
+    opening: Any = (PendingOpening(source, build, *([cache] if cache is not None else []))
+                    if PendingOpening is not None else build())
     app = make_replay_app(opening, session_id=SID, autoplay=False)
     out: dict[str, float] = {}
     display = app._display
