@@ -152,6 +152,7 @@ class ReplayApp(PortsideApp):
         super().start_warm_up()
 
     def on_unmount(self) -> None:
+        self.opening.drawn.set()  # the opening's thread waits for no frame any more
         if self._gc_was_enabled:
             gc.enable()
 
