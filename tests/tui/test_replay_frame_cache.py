@@ -21,8 +21,8 @@ from portside.core.log import events as ev
 from portside.core.replay.opening import PendingOpening
 from portside.core.replay.player import (
     DEFAULT_IDLE_LIMIT,
-    ReplayState,
     Replayer,
+    ReplayState,
     fold,
     parse_from,
 )
