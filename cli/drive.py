@@ -11,14 +11,17 @@ from typing import Any
 
 
 def warm(store: Any, session_id: str) -> None:
-    """Index a finished session for replay now, so its first replay opens fast."""
+    """Index a finished session for replay, and keep its first frames, so its first replay
+    opens fast."""
     import click
 
+    from portside.store.replay_frames import warm_frames
     from portside.store.replay_source import warm_index
 
     try:
         store.recorder.flush()
         warm_index(store, session_id)
+        warm_frames(store, session_id)  # the first frames of the start and the last alarm
     except Exception as exc:  # an index is a cache: never fail the command over it
         click.echo(f"portside: replay index not built: {exc}", err=True)
 

@@ -105,7 +105,12 @@ def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str 
             # built while Textual loads (the screen's mount waits for the rest).
             from portside.core.replay.opening import PendingOpening
 
-            opening = PendingOpening(source, build)
+            cache = None
+            if store is not None:  # the store keeps the first frame (a recording: none)
+                from portside.store.replay_frames import FrameCache, point_key
+
+                cache = FrameCache(store, session_id, point_key(spec, idle_limit))
+            opening = PendingOpening(source, build, cache)
             from portside.tui.replay import run_replay  # type: ignore[import-not-found]
 
             try:

@@ -123,7 +123,8 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
         # q in a replay opened from here comes back to the list; q on the list leaves.
         while chosen := SessionsApp(_listed(store, session_costs), str(store.path)).run():
             from portside.core.replay.opening import PendingOpening
-            from portside.core.replay.player import Replayer
+            from portside.core.replay.player import DEFAULT_IDLE_LIMIT, Replayer
+            from portside.store.replay_frames import FrameCache, point_key
             from portside.store.replay_source import StoreSource
             from portside.tui.replay import run_replay
 
@@ -135,9 +136,10 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
                 review_session(store, chosen, relay)
                 continue
             source = StoreSource(store, chosen)
-            # Opened in a thread; the screen's mount waits for it (tui/replay.py).
-            run_replay(store, chosen, PendingOpening(source, lambda s=source: Replayer(s)),
-                       close=False)
+            # Opened in a thread, its first frame cached; the screen's mount waits for it.
+            cache = FrameCache(store, chosen, point_key(None, DEFAULT_IDLE_LIMIT))
+            run_replay(store, chosen,
+                       PendingOpening(source, lambda s=source: Replayer(s), cache), close=False)
     finally:
         store.close()
 

@@ -7,12 +7,13 @@ UI never waits on the replay) and hands them to ``bus.deliver_only``: the same p
 fold and the same widgets as a live session, so a replay played to its end shows what the live
 screen showed.
 
-Opening: the replayer (index, snapshots, the --from point and its compact history) is built in
-a thread (``core/replay/opening.py``) begun before the screen. The mount waits for it, holding
-frames, up to LOADING_FRAME_S: the first frame is then the session at its point. An opening
-still out by then gets the layout drawn, the timeline saying "loading…" (the screen is never
-blank for long), and is folded when it lands. Keys that need the replayer wait for it (a
-notice says so).
+Opening: the first frame (the --from point's compact history, the timeline, the header's
+position) comes from a thread (``core/replay/opening.py``) begun before the screen: read from
+the store's cache of it, or derived from the replayer built there. The mount waits for it,
+holding frames, up to LOADING_FRAME_S: the first frame is then the session at its point. A
+frame still out by then gets the layout drawn, the timeline saying "loading…" (the screen is
+never blank for long), and is folded when it lands. A cached frame is drawn before the
+replayer is built; keys that need the replayer wait for it (a notice says so).
 
 Seeking never folds from the first event. A far jump folds the *compact history* of the target
 point (``core/replay/history.py``) into a fresh screen. A jump a little ahead (≤ FORWARD_LIMIT
@@ -37,8 +38,9 @@ from textual.screen import Screen
 
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus, Sink
+from portside.core.replay.first_frame import FirstFrame
 from portside.core.replay.history import History, StructuralCache, compact_history, session_info
-from portside.core.replay.opening import Opening, PendingOpening
+from portside.core.replay.opening import PendingOpening
 from portside.core.replay.player import Replayer, ReplayState
 from portside.core.session.review import ReviewGate
 
@@ -85,6 +87,7 @@ class ReplayApp(PortsideApp):
         self.autoplay = autoplay
         self.batch = batch
         self._markers: list[tuple[int, float, str]] | None = None  # None: still loading
+        self._frame: FirstFrame | None = None  # what the first frame shows (before `loaded`)
         self._busy = False
         self._held = False  # frames held from the mount, until the opening lands or a deadline
         self._gc_was_enabled = True
@@ -94,17 +97,18 @@ class ReplayApp(PortsideApp):
     def _new_screen(self) -> ReplayScreen:
         return ReplayScreen(SessionModel(self.info), self.gate, control=self,
                             markers=self._markers,
-                            duration=self.replayer.duration if self.loaded else 0.0,
+                            duration=self._frame.duration if self._frame else 0.0,
                             position=self._shown_offset, clock=self._session_now)
 
     def _shown_offset(self) -> float:
-        r = self.replayer if self.loaded else None
-        return r.offset_of(r.position) if r is not None else 0.0
+        if not self.loaded:
+            return self._frame.offset if self._frame is not None else 0.0
+        return self.replayer.offset_of(self.replayer.position)
 
     def _session_now(self) -> float:
         """The session's own clock at the shown point: elapsed times read as they did live."""
         if not self.loaded:
-            return 0.0
+            return self._frame.ts if self._frame is not None else 0.0
         idx = self.replayer.index
         pos = idx.pos_le(self.replayer.position)
         return float(idx.ts[max(0, pos)]) if len(idx) else 0.0
@@ -124,7 +128,7 @@ class ReplayApp(PortsideApp):
         # with no thread, and the loading frame drawn at once ~0.3 s later). Blocked here, the
         # thread has the GIL alone, as if the open ran on this thread. Still out by
         # LOADING_FRAME_S: the layout is drawn, "loading…", so the screen is never blank long.
-        future = self.opening.future
+        future = self.opening.frame
         wait([future], timeout=self.loading_frame_s)
         if not future.done():
             self._release_held()
@@ -148,41 +152,64 @@ class ReplayApp(PortsideApp):
         super().start_warm_up()
 
     def on_unmount(self) -> None:
+        self.opening.drawn.set()  # the opening's thread waits for no frame any more
         if self._gc_was_enabled:
             gc.enable()
 
     async def _start(self) -> None:
         try:
-            opening = self.opening.result()
+            frame = self.opening.frame.result()
         except Exception as exc:  # a --from the session does not have, a store gone: say it
-            self.open_error = exc
-            if self._held:
-                self._release_held()
-            self.exit(return_code=2)  # run_replay raises it: the CLI says it, once
+            self._failed(exc)
             return
-        self._take(opening)
-        if self.replayer.position > 0:  # --from: open at the point
+        self._frame, self._markers = frame, frame.markers
+        self.live.timeline.loaded(frame.markers, frame.duration)
+        if frame.position > 0:  # --from: open at the point
             # No frame drawn until the point is on screen (each intermediate frame would lay
             # out and paint the whole screen); _load_settled ends the batch.
             if self._held:
                 self._held = False  # the batch is _load_settled's to end now
             else:
                 self._begin_batch()
-            await self._load_settled(self.live, self.replayer.position, opening.state,
-                                     opening.history)
+            await self._load_settled(self.live, frame.position, None, frame.history)
         elif self._held:
             self._release_held()
+        if self.opening.future.done():  # built with the frame (none was cached): take it now
+            self._opened()
+        self.live._update_header()
+        # Once the frame is drawn: the replayer (its build holds the GIL) and the warm-up.
+        self.call_after_refresh(self._drawn)
+
+    def _drawn(self) -> None:
+        self.opening.drawn.set()
+        if not self.loaded:
+            asyncio.wrap_future(self.opening.future).add_done_callback(
+                lambda _: self.call_later(self._opened))
+        self.set_timer(WARM_UP_AFTER_S, self.start_warm_up)
+
+    def _failed(self, exc: BaseException) -> None:
+        self.open_error = exc
+        if self._held:
+            self._release_held()
+        self.exit(return_code=2)  # run_replay raises it: the CLI says it, once
+
+    def _opened(self) -> None:
+        """The replayer is in: the keys, the clock and the playing are its from now."""
+        if self.loaded:
+            return
+        try:
+            opening = self.opening.result()
+        except Exception as exc:
+            self._failed(exc)
+            return
+        self.replayer, self.structural = opening.replayer, opening.structural
+        self.loaded = True
+        if self._frame is not None and self.replayer.position != self._frame.position:
+            self.call_later(self.seek, self.replayer.position)  # the log moved: show its point
         self.set_interval(PUMP_S, self._pump, name="replay-pump")
         if self.autoplay:
             self.replayer.play()
         self.live._update_header()
-        self.set_timer(WARM_UP_AFTER_S, self.start_warm_up)
-
-    def _take(self, opening: Opening) -> None:
-        self.replayer, self.structural = opening.replayer, opening.structural
-        self._markers = opening.markers
-        self.loaded = True
-        self.live.timeline.loaded(opening.markers, self.replayer.duration)
 
     def _is_open(self) -> bool:
         """Whether the replay is open; if not, a notice says it is still loading."""
@@ -265,7 +292,8 @@ class ReplayApp(PortsideApp):
 
     def replay_header(self) -> str:
         if not self.loaded:
-            return "replay ⋯ loading"
+            f = self._frame  # drawn from the cache: the replayer is still being built
+            return "replay ⋯ loading" if f is None else f"replay ⏸ · seq {f.position}/{f.last_seq}"
         r = self.replayer
         mark = "▶" if r.playing else ("end" if r.at_end else "⏸")
         return f"replay {mark} {speed_label(r.speed)} · seq {r.position}/{r.index.last_seq}"

@@ -8,19 +8,40 @@ more than one (measured: the frame ~40 ms later). So the screen's mount blocks o
 the GIL free for the thread, and draws a "loading…" frame only if the opening is still out
 after a deadline (tui/replay.py); it folds the result when it lands.
 
+With a first frame cached (``first_frame.py``; the store keeps it, ``store/replay_frames.py``)
+the thread hands that over first, in a few ms, and builds the replayer only once the screen has
+drawn it (``drawn``): before, both halves would share the GIL and the frame come later. Keys
+that need the replayer wait for it meanwhile. Without one, the frame is derived from the
+prepared opening, and kept once drawn, so the next replay of the same point is one read.
+
 No Textual here. The replayer is handed over whole: the thread never touches it once the
 future is done, and the screen never touches it before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from .first_frame import FirstFrame, frame_of
 from .history import History, StructuralCache, compact_history
 from .player import EventSource, Replayer, ReplayState
+
+# How long the thread waits for the screen to say its first frame is drawn before it goes on
+# (a screen that never draws: the replayer must come all the same).
+DRAWN_WAIT_S = 10.0
+
+
+class FrameCache(Protocol):
+    """Where a session's first frame at one point is kept (the store: replay_frames)."""
+
+    def load(self) -> FirstFrame | None: ...
+
+    def save(self, frame: FirstFrame) -> bool: ...
 
 
 @dataclass
@@ -49,12 +70,19 @@ def prepare(build: Callable[[], Replayer]) -> Opening:
 
 class PendingOpening:
     """:func:`prepare` running in a thread of its own, begun at construction. ``source`` is
-    what the replayer reads: a screen reads the session's first event from it meanwhile."""
+    what the replayer reads: a screen reads the session's first event from it meanwhile.
+    ``cache``: where the first frame is kept. ``frame`` resolves first (the screen draws it),
+    ``future`` once the replayer is built."""
 
-    def __init__(self, source: EventSource, build: Callable[[], Replayer]) -> None:
+    def __init__(self, source: EventSource, build: Callable[[], Replayer],
+                 cache: FrameCache | None = None) -> None:
         self.source = source
+        self.frame: Future[FirstFrame] = Future()
         self.future: Future[Opening] = Future()
+        self.drawn = threading.Event()  # set by the screen once the frame is on it
+        self.from_cache = False
         self._build = build
+        self._cache = cache
         # A daemon: quitting while it loads must not wait for it.
         self._thread = threading.Thread(target=self._run, name="portside-replay-open",
                                         daemon=True)
@@ -68,9 +96,33 @@ class PendingOpening:
 
     def _run(self) -> None:
         try:
-            self.future.set_result(prepare(self._build))
+            frame = self._cached()
+            if frame is not None:
+                self.from_cache = True
+                self.frame.set_result(frame)
+                self.drawn.wait(DRAWN_WAIT_S)
+                replayer = self._build()
+                self.future.set_result(Opening(replayer, StructuralCache(replayer), frame.markers,
+                                               replayer.seek_state, frame.history))
+                return
+            opening = prepare(self._build)
+            frame = frame_of(opening.replayer, opening.markers, opening.history)
+            self.future.set_result(opening)  # first: a screen given the frame has it all
+            self.frame.set_result(frame)
+            if self._cache is not None:
+                self.drawn.wait(DRAWN_WAIT_S)
+                with contextlib.suppress(Exception):  # a cache: never fail the replay over it
+                    self._cache.save(frame)
         except BaseException as exc:  # handed to the screen, which ends with it
-            self.future.set_exception(exc)
+            for future in (self.frame, self.future):
+                if not future.done():
+                    future.set_exception(exc)
+
+    def _cached(self) -> FirstFrame | None:
+        try:
+            return self._cache.load() if self._cache is not None else None
+        except Exception:  # a cache: whatever it raised, the events are read instead
+            return None
 
     def result(self, timeout: float | None = None) -> Opening:
         """The opening (waiting for it); raises what the opening raised."""

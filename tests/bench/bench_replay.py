@@ -19,11 +19,14 @@ the first screen update Textual hands its driver once the load is in: the first 
 shows the session (what the screen repaints after it, e.g. diffs drawn plain getting their
 colour, is the "settled" figure). This tree draws a frame before it, the layout with the
 timeline saying "loading…", when the opening's thread is not done 0.4 s after the mount; such
-a frame is printed beside, not counted as the first frame. "before" is BEFORE_REV (the replayer built before the screen
-starts, no frame until the load is in): that revision's tui, core, store and cli (`git
-archive`), put first on PYTHONPATH; "after" is this tree's. Both read the writer's
-replay_blocks, and both time from the Store's open (the imports come before: each process
-imports the replay screen first).
+a frame is printed beside, not counted as the first frame. "before" is BEFORE_REV (the
+replayer, its snapshots and the point's history built in a thread while the screen starts,
+the first frame derived from them): that revision's tui, core, store and cli (`git archive`),
+put first on PYTHONPATH; "after" is this tree's, its first frame read from the store's
+replay_frames, kept as a session's end keeps it (store/replay_frames.py warm_frames, timed
+apart); a third row is this tree on a session whose frame is not kept (imported: its first
+replay computes and keeps it). Both read the writer's replay_blocks, and both time from the
+Store's open (the imports come before: each process imports the replay screen first).
 
 Generation (bulk, through the store's Batch writer) is timed apart and is not part of the
 figures. "open" = build the index from SQLite + fold the structural events into snapshots +
@@ -55,9 +58,9 @@ from portside.store.projections import Batch
 from portside.store.replay_source import StoreSource
 
 SID = "bench-replay-1m"
-# The frame's "before": the last revision that built the replayer before the screen started
-# (no opening thread, no loading frame).
-BEFORE_REV = "a40c0bc"
+# The frame's "before": main before the first frame was kept in the store (the replayer built
+# in a thread while the screen starts, the first frame derived from it).
+BEFORE_REV = "568f1c8"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -152,17 +155,22 @@ def open_once(db: Path, blocks: bool) -> dict[str, float]:
             "rows": source.index_rows_fetched, "blocks": getattr(source, "index_blocks_read", 0)}
 
 
-def frame_once(db: Path, blocks: bool) -> dict[str, float]:
+def frame_once(db: Path, blocks: bool, cached: bool = True) -> dict[str, float]:
     """One cold open of the replay *screen* at --from alarm:last (fresh process, headless
     Textual at 120x40): Store, replayer, the compact history folded, the first frame drawn."""
     import asyncio
 
     from portside.tui.replay import make_replay_app
 
-    try:  # this tree: the replayer is built in a thread while the screen starts
+    try:  # the replayer is built in a thread while the screen starts
         from portside.core.replay.opening import PendingOpening
-    except ImportError:  # BEFORE_REV: built here, before the screen
+    except ImportError:  # a40c0bc: built here, before the screen
         PendingOpening = None  # type: ignore[assignment,misc]  # noqa: N806
+    try:  # this tree: the first frame kept in the store (warmed at the session's end)
+        from portside.core.replay.player import DEFAULT_IDLE_LIMIT, parse_from
+        from portside.store.replay_frames import FrameCache, point_key
+    except ImportError:  # BEFORE_REV: none
+        FrameCache = None  # type: ignore[assignment,misc]  # noqa: N806
 
     t0, c0 = time.perf_counter(), time.process_time()
     store = Store(db)
@@ -174,7 +182,10 @@ def frame_once(db: Path, blocks: bool) -> dict[str, float]:
         return rp
 
     # As `portside replay SESSION --from alarm:last` does (cli/exports.py), each revision.
-    opening: Any = PendingOpening(source, build) if PendingOpening is not None else build()
+    cache = (FrameCache(store, SID, point_key(parse_from("alarm:last"), DEFAULT_IDLE_LIMIT))
+             if FrameCache is not None and cached else None)
+    opening: Any = (PendingOpening(source, build, *([cache] if cache is not None else []))
+                    if PendingOpening is not None else build())
     app = make_replay_app(opening, session_id=SID, autoplay=False)
     out: dict[str, float] = {}
     display = app._display
@@ -227,6 +238,10 @@ def before_tree(rev: str) -> Iterator[Path | None]:
                 ["git", "-C", str(ROOT), "archive", rev, "tui", "core", "store", "cli"],
                 check=True, capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+            # A regular package, so it wins over a ``portside`` later on the path (a checkout
+            # mapped in by PYTHONPATH: a namespace portion alone lost to it, and "before" ran
+            # this tree's code).
+            (tree / "__init__.py").touch()
         except (OSError, subprocess.CalledProcessError) as exc:
             print(f"no 'before' frame: revision {rev} not readable here ({exc})")
             yield None
@@ -235,7 +250,8 @@ def before_tree(rev: str) -> Iterator[Path | None]:
 
 
 def cold_compare(db: Path, rounds: int, mode: str = "state",
-                 before_path: Path | None = None, drop: bool = True) -> float:
+                 before_path: Path | None = None, drop: bool = True,
+                 cached: bool = True) -> float:
     """Interleaved cold opens, before vs after; prints them and returns the after median.
     ``before_path`` (mode "frame"): put first on PYTHONPATH for the "before" runs. ``drop``:
     the OS page cache dropped before each open (else the file is read through just before:
@@ -249,6 +265,9 @@ def cold_compare(db: Path, rounds: int, mode: str = "state",
             # implementation's cold case; warm_index at a session's end did not run).
             with contextlib.closing(sqlite3.connect(db)) as conn, conn:
                 conn.execute("DELETE FROM replay_index")
+                if not cached:  # a session never replayed nor warmed at its end (imported)
+                    with contextlib.suppress(sqlite3.OperationalError):
+                        conn.execute("DELETE FROM replay_frames")
             if drop:
                 dropped = drop_page_cache() and dropped
             else:
@@ -263,7 +282,8 @@ def cold_compare(db: Path, rounds: int, mode: str = "state",
                     env["PYTHONPATH"] = os.pathsep.join(
                         [str(before_path), *filter(None, [env.get("PYTHONPATH")])])
             out = subprocess.run(
-                [sys.executable, __file__, f"--{mode}-once", once, "--db", str(db)],
+                [sys.executable, __file__, f"--{mode}-once", once, "--db", str(db),
+                 *([] if cached else ["--no-frame-cache"])],
                 check=True, capture_output=True, text=True, env=env).stdout
             got[label].append(json.loads(out.strip().splitlines()[-1]))
     # The frame: when the first frame is drawn; "settled": after the pause that follows it
@@ -271,7 +291,8 @@ def cold_compare(db: Path, rounds: int, mode: str = "state",
     key = "frame_ms" if mode == "frame" else "open_ms"
     med = {k: statistics.median(r[key] for r in v) for k, v in got.items()}
     how = ("page cache warm (the file read just before)" if not drop else
-           "page cache dropped" if dropped else "page cache warm (not root)")
+           "page cache dropped" if dropped else "page cache warm (not root)") + (
+               "" if cached or mode != "frame" else ", no first frame cached")
     for label, runs in got.items():
         each = ", ".join(f"{r[key]:.0f}" for r in runs)
         print(f"cold open ({label}, fresh process, {how}): first {mode} in "
@@ -295,7 +316,8 @@ def cold_compare(db: Path, rounds: int, mode: str = "state",
     # as a session replayed soon after it ran leaves it (read through just before).
     bound = 300 if mode == "frame" and not drop else 500
     what = (f"first {mode}" if mode == "state" else
-            f"first frame, {'page cache dropped' if drop else 'page cache warm'}")
+            f"first frame, {'page cache dropped' if drop else 'page cache warm'}"
+            + ("" if cached else ", its first replay (no frame cached)"))
     print(f"TARGET cold open of a 1M-event session to the {what} <= {bound} ms: "
           f"{med['after']:.0f} ms ({'met' if med['after'] <= bound else 'NOT met'}){before}"
           f" (load average {os.getloadavg()[0]:.2f})")
@@ -315,12 +337,14 @@ def main() -> None:
                     metavar=("MIN", "MAX"), help="events per run (default: ~90 runs in 1M)")
     ap.add_argument("--state-once", choices=("before", "after"), help=argparse.SUPPRESS)
     ap.add_argument("--frame-once", choices=("before", "after"), help=argparse.SUPPRESS)
+    ap.add_argument("--no-frame-cache", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.state_once:
         print(json.dumps(open_once(args.db, args.state_once == "after")))
         return
     if args.frame_once:
-        print(json.dumps(frame_once(args.db, args.frame_once == "after")))
+        print(json.dumps(frame_once(args.db, args.frame_once == "after",
+                                    cached=not args.no_frame_cache)))
         return
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "bench.db"
@@ -330,11 +354,18 @@ def main() -> None:
         else:
             store = generate(db, args.events, tuple(args.run_events))
         print(f"generated {store.event_count(SID):,} events in {time.perf_counter() - t:.1f} s")
+        from portside.store.replay_frames import warm_frames  # this tree's (not BEFORE_REV's)
+
+        t = time.perf_counter()
+        # What a session's end does (cli/drive.py): its first frames kept for its first replay.
+        print(f"first frames kept (the start, the last alarm): {warm_frames(store, SID)} in "
+              f"{time.perf_counter() - t:.2f} s")
         cold_compare(db, args.rounds, "state")
         if not args.no_frame:
             with before_tree(args.before_rev) as before_path:
                 cold_compare(db, args.rounds, "frame", before_path, drop=False)
                 cold_compare(db, args.rounds, "frame", before_path, drop=True)
+                cold_compare(db, args.rounds, "frame", before_path, drop=False, cached=False)
 
         for label in ("warm (page cache warm, same process)", "warm again"):
             t = time.perf_counter()
