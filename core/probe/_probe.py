@@ -30,12 +30,12 @@ NORM_MAX_STRIDE = 50
 # Backward passes become steps only after this many with no optimizer step in between: a
 # gradient-accumulation loop runs several backward passes before its first optimizer step.
 BW_CONFIRM = 16
-PARAM_SUM_EVERY = 10
+PARAM_SUM_EVERY = 10  # multi-process runs: a parameter checksum every N steps (ranks compared)
 # Steps between re-reads of the optimizers' settings (_settings.py Watch): a change made by
 # hand mid-run is seen within this many steps, for a few dict reads per param group.
-WATCH_EVERY = 10
+WATCH_EVERY = FLUSH_EVERY_STEPS
 OWN_WINDOW = FLUSH_EVERY_STEPS  # steps per sample of the probe's own time (one flush each)
-OWN_RING = 256  # samples the exit record's median is taken over  # multi-process runs: a parameter checksum every N steps (ranks compared)
+OWN_RING = 256  # samples the exit record's median is taken over
 # At exit, how long to wait for the background writer; on a signal less (the runner kills 1 s
 # after SIGTERM).
 DRAIN_WAIT_S = 5.0
@@ -219,7 +219,8 @@ class Probe:
         # The run's seal key (core/run/seal.py): every line this probe writes is numbered and
         # tagged with it, so records copied from another run or edited afterwards show.
         seal = os.environ.get("PORTSIDE_PROBE_SEAL")
-        self.writer = _writer.RecordWriter(out, seal.encode() if seal else None, self._get_rank)
+        self.writer = _writer.RecordWriter(out, seal.encode() if seal else None, self._get_rank,
+                                           _values.finite)
         # As the user set it: torch_xla writes its silent CPU default back into os.environ.
         self.pjrt_device = os.environ.get("PJRT_DEVICE")
         # Stride of the probe's own grad norm: a number fixes it (0: never); unset means every
@@ -237,6 +238,7 @@ class Probe:
         self.ended_by = ""  # the exit record's reason when the probe itself ended the run
         self.finder = _PostImportFinder({})
         self.torch: Any = None
+        self.Tensor: Any = None  # torch.Tensor, once torch is imported
         self.xla: dict[str, Any] | None = None  # torch_xla modules once the program imports it
         self.lock = threading.RLock()
         self.tls = threading.local()
@@ -254,6 +256,7 @@ class Probe:
         self.t_last_step = self.t_start
         self.t_last_flush = time.monotonic()
         self.loss: Any = None
+        self.loss_seen: Any = None  # the first loss tensor, until the first facts record
         self.loss_gen = 0
         self.backward_calls = 0
         self.opt_seen: dict[int, list[Any]] = {}  # id(opt) -> [index, loss_gen at last step]
@@ -279,7 +282,7 @@ class Probe:
         self.bw_clipped = False
         self.bw_hold: list[dict[str, Any]] | None = []  # unconfirmed backward steps; None: sure
         # Multi-process: gradient reductions seen since the last backward, DDP in use.
-        self.world: int | None = None
+        self.world = 1  # processes in the run: read at the first step (_start)
         self.reduced = False
         self.reduce_calls = 0
         self.ddp = False
@@ -296,6 +299,8 @@ class Probe:
         self.settings_dirty = False
         self.autocast_modes: set[tuple[str, str]] = set()
         self.scaler_used = False
+        self.watched = 0  # steps at the last re-read of the optimizers' settings (_watch)
+        self.scaling = False  # GradScaler.scale was called: losses may carry the unscaled one
         self.opt_facts: list[dict[str, Any]] = []
         self.exited = False
         self.started = False  # first step seen: atexit and signal handlers installed
@@ -348,6 +353,7 @@ class Probe:
 
     def _on_torch(self, torch: Any) -> None:
         self.torch = torch
+        self.Tensor = torch.Tensor
         import torch.amp.grad_scaler  # noqa: F401  (already loaded by torch; cheap)
         import torch.nn.utils.clip_grad as clip_grad
         import torch.optim.optimizer as optimizer
@@ -389,36 +395,31 @@ class Probe:
     # ------------------------------------------------------------ wrappers
 
     def _wrap_clip(self, torch: Any) -> None:
+        # The public functions only. Each records the clipping it did; none of them calls
+        # another one of them (clip_grad_norm_ calls the private _clip_grads_with_norm_, left
+        # unwrapped; the deprecated clip_grad_norm calls the wrapped clip_grad_norm_), so no
+        # reentry guard is needed and a step pays one wrapper.
         import torch.nn.utils.clip_grad as clip_grad
 
         utils = torch.nn.utils
         for mod in (utils, clip_grad):
-            for name in ("clip_grad_norm_", "clip_grad_norm"):
-                _patch_attr(mod, name, self._clip_norm_wrapper)
-            for name in ("clip_grads_with_norm_", "_clip_grads_with_norm_"):
-                _patch_attr(mod, name, self._clip_with_norm_wrapper)
+            _patch_attr(mod, "clip_grad_norm_", self._clip_norm_wrapper)
             _patch_attr(mod, "clip_grad_value_", self._clip_value_wrapper)
+        _patch_attr(utils, "clip_grads_with_norm_", self._clip_with_norm_wrapper)
 
-    def _reentry(self) -> bool:
-        return getattr(self.tls, "depth", 0) > 0
-
-    def _own_time(self, t0: float) -> None:
-        """Add the time since t0 to the probe's self-reported cost (steady state: steps 0 and
-        1 carry one-time work, facts and the first file open, and are left out)."""
-        if self.steps > 1:
-            dt = time.perf_counter() - t0
-            self.probe_s += dt
-            self.own_step += dt
-
-    def _own_step_done(self) -> None:
-        """Per window of OWN_WINDOW steps (one flush each), the probe's mean own time a step
-        into the ring whose median the exit record reports: robust to the preemptions that
-        dominate a sum on a loaded machine, yet it includes the flushes a per-step median
-        would leave out."""
-        if not self.own_step:
-            return
-        self.own_win += self.own_step
+    def _own_step_done(self, own: float) -> None:
+        """The step's own time (`own`, and what its hooks added to own_step) into the
+        self-report. Steps 0 and 1 carry one-time work (facts, the first file open) and are
+        left out. Per window of OWN_WINDOW steps (one flush each), the mean own time a step
+        goes into the ring whose median the exit record reports: robust to the preemptions
+        that dominate a sum on a loaded machine, yet it includes the flushes a per-step
+        median would leave out."""
+        own += self.own_step
         self.own_step = 0.0
+        if self.steps < 3:
+            return
+        self.probe_s += own
+        self.own_win += own
         self.own_win_n += 1
         if self.own_win_n == OWN_WINDOW:
             ring = self.own_ring
@@ -436,20 +437,10 @@ class Probe:
 
         @functools.wraps(fn)  # keeps the signature: torch_xla's patcher compares signatures
         def clip_grad_norm_(parameters: Any, max_norm: Any, *args: Any, **kwargs: Any) -> Any:
+            total = fn(parameters, max_norm, *args, **kwargs)
             t0 = time.perf_counter()
-            tls = probe.tls
-            if getattr(tls, "depth", 0):
-                return fn(parameters, max_norm, *args, **kwargs)
-            tls.depth = 1
-            t1 = time.perf_counter()
-            try:
-                total = fn(parameters, max_norm, *args, **kwargs)
-            finally:
-                tls.depth = 0
-            t2 = time.perf_counter()
-            norm_type = args[0] if args else kwargs.get("norm_type", 2.0)
-            probe._on_clip(total, max_norm, norm_type)
-            probe._own_time(t2 - t1 + t0)  # before and after the call: not the call itself
+            probe._on_clip(total, max_norm, args[0] if args else kwargs.get("norm_type", 2.0))
+            probe.own_step += time.perf_counter() - t0
             return total
 
         setattr(clip_grad_norm_, _MARK, True)
@@ -464,17 +455,10 @@ class Probe:
         def clip_grads_with_norm_(
             parameters: Any, max_norm: Any, total_norm: Any, *args: Any, **kwargs: Any
         ) -> Any:
-            tls = probe.tls
-            if getattr(tls, "depth", 0):  # inside clip_grad_norm_, which records it
-                return fn(parameters, max_norm, total_norm, *args, **kwargs)
-            tls.depth = 1
-            try:
-                result = fn(parameters, max_norm, total_norm, *args, **kwargs)
-            finally:
-                tls.depth = 0
+            result = fn(parameters, max_norm, total_norm, *args, **kwargs)
             t0 = time.perf_counter()
             probe._on_clip(total_norm, max_norm, None)
-            probe._own_time(t0)
+            probe.own_step += time.perf_counter() - t0
             return result
 
         setattr(clip_grads_with_norm_, _MARK, True)
@@ -580,58 +564,36 @@ class Probe:
             DDP.__init__ = make_init(init)
 
     def _wrap_backward(self, torch: Any) -> None:
+        # Only torch.autograd.backward: Tensor.backward calls it (looked up at each call), so
+        # one wrapper sees both, and a step pays one wrapper, not two.
         import functools
 
         probe = self
-        tensor_backward = torch.Tensor.backward
         autograd_backward = torch.autograd.backward
+        if getattr(autograd_backward, _MARK, False):
+            return
 
-        @functools.wraps(tensor_backward)
-        def backward(self: Any, gradient: Any = None, *args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
+        @functools.wraps(autograd_backward)
+        def backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
             tls = probe.tls
-            if getattr(tls, "bw", False):
-                return tensor_backward(self, gradient, *args, **kwargs)
-            if gradient is None:
-                probe._on_backward(self)
+            if grad_tensors is not None or getattr(tls, "bw", False):
+                # An explicit gradient is not a loss; inside a backward, a nested one.
+                return autograd_backward(tensors, grad_tensors, *args, **kwargs)
+            t0 = time.perf_counter()
+            probe._on_backward(tensors)
             tls.bw = True
             t1 = time.perf_counter()
             try:
-                out = tensor_backward(self, gradient, *args, **kwargs)
+                out = autograd_backward(tensors, grad_tensors, *args, **kwargs)
             finally:
                 tls.bw = False
-            probe._own_time(time.perf_counter() - t1 + t0)  # not the backward pass itself
-            if not probe.any_opt and gradient is None:
+            probe.own_step += t1 - t0  # not the backward pass itself
+            if not probe.any_opt:
                 probe._after_backward()  # times itself
             return out
 
-        @functools.wraps(autograd_backward)
-        def autograd_bw(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
-            if getattr(probe.tls, "bw", False):  # inside Tensor.backward, which recorded it
-                return autograd_backward(tensors, grad_tensors, *args, **kwargs)
-            t0 = time.perf_counter()
-            if grad_tensors is None:
-                t = tensors
-                if isinstance(t, (list, tuple)) and len(t) == 1:
-                    t = t[0]
-                if isinstance(t, torch.Tensor):
-                    probe._on_backward(t)
-            probe.tls.bw = True
-            probe._own_time(t0)
-            try:
-                out = autograd_backward(tensors, grad_tensors, *args, **kwargs)
-            finally:
-                probe.tls.bw = False
-            if not probe.any_opt and grad_tensors is None:
-                probe._after_backward()
-            return out
-
-        if not getattr(tensor_backward, _MARK, False):
-            setattr(backward, _MARK, True)
-            torch.Tensor.backward = backward
-        if not getattr(autograd_backward, _MARK, False):
-            setattr(autograd_bw, _MARK, True)
-            torch.autograd.backward = autograd_bw
+        setattr(backward, _MARK, True)
+        torch.autograd.backward = backward
 
     def _wrap_scaler(self, torch: Any) -> None:
         import functools
@@ -645,6 +607,7 @@ class Probe:
         @functools.wraps(scale)
         def scaled(self: Any, outputs: Any) -> Any:
             out = scale(self, outputs)
+            probe.scaling = True  # backward() looks for the mark below from now on
             # Remember the unscaled loss on the scaled tensor: backward() is called on the latter.
             if out is not outputs and isinstance(outputs, torch.Tensor):
                 with contextlib.suppress(Exception):
@@ -672,13 +635,40 @@ class Probe:
     # ------------------------------------------------------------ events from the program
 
     def _on_backward(self, t: Any) -> None:
+        """A backward pass from `t` (torch.autograd.backward's tensors, no gradient given)."""
         try:
+            if type(t) is not self.Tensor:
+                if isinstance(t, (list, tuple)) and len(t) == 1:
+                    t = t[0]
+                if not isinstance(t, self.Tensor):
+                    return
             if t.numel() != 1:
                 return
-            loss = getattr(t, "_portside_unscaled", t)
-            loss = loss.detach()
-            if not loss.is_cpu and loss.device.type != "xla":
-                loss = loss.clone()  # async devices: the program may reuse the storage
+            if self.any_opt and not self.scaling and t.is_cpu and not self.in_opt:
+                # The usual pass, in an optimizer's loop on the CPU: read its loss now (the
+                # step keeps a number: a later read would see an in-place change, and costs
+                # more than this one). Several passes before a step: gradient accumulation,
+                # whose loss is the sum of its micro-batch losses (each divided by their
+                # number, as such loops do).
+                loss = t.item()
+                if self.backward_calls and self.loss is not None:
+                    loss += self.loss
+                self.loss = loss
+                self.loss_gen += 1
+                self.backward_calls += 1
+                self.reduced = False
+                return
+            loss = getattr(t, "_portside_unscaled", t) if self.scaling else t
+            if loss.is_cpu:
+                if self.facts is None:
+                    self.loss_seen = loss  # its device goes into the first facts record
+                # Computed already: read now, so the step keeps a number, not a tensor (a
+                # later read would see an in-place change, and costs more than this one).
+                loss = loss.item()
+            else:
+                loss = loss.detach()
+                if loss.device.type != "xla":
+                    loss = loss.clone()  # async devices: the program may reuse the storage
             if not self.any_opt and not self.in_opt:
                 if self.bw_pending is not None:
                     self._emit_backward_step()  # the previous pass was a step of its own
@@ -713,7 +703,7 @@ class Probe:
             self.bw_pending = {"loss": self.loss, "norm": norm}
         except Exception as e:
             _warn(f"after-backward hook: {type(e).__name__}: {e}")
-        self._own_time(t0)
+        self.own_step += time.perf_counter() - t0
 
     def _optimizer_seen(self) -> None:
         # An optimizer (or a scaler stepping one) exists: backward passes are not steps.
@@ -765,17 +755,18 @@ class Probe:
                 self._confirm_backward_steps()
         except Exception as e:
             _warn(f"backward step: {type(e).__name__}: {e}")
-        self._own_time(t0)
-        self._own_step_done()
+        self._own_step_done(time.perf_counter() - t0)
 
     def _on_clip(self, total: Any, max_norm: Any, norm_type: Any) -> None:
         try:
-            torch = self.torch
-            if isinstance(total, torch.Tensor):
-                if total.requires_grad:  # clip_grad_norm_ returns one made under no_grad
-                    total = total.detach()
-                if not total.is_cpu and total.device.type != "xla":
-                    total = total.clone()
+            if isinstance(total, self.torch.Tensor):
+                if total.is_cpu:
+                    total = total.item()  # as the loss: a number now
+                else:
+                    if total.requires_grad:  # clip_grad_norm_ returns one made under no_grad
+                        total = total.detach()
+                    if total.device.type != "xla":
+                        total = total.clone()
             self.clip = (total, max_norm, norm_type)
             self.clip_calls += 1
             self.clip_reduced = self.ddp or self.reduced
@@ -836,7 +827,7 @@ class Probe:
         self.opt_calls += 1
         if not self.any_opt:
             self._optimizer_seen()
-        if self._norm_due():
+        if not self.clip_calls and self._norm_due():
             try:
                 t_norm = time.perf_counter()  # its cost, as the CPU stride follows it
                 grads = [p.grad for g in opt.param_groups for p in g["params"]
@@ -844,7 +835,7 @@ class Probe:
                 self.pre_norm = self._own_norm(grads, t_norm)
             except Exception as e:
                 _warn(f"pre-step hook: {type(e).__name__}: {e}")
-        self._own_time(t0)
+        self.own_step += time.perf_counter() - t0
 
     def _end_at_max_steps(self) -> None:
         """Before the step after the last one asked for: the previous step's graph has run
@@ -856,35 +847,34 @@ class Probe:
 
     def _post_step(self, opt: Any, args: Any, kwargs: Any) -> None:
         t0 = time.perf_counter()
-        self.in_opt = max(0, self.in_opt - 1)
+        if self.in_opt:
+            self.in_opt -= 1
         try:
-            self._record_step(opt)
+            seen = self.opt_seen.get(id(opt))
+            new_opt = seen is None
+            if seen is None:
+                seen = self.opt_seen[id(opt)] = [len(self.opt_seen), 0]
+            # No backward since this optimizer's last step: no loss of its own.
+            loss = self.loss if self.loss_gen != seen[1] else None
+            seen[1] = self.loss_gen
+            lr = [g.get("lr") for g in opt.param_groups]
+            book = self.xla_book
+            grads = book.take() if book.grads is not None else None
+            rec = self._record(opt, loss, self.pre_norm, lr, "optimizer", seen[0], new_opt)
+            if grads is not None:
+                book.attach(rec, grads)
         except Exception as e:
             _warn(f"post-step hook: {type(e).__name__}: {e}")
-        self._own_time(t0)
-        self._own_step_done()
-
-    def _record_step(self, opt: Any) -> None:
-        seen = self.opt_seen.get(id(opt))
-        new_opt = seen is None
-        if seen is None:
-            seen = self.opt_seen[id(opt)] = [len(self.opt_seen), 0]
-        loss = self.loss if self.loss_gen != seen[1] else None  # no backward since its last step
-        seen[1] = self.loss_gen
-        lr = [g.get("lr") for g in opt.param_groups]
-        grads = self.xla_book.take()
-        rec = self._record(opt, loss, self.pre_norm, lr, "optimizer", seen[0], new_opt)
-        if grads is not None:
-            self.xla_book.attach(rec, grads)
+        self._own_step_done(time.perf_counter() - t0)
 
     def _record(self, opt: Any, loss: Any, own_norm: Any, lr: list[Any], source: str,
                 opt_index: int | None = None, new_opt: bool = False) -> dict[str, Any]:
-        """One step record: from an optimizer step, or (no optimizer) a backward pass."""
+        """One step record: from an optimizer step, or (no optimizer) a backward pass. This
+        runs at every step, between the program's own kernels, where each line of Python
+        costs several times what it does in a loop: what can wait for the flush waits."""
         now = time.perf_counter()
         if not self.started:
             self._start()
-        if self.world is None:
-            self.world = _facts.world_size()
         clip = self.clip
         if clip is not None:
             total, max_norm, norm_type = clip
@@ -893,7 +883,7 @@ class Probe:
             total, max_norm, norm_type, source_norm = own_norm, None, None, "probe"
         else:
             total = max_norm = norm_type = source_norm = None
-        # One dict literal in the record's key order: this runs at every step.
+        # One dict literal in the record's key order.
         rec: dict[str, Any] = {
             "type": "step",
             "t": time.time(),
@@ -907,15 +897,16 @@ class Probe:
             "grad_norm": total,
             "grad_norm_source": source_norm,
             "max_norm": max_norm,
+            "clip_calls": self.clip_calls,
+            "lr": lr,
+            "step_s": now - self.t_last_step,
         }
-        if norm_type not in (None, 2, 2.0):
+        if norm_type is not None and norm_type != 2:
             rec["norm_type"] = norm_type
         if self.clip_value is not None:
             rec["clip_value"] = self.clip_value
-        rec["clip_calls"] = self.clip_calls
-        rec["lr"] = lr
-        rec["step_s"] = now - self.t_last_step
-        self._progress(rec)
+        if self.cur_iter is not None or self.sched_steps or self.scaler_skipped:
+            self._progress(rec)
         if self.world > 1:
             if self.clip_calls:
                 rec["clip_reduced"] = bool(self.clip_reduced)
@@ -923,7 +914,8 @@ class Probe:
             rec["ddp"] = self.ddp
             if opt is not None and self.steps % PARAM_SUM_EVERY == 0:
                 rec["param_sum"] = _param_sum(self.torch, opt)
-        if self.steps and self.norm_cost is not None and self.norm_every is None:
+        if self.norm_cost is not None and self.norm_every is None and self.steps:
+            # The probe's own norm on the CPU: its stride keeps it within NORM_BUDGET.
             st = rec["step_s"]
             self.step_ema = st if self.step_ema is None else 0.8 * self.step_ema + 0.2 * st
             want = self.norm_cost / (NORM_BUDGET * max(self.step_ema, 1e-9))
@@ -937,46 +929,73 @@ class Probe:
         self.backward_calls = 0
         self.reduce_calls = 0
 
-        fresh = self.facts is None
-        if opt is not None and (self.facts is None or new_opt):
-            self._update_facts(opt, loss)
-        elif self.facts is None:
-            self._update_facts_params(self.bw_leaves or [], loss)
-        if fresh or new_opt or self.settings_dirty:
+        if self.facts is None or new_opt or self.settings_dirty:
+            fresh = self.facts is None
+            if fresh and type(loss) is float:
+                loss, self.loss_seen = self.loss_seen, None
+            if opt is not None and (fresh or new_opt):
+                self._update_facts(opt, loss)
+            elif fresh:
+                self._update_facts_params(self.bw_leaves or [], loss)
             self._update_settings(opt if new_opt else None, fresh)
-        if self.steps % WATCH_EVERY == 0 and self.opt_facts and getattr(
-                self, "settings", None) is not None \
-                and self.settings.WATCH.poll(self.steps - 1, self.opt_facts):
-            self._update_settings(None, False)  # a setting changed by hand mid-run
-
-        kind = self._kind(rec)
         if self.tpu_stats is None:  # looked up once: torch.__getattr__ is not free
             tpu = getattr(self.torch, "tpu", None)
             self.tpu_stats = getattr(tpu, "_get_cache_stats", False) if tpu is not None else False
         if self.tpu_stats:
-            try:
-                stats = self.tpu_stats()
-                get = stats.get if isinstance(stats, dict) else lambda k: getattr(stats, k, None)
-                rec["cache_requests"] = get("num_cache_reqs")
-                rec["cache_hits"] = get("num_cache_hits")
-                if isinstance(rec["cache_requests"], int) and isinstance(rec["cache_hits"], int):
-                    rec["cache_misses"] = rec["cache_requests"] - rec["cache_hits"]
-            except Exception:
-                pass
+            self._tpu_cache(rec)
+        # The CPU's usual step holds numbers only (loss and norm were read when they were
+        # made): it is written as it is (a NaN in it: _values.finite, by the writer). Anything
+        # else goes by where its tensors are.
+        if (type(loss) is float or loss is None) and (type(total) is float or total is None) \
+                and all(type(v) is float for v in lr) and source == "optimizer":
+            self.queue.append(rec)  # one append: atomic, as the flush's slice of the queue
+        else:
+            self._sink_tensors(rec)
+        if self.steps - self.watched >= WATCH_EVERY:
+            self._watch()
+        if len(self.queue) >= FLUSH_EVERY_STEPS \
+                or time.monotonic() - self.t_last_flush >= FLUSH_EVERY_S:
+            self.flush()
+        return rec
+
+    def _tpu_cache(self, rec: dict[str, Any]) -> None:
+        """TorchTPU's compilation cache counters, into the step record."""
+        try:
+            stats = self.tpu_stats()
+            get = stats.get if isinstance(stats, dict) else lambda k: getattr(stats, k, None)
+            rec["cache_requests"] = get("num_cache_reqs")
+            rec["cache_hits"] = get("num_cache_hits")
+            if isinstance(rec["cache_requests"], int) and isinstance(rec["cache_hits"], int):
+                rec["cache_misses"] = rec["cache_requests"] - rec["cache_hits"]
+        except Exception:
+            pass
+
+    def _sink_tensors(self, rec: dict[str, Any]) -> None:
+        """A record that holds tensors (or a backward step, which may be held back): CPU
+        values are read now, XLA ones after the step's sync, other devices' at the flush."""
+        kind = self._kind(rec)
         with self.lock:
             self._sink().append(rec)
             if kind == "xla":
                 rec["_wait"] = True
                 self.xla["xm"].add_step_closure(self._xla_closure, args=(rec,))
             elif kind == "cpu":
-                # Read now: deferred to the flush (tried, issue 30) it measured no cheaper in
-                # the short-step A/B, and a tensor the program changes in place would be wrong.
+                # Read now: a tensor the program changes in place (a scheduler's tensor lr)
+                # would be wrong at the flush.
                 rec["_wait"] = "cpu"
                 _values.resolve(self.torch, [rec], True)
             else:
                 rec["_wait"] = "lazy"  # CUDA & co: read at the flush, one sync per flush
-        self._maybe_flush()
-        return rec
+
+    def _watch(self) -> None:
+        """Re-read the optimizers' settings (every WATCH_EVERY steps): a change made by hand
+        mid-run goes into a new facts record."""
+        self.watched = self.steps
+        if not self.opt_facts:
+            return
+        mod = getattr(self, "settings", None)
+        if mod is not None and mod.WATCH.poll(self.steps - 1, self.opt_facts):
+            self._update_settings(None, False)
 
     def _kind(self, rec: dict[str, Any]) -> str:
         """Where the record's tensors live: 'cpu' (read now), 'xla' (step closure), 'lazy'."""
@@ -1013,7 +1032,7 @@ class Probe:
             self._maybe_flush()
         except Exception as e:
             _warn(f"xla closure: {type(e).__name__}: {e}")
-        self._own_time(t0)
+        self.own_step += time.perf_counter() - t0
 
     def _load_xla(self) -> None:
         if self.xla is None:
@@ -1022,7 +1041,7 @@ class Probe:
     def _xla_alone(self) -> bool:
         """One process, no SPMD: the probe's XLA norm may follow its own cost (not across
         ranks: an SPMD norm is a collective, which every process must launch alike)."""
-        if (self.world or 1) != 1:
+        if self.world != 1:
             return False
         try:
             return not self.xla["xr"].is_spmd()
@@ -1237,6 +1256,7 @@ class Probe:
 
     def _start(self) -> None:
         self.started = True
+        self.world = _facts.world_size()
         import atexit
 
         # Registered at the first step, i.e. after torch_xla registered its own exit hook:

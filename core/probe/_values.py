@@ -48,6 +48,16 @@ def resolve(torch: Any, recs: list[dict[str, Any]], force: bool) -> None:
             rec["lr"] = [_read(v, force) if isinstance(v, Tensor) else _plain(v) for v in lr]
 
 
+def finite(rec: dict[str, Any]) -> None:
+    """A record of plain numbers (no tensors) made JSON-safe in place: what `resolve` does
+    for them, done only for the rare record the encoder refuses."""
+    for key in VALUE_KEYS:
+        if key in rec:
+            rec[key] = _plain(rec[key])
+    if rec.get("lr"):
+        rec["lr"] = [_plain(v) for v in rec["lr"]]
+
+
 def _read(v: Any, force: bool) -> Any:
     if not v.is_cpu and v.device.type == "xla":
         if not force:

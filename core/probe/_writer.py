@@ -1,5 +1,5 @@
 """The probe's record writer: one JSONL file per rank (or per unranked process), every line
-numbered and, under a run's seal key, tagged with its HMAC (core/run/seal.py's format).
+numbered and, under a run's seal key, tagged with its keyed BLAKE2b (core/run/seal.py's format).
 
 Loaded by path by ``_probe.py`` (stdlib only), never imports portside. Format: FORMAT.md.
 """
@@ -53,9 +53,13 @@ class RecordWriter:
     """Appends records to this process's file; opened at the first write, when the rank is
     known (sequential processes of one run share the rank-0 file: append, see outputs.py)."""
 
-    def __init__(self, out: str, seal: bytes | None, rank: Callable[[], int | None]) -> None:
+    def __init__(self, out: str, seal: bytes | None, rank: Callable[[], int | None],
+                 fix: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.out = out
         self.seal = seal
+        # Makes a record JSON can hold (non-finite floats into strings, FORMAT.md) when the
+        # encoder refuses it: records of plain numbers are written as they are, unchecked.
+        self.fix = fix
         self._rank = rank  # asked at the first write: by then the program set up its ranks
         self.reset(os.getpid())
 
@@ -65,7 +69,7 @@ class RecordWriter:
         self.fd: int | None = None
         self.path: str | None = None
         self.seq = 0  # the next record's number in this process's file
-        self.mac: Any = None  # HMAC keyed with the seal, copied per line
+        self.mac: Any = None  # BLAKE2b keyed with the seal, copied per line
 
     def _open(self) -> int:
         path = file_for(self.out, self._rank(), self.pid)
@@ -84,19 +88,26 @@ class RecordWriter:
         encode = _encode
         fd = self.fd if self.fd is not None else self._open()
         if self.seal is not None and self.mac is None:
-            import hmac
+            import hashlib
 
-            # Keyed once: a copy per line skips hashing the key again (the same tag).
-            self.mac = hmac.new(self.seal, digestmod="sha256")
+            # Keyed once: a copy per line skips hashing the key block again (the same tag).
+            self.mac = hashlib.blake2b(key=self.seal, digest_size=16)
         lines = []
         mac, seq = self.mac if self.seal is not None else None, self.seq
         for r in recs:
-            body = f'{encode(r)[:-1]}, "seq": {seq}}}'
+            try:
+                text = encode(r)
+            except ValueError:  # a NaN or an infinity (allow_nan=False)
+                if self.fix is None:
+                    raise
+                self.fix(r)
+                text = encode(r)
+            body = f'{text[:-1]}, "seq": {seq}}}'
             seq += 1
             if mac is not None:  # the format of core/run/seal.py: seal_line
                 h = mac.copy()
                 h.update(body.encode())
-                body = f'{body[:-1]}, "mac": "{h.digest()[:16].hex()}"}}\n'
+                body = f'{body[:-1]}, "mac": "{h.hexdigest()}"}}\n'
             else:
                 body += "\n"
             lines.append(body)

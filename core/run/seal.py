@@ -2,7 +2,7 @@
 
 portside gives every run a fresh random key (``PORTSIDE_PROBE_SEAL``); the probe numbers the
 records of each process (``seq`` 0, 1, 2, ... per file and pid) and ends each line with
-``"mac"``, an HMAC-SHA256 of the line before it under that key. The runner checks every line
+``"mac"``, a keyed BLAKE2b tag (128 bits) of the line before it under that key. The runner checks every line
 as it reads it: a record copied from another run (another key), edited, replayed, reordered,
 dropped from the middle, or written by anything that does not hold the key, fails, and so
 does a file that shrinks under the reader. What fails becomes a ``tamper`` record of portside's
@@ -18,6 +18,7 @@ own few lines; ``seal_line`` here is the reference a test holds it to.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 
@@ -34,8 +35,10 @@ def new_key() -> str:
 
 
 def _mac(key: bytes, body: bytes) -> bytes:
-    # hmac.digest: OpenSSL's one-shot HMAC, about twice as fast as hmac.new(...).hexdigest()
-    return hmac.digest(key, body, "sha256")[:MAC_BYTES].hex().encode()
+    # BLAKE2b in its keyed mode is a MAC of its own (RFC 7693): no HMAC construction around
+    # it, and about a third of HMAC-SHA256's cost per line here, on both sides (the probe
+    # seals every step; the runner checks every line). Keys are up to 64 bytes (new_key: 64).
+    return hashlib.blake2b(body, key=key, digest_size=MAC_BYTES).hexdigest().encode()
 
 
 def seal_line(key: str, body: str) -> str:

@@ -4,14 +4,13 @@ Real subprocesses through the real Runner; the forgers are small scripts doing w
 candidate would: copy another run's records, edit their own, write records of portside's own
 types, rewind their file, seal fake facts with the key they find in their environment, flood
 the probe channel or stdout. Ground truth is outside the code under test: what the script
-wrote, and the seal computed here with the stdlib's hmac.
+wrote, and the seal computed here with the stdlib's keyed BLAKE2b.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import json
 import os
 import sys
@@ -32,14 +31,14 @@ TINY = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "train_ti
 
 # A forger's helpers: it reads the run's key from its environment, as the probe does.
 FORGE = """
-import hashlib, hmac, json, os, sys, time
+import hashlib, json, os, sys, time
 OUT = os.environ["PORTSIDE_PROBE_OUT"]
 KEY = os.environ.get("PORTSIDE_PROBE_SEAL", "").encode()
 def body(rec, seq):
     return json.dumps(rec)[:-1] + ', "seq": %d}' % seq
 def sealed(rec, seq):
     b = body(rec, seq)
-    return b[:-1] + ', "mac": "%s"}' % hmac.new(KEY, b.encode(), hashlib.sha256).hexdigest()[:32]
+    return b[:-1] + ', "mac": "%s"}' % hashlib.blake2b(b.encode(), key=KEY, digest_size=16).hexdigest()
 def put(line, path=OUT):
     with open(path, "a") as fh:
         fh.write(line + "\\n")
@@ -87,14 +86,15 @@ def test_the_real_probe_passes_its_own_check(tmp_path: Path) -> None:
 
 def test_records_of_another_run_or_edited_or_unsealed_fail(tmp_path: Path) -> None:
     good = {"type": "step", "t": 1.0, "pid": 7, "rank": 0, "step": 0, "loss": 0.5}
-    other = hmac.new(b"another run's key", json.dumps(good)[:-1].encode(), hashlib.sha256)
+    other = hashlib.blake2b(json.dumps(good)[:-1].encode(), key=b"another run's key",
+                            digest_size=16)
     script = _script(tmp_path, "forge.py", f"""
         good = {good!r}
         put(sealed(good, 0))                                  # valid
         line = sealed(dict(good, step=1), 1)
         put(line.replace('"loss": 0.5', '"loss": 0.1'))       # edited after sealing
         put(body(dict(good, step=2), 2))                      # no seal at all
-        put(body(dict(good, step=3), 3)[:-1] + ', "mac": "{other.hexdigest()[:32]}"}}')
+        put(body(dict(good, step=3), 3)[:-1] + ', "mac": "{other.hexdigest()}"}}')
         put(sealed(dict(good, step=4), 2))                    # replayed number
         put(sealed({{"type": "metric", "name": "accuracy", "value": 99.0, "pid": 7}}, 3))
         put(sealed({{"type": "observed", "seen": {{"tpu": ["/lib/libtpu.so"]}}, "pid": 7}}, 4))

@@ -46,6 +46,15 @@ def test_ground_truth_clip(probe_run: ProbeRun) -> None:
     assert records[-1]["reason"] == "atexit"
 
 
+@pytest.mark.parametrize("api", ["split", "deprecated"])
+def test_each_clipping_api_is_recorded_once(probe_run: ProbeRun, api: str) -> None:
+    """get_total_norm + clip_grads_with_norm_, and the deprecated clip_grad_norm (which calls
+    clip_grad_norm_): one clipping a step, with the norm the program got back."""
+    proc, out = probe_run("train_cpu.py", "--steps", "5", "--clip-api", api)
+    steps = assert_matches(proc.stdout, read_records(out), "clip")
+    assert all(r["max_norm"] == 0.5 and r["clip_calls"] == 1 for r in steps)
+
+
 def test_from_import_and_rank_file(probe_run: ProbeRun, tmp_path: Path) -> None:
     # `from torch.nn.utils import clip_grad_norm_` binds the function before the loop runs.
     proc, out = probe_run("train_cpu.py", "--import-style", "from", "--max-norm", "1.0", RANK="2")

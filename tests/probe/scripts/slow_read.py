@@ -1,8 +1,8 @@
 """A loop whose loss makes the probe's own backward hook slow, by a known amount.
 
-The probe reads `_portside_unscaled` from the tensor backward() is called on (a GradScaler's
-scaled loss carries it); here that read sleeps SLOW_S, and the script counts the reads, so the
-time spent inside the probe's hook is known from outside the probe. Prints `READS <n> <slow_s>`.
+The probe reads the value of the loss backward() is called on (`.item()`, on the CPU) inside its
+hook; here that read sleeps SLOW_S, and the script counts the reads, so the time spent inside
+the probe's hook is known from outside the probe. Prints `READS <n> <slow_s>`.
 """
 
 import sys
@@ -15,12 +15,11 @@ reads = 0
 
 
 class SlowLoss(torch.Tensor):
-    @property
-    def _portside_unscaled(self) -> torch.Tensor:
+    def item(self) -> float:
         global reads
         reads += 1
         time.sleep(SLOW_S)
-        return self
+        return super().item()
 
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 62

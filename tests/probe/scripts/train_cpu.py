@@ -2,6 +2,8 @@
 
 GT <step> <repr(loss)> <repr(clip return or own norm)> <repr(lr)>
 Options: --import-style {module,from}  --no-clip  --scaler  --steps N  --seed S  --sleep S
+         --clip-api {norm_,split,deprecated}: clip_grad_norm_, get_total_norm then
+         clip_grads_with_norm_, or the deprecated clip_grad_norm
 """
 
 import argparse
@@ -19,6 +21,7 @@ p.add_argument("--no-clip", action="store_true")
 p.add_argument("--scaler", action="store_true")
 p.add_argument("--sleep", type=float, default=0.0)
 p.add_argument("--max-norm", type=float, default=0.5)
+p.add_argument("--clip-api", choices=["norm_", "split", "deprecated"], default="norm_")
 a = p.parse_args()
 
 if a.import_style == "from":
@@ -50,6 +53,11 @@ for step in range(a.steps):
         norm = torch.nn.utils.get_total_norm([q.grad for q in model.parameters()])
         own = sum(float(q.grad.double().pow(2).sum()) for q in model.parameters()) ** 0.5
         print("OWN", step, repr(own))
+    elif a.clip_api == "split":
+        norm = torch.nn.utils.get_total_norm([q.grad for q in model.parameters()])
+        torch.nn.utils.clip_grads_with_norm_(model.parameters(), a.max_norm, norm)
+    elif a.clip_api == "deprecated":
+        norm = torch.nn.utils.clip_grad_norm(model.parameters(), a.max_norm)
     elif clip_grad_norm_ is not None:
         norm = clip_grad_norm_(model.parameters(), a.max_norm)
     else:
