@@ -102,14 +102,14 @@ def child(steps: int, width: int, batch: int, alternate: bool) -> None:
     print("RESULT " + json.dumps({"wall": wall, "cpu": cpu, "on": on}), flush=True)
 
 
-def old_probe(tmp: Path) -> Path:
-    """The probe package as of BEFORE, extracted from git (its inject/ loads ../_probe.py and
+def old_probe(tmp: Path, rev: str = BEFORE) -> Path:
+    """The probe package as of `rev`, extracted from git (its inject/ loads ../_probe.py and
     _probe.py what it loads beside itself)."""
-    dest = tmp / "old_probe"
-    names = subprocess.run(["git", "-C", str(REPO), "ls-tree", "-r", "--name-only", BEFORE,
+    dest = tmp / f"old_probe_{rev}"
+    names = subprocess.run(["git", "-C", str(REPO), "ls-tree", "-r", "--name-only", rev,
                             "core/probe/"], capture_output=True, text=True, check=True).stdout
     for name in (n.removeprefix("core/probe/") for n in names.split() if n.endswith(".py")):
-        blob = subprocess.run(["git", "-C", str(REPO), "show", f"{BEFORE}:core/probe/{name}"],
+        blob = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:core/probe/{name}"],
                               capture_output=True, check=True).stdout
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_bytes(blob)
@@ -232,6 +232,7 @@ def hooks_direct(sides: dict[str, Path], rounds: int) -> None:
             spec.loader.exec_module(mod)
             probe = mod.Probe(f"{d}/{i}.jsonl", 0)
             probe.torch, probe.seal = torch, b"00" * 32  # the seal: BEFORE's probe
+            probe.Tensor = torch.Tensor  # now: set where torch's import is seen
             if hasattr(probe, "writer"):  # now: its writer's
                 probe.writer.seal = probe.seal
             probes[name] = probe
@@ -263,6 +264,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=None, help="default 4000 (600 with --processes)")
     p.add_argument("--width", type=int, default=128)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--before", nargs="*", default=[BEFORE], metavar="REV",
+                   help=f"earlier probes to set beside this one (default {BEFORE})")
     args = p.parse_args()
     if args.steps is None:
         args.steps = 600 if args.processes else 4000
@@ -271,7 +274,8 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        sides = {f"probe {BEFORE}": old_probe(tmp), "probe now": REPO / "core" / "probe" / "inject"}
+        sides = {**{f"probe {rev}": old_probe(tmp, rev) for rev in args.before},
+                 "probe now": REPO / "core" / "probe" / "inject"}
         (processes if args.processes else alternating)(sides, args, tmp)
         if args.hooks:
             hooks_direct(sides, 60)
