@@ -1,8 +1,10 @@
 """The probe's cost on short steps: an MLP with Adam, a cosine schedule and clipping.
 
     .venv/bin/python tests/bench/bench_probe_short_step.py [--steps 4000] [--processes] [--hooks]
+        [--before REV ...]
 
-Two probes side by side in one sitting: as of BEFORE (extracted from git) and this checkout's.
+Probes side by side in one sitting: as of BEFORE, or of each --before REV (extracted from
+git), and this checkout's.
 Each runs the same training loop in a subprocess whose step times come from the loop's own
 clocks (wall: perf_counter; CPU: thread_time), never from the probe.
 
