@@ -31,11 +31,11 @@ from portside.core.run.ssh import SSHExecutor  # noqa: E402
 PRINTER = ("import time\nfor i in range({n}):\n    print(f'stamp {{time.time()!r}}', flush=True)\n"
            "    time.sleep(0.02)\n")
 # Sealed as the probe seals its lines (core/run/seal.py): the runner refuses anything else.
-WRITER = ("import hashlib, hmac, json, os, time\nout = open(os.environ['PORTSIDE_PROBE_OUT'], 'a')\n"
+WRITER = ("import hashlib, json, os, time\nout = open(os.environ['PORTSIDE_PROBE_OUT'], 'a')\n"
           "key = os.environ['PORTSIDE_PROBE_SEAL'].encode()\n"
           "for i in range({n}):\n    b = json.dumps({{'type': 'hold', 'value': i, 't': time.time(),"
           " 'seq': i}})\n"
-          "    m = hmac.new(key, b.encode(), hashlib.sha256).hexdigest()[:32]\n"
+          "    m = hashlib.blake2b(b.encode(), key=key, digest_size=16).hexdigest()\n"
           "    out.write(b[:-1] + ', \"mac\": \"' + m + '\"}}\\n')\n    if i % 100 == 99:\n"
           "        out.flush()\nout.close()\n")
 

@@ -11,7 +11,6 @@ step that completed the drift window.
 """
 
 import hashlib
-import hmac
 import json
 import math
 import os
@@ -34,7 +33,8 @@ def sealed(r: int, body: str) -> str:
     body = f'{body[:-1]},"seq":{seqs[r]}}}'
     seqs[r] += 1
     if KEY:
-        body = f'{body[:-1]}, "mac": "{hmac.new(KEY, body.encode(), hashlib.sha256).hexdigest()[:32]}"}}'
+        tag = hashlib.blake2b(body.encode(), key=KEY, digest_size=16).hexdigest()
+        body = f'{body[:-1]}, "mac": "{tag}"}}'
     return body + "\n"
 
 
