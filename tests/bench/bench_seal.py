@@ -5,7 +5,9 @@
 Probe side: the probe's own write path (`Probe._write_locked`, loaded by path as in a training
 process) for a typical step record, to /dev/null, with the run's key unset and set. Runner
 side: `json.loads` of a line alone against `seal.check_line` + `json.loads` of the sealed line.
-Rounds interleave A and B; medians per record. The machine is shared: read the ratios.
+Rounds interleave A and B; medians per record. The machine is shared: read the ratios. Then
+the tag alone, each side's way, the seal before issue 30 (HMAC-SHA256, cut to 128 bits) beside
+the one now (keyed BLAKE2b, 128 bits).
 """
 
 from __future__ import annotations
@@ -86,7 +88,47 @@ def main() -> int:
           f" (+{med['probe write, sealed'] - med['probe write, no key']:.2f} us a record)")
     print(f"runner: checked / parsed = {med['runner check + parse'] / med['runner parse']:.2f}"
           f" (+{med['runner check + parse'] - med['runner parse']:.2f} us a record)")
+    macs(kb, plain, args)
     return 0
+
+
+def macs(key: bytes, body: bytes, args: argparse.Namespace) -> None:
+    """The tag of one line: the probe keys once and copies per line; the runner is one-shot."""
+    import hashlib
+    import hmac
+
+    hm, bk = hmac.new(key, digestmod="sha256"), hashlib.blake2b(key=key, digest_size=16)
+
+    def probe_hmac(n: int) -> None:
+        for _ in range(n):
+            h = hm.copy()
+            h.update(body)
+            h.digest()[:16].hex()
+
+    def probe_blake2b(n: int) -> None:
+        for _ in range(n):
+            h = bk.copy()
+            h.update(body)
+            h.hexdigest()
+
+    def runner_hmac(n: int) -> None:
+        for _ in range(n):
+            hmac.digest(key, body, "sha256")[:16].hex()
+
+    def runner_blake2b(n: int) -> None:
+        for _ in range(n):
+            hashlib.blake2b(body, key=key, digest_size=16).hexdigest()
+
+    sides = [probe_hmac, probe_blake2b, runner_hmac, runner_blake2b]
+    times: dict[str, list[float]] = {f.__name__: [] for f in sides}
+    for _ in range(args.rounds):
+        for f in sides:
+            times[f.__name__].append(_time(f, args.records))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    for side in ("probe", "runner"):
+        old, new = med[f"{side}_hmac"], med[f"{side}_blake2b"]
+        print(f"{side} tag: HMAC-SHA256 {old:.2f} us, keyed BLAKE2b {new:.2f} us a line "
+              f"({new / old:.2f}x); load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
