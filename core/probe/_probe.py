@@ -644,36 +644,13 @@ class Probe:
                     return
             if t.numel() != 1:
                 return
-            if self.any_opt and not self.scaling and t.is_cpu and not self.in_opt:
-                # The usual pass, in an optimizer's loop on the CPU: read its loss now (the
-                # step keeps a number: a later read would see an in-place change, and costs
-                # more than this one). Several passes before a step: gradient accumulation,
-                # whose loss is the sum of its micro-batch losses (each divided by their
-                # number, as such loops do).
+            if self.any_opt and not self.scaling and t.is_cpu:
+                # The usual pass, in an optimizer's loop on the CPU: computed already, so read
+                # now and the step keeps a number, not a tensor (a later read would see an
+                # in-place change, and costs more than this one).
                 loss = t.item()
-                if self.backward_calls and self.loss is not None:
-                    loss += self.loss
-                self.loss = loss
-                self.loss_gen += 1
-                self.backward_calls += 1
-                self.reduced = False
-                return
-            loss = getattr(t, "_portside_unscaled", t) if self.scaling else t
-            if loss.is_cpu:
-                if self.facts is None:
-                    self.loss_seen = loss  # its device goes into the first facts record
-                # Computed already: read now, so the step keeps a number, not a tensor (a
-                # later read would see an in-place change, and costs more than this one).
-                loss = loss.item()
             else:
-                loss = loss.detach()
-                if loss.device.type != "xla":
-                    loss = loss.clone()  # async devices: the program may reuse the storage
-            if not self.any_opt and not self.in_opt:
-                if self.bw_pending is not None:
-                    self._emit_backward_step()  # the previous pass was a step of its own
-                if self.bw_leaves is None:
-                    self.bw_leaves = _graph_leaves(t)
+                loss = self._pass_loss(t)
             if self.backward_calls and not self.in_opt and self.loss is not None:
                 # Gradient accumulation: the step's loss is the sum of its micro-batch losses
                 # (each divided by the number of micro-batches, as such loops do). An LBFGS
@@ -685,6 +662,26 @@ class Probe:
             self.reduced = False  # new gradients: not reduced yet
         except Exception as e:
             _warn(f"backward hook: {type(e).__name__}: {e}")
+
+    def _pass_loss(self, t: Any) -> Any:
+        """The loss of a pass off the usual path (a GradScaler's, a device's, before the first
+        optimizer step): what the step keeps of it; a loop without an optimizer gets its
+        backward steps here."""
+        loss = getattr(t, "_portside_unscaled", t) if self.scaling else t
+        if loss.is_cpu:
+            if self.facts is None:
+                self.loss_seen = loss  # its device goes into the first facts record
+            loss = loss.item()  # as on the usual path
+        else:
+            loss = loss.detach()
+            if loss.device.type != "xla":
+                loss = loss.clone()  # async devices: the program may reuse the storage
+        if not self.any_opt and not self.in_opt:
+            if self.bw_pending is not None:
+                self._emit_backward_step()  # the previous pass was a step of its own
+            if self.bw_leaves is None:
+                self.bw_leaves = _graph_leaves(t)
+        return loss
 
     def _after_backward(self) -> None:
         """No optimizer has stepped in this process: this backward pass may be a training step
@@ -759,7 +756,7 @@ class Probe:
 
     def _on_clip(self, total: Any, max_norm: Any, norm_type: Any) -> None:
         try:
-            if isinstance(total, self.torch.Tensor):
+            if isinstance(total, self.Tensor):
                 if total.is_cpu:
                     total = total.item()  # as the loss: a number now
                 else:
@@ -905,8 +902,7 @@ class Probe:
             rec["norm_type"] = norm_type
         if self.clip_value is not None:
             rec["clip_value"] = self.clip_value
-        if self.cur_iter is not None or self.sched_steps or self.scaler_skipped:
-            self._progress(rec)
+        self._progress(rec)
         if self.world > 1:
             if self.clip_calls:
                 rec["clip_reduced"] = bool(self.clip_reduced)
@@ -953,9 +949,7 @@ class Probe:
             self._sink_tensors(rec)
         if self.steps - self.watched >= WATCH_EVERY:
             self._watch()
-        if len(self.queue) >= FLUSH_EVERY_STEPS \
-                or time.monotonic() - self.t_last_flush >= FLUSH_EVERY_S:
-            self.flush()
+        self._maybe_flush()
         return rec
 
     def _tpu_cache(self, rec: dict[str, Any]) -> None:

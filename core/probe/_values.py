@@ -5,6 +5,7 @@ Loaded by path by ``_probe.py``; stdlib only, torch through the objects it is gi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 # The record fields that may hold tensors (besides the lr list).
@@ -36,26 +37,29 @@ def resolve(torch: Any, recs: list[dict[str, Any]], force: bool) -> None:
     on an XLA device are read only with `force` (else null: reading could make the host wait
     or compile)."""
     Tensor = torch.Tensor
+
+    def value(v: Any) -> Any:
+        return _read(v, force) if isinstance(v, Tensor) else _plain(v)
+
     for rec in recs:
-        if rec.pop("_wait", None) is None:
-            continue
-        for key in VALUE_KEYS:
-            if key in rec:
-                v = rec[key]
-                rec[key] = _read(v, force) if isinstance(v, Tensor) else _plain(v)
-        lr = rec["lr"]
-        if lr:
-            rec["lr"] = [_read(v, force) if isinstance(v, Tensor) else _plain(v) for v in lr]
+        if rec.pop("_wait", None) is not None:
+            _convert(rec, value)
 
 
 def finite(rec: dict[str, Any]) -> None:
     """A record of plain numbers (no tensors) made JSON-safe in place: what `resolve` does
     for them, done only for the rare record the encoder refuses."""
+    _convert(rec, _plain)
+
+
+def _convert(rec: dict[str, Any], value: Callable[[Any], Any]) -> None:
+    """`value` of each of the record's step values, in place."""
     for key in VALUE_KEYS:
         if key in rec:
-            rec[key] = _plain(rec[key])
-    if rec.get("lr"):
-        rec["lr"] = [_plain(v) for v in rec["lr"]]
+            rec[key] = value(rec[key])
+    lr = rec.get("lr")
+    if lr:
+        rec["lr"] = [value(v) for v in lr]
 
 
 def _read(v: Any, force: bool) -> Any:

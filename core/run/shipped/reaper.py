@@ -7,9 +7,9 @@ command's status (killed by a signal: by the same signal). SIGTERM, SIGINT and S
 left to the command (the runner signals the whole group). When portside itself goes without
 cleaning up (SIGKILL, a crash), the reaper is handed to another parent: it sees that within
 PARENT_POLL_S, sends the command SIGTERM, and kills what is left ORPHAN_GRACE_S later, so no
-run outlives the portside that started it (a sandboxed run has bwrap's --die-with-parent). Standard library only; run with
-``-I -S`` so the probe's sitecustomize does not load in it. Where prctl is missing it just runs
-the command and cleans up what it can still see.
+run outlives the portside that started it (a sandboxed run has bwrap's --die-with-parent).
+Standard library only; run with ``-I -S`` so the probe's sitecustomize does not load in it.
+Where prctl is missing it just runs the command and cleans up what it can still see.
 """
 
 from __future__ import annotations
@@ -112,9 +112,7 @@ def main(argv: list[str]) -> int:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
         if orphaned_at and time.monotonic() - orphaned_at > ORPHAN_GRACE_S:
-            _sweep()  # the command too: its status is reaped here
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
+            _sweep()  # the command too: it is reaped there
             return 128 + signal.SIGKILL
         signal.sigtimedwait([signal.SIGCHLD], PARENT_POLL_S)
     _sweep()
