@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from difflib import SequenceMatcher
 
 from portside.core.log import events as ev
+from portside.core.workspace.python_ast import parse
 
 # kind → (what the mark says it touches, the pattern of a line of that kind). Order matters:
 # a line is of the first kind whose pattern it matches.
@@ -242,7 +243,7 @@ def arguments(line: str) -> dict[str, str]:
     assignment's target. Parsed with ``ast`` when the line is a whole statement, else read with
     a regex (a line inside a multi-line call: ``lr=0.1,``)."""
     try:
-        tree = ast.parse(line)
+        tree = parse(line)
     except SyntaxError:
         found = _KWARG.findall(line) or _SETTING.findall(line)
         return {k: v.strip() for k, v in found}

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from portside.core.log import events as ev
+from portside.core.workspace.python_ast import parse
 
 KINDS = ("cuda-extension", "custom-op", "gpu-library", "cuda-call", "cudnn-flag", "collective",
          "float64", "mixed-precision", "recompile", "unparsed")
@@ -429,7 +430,7 @@ def _short(node: ast.expr, width: int = 60) -> str:
 def scan_python(path: str, source: bytes) -> list[Finding]:
     """One Python file's findings (path as it should be shown)."""
     try:
-        tree = ast.parse(source, filename=path)
+        tree = parse(source, filename=path)
     except (SyntaxError, ValueError) as e:
         line = getattr(e, "lineno", None) or 1
         return [Finding(path, line, "unparsed", "syntax error",
