@@ -8,10 +8,13 @@ git), and this checkout's.
 Each runs the same training loop in a subprocess whose step times come from the loop's own
 clocks (wall: perf_counter; CPU: thread_time), never from the probe.
 
-Default, A/B within one process: the probe is switched on and off at alternate steps (its
-wrapped functions swapped for the originals, its optimizer hooks taken out), so both sides
-see the same load on this shared machine; the cost is the median probed step less the median
-bare one. --processes: the A/B of whole runs instead (bare, old, new; interleaved rounds),
+Default, A/B within one process: the probe is switched on for half the steps of each window
+of 2 x WINDOW, in a shuffled order (its wrapped functions swapped for the originals, its
+optimizer hooks taken out), so both sides see the same load on this shared machine; the cost
+is the median over windows of the mean probed step less the mean bare one. Shuffled, not
+alternate: strict alternation showed a bias of its own here (odd steps 15-44 us faster than
+even ones with nothing switched at all). The "floor" line is that same A/B with nothing
+switched (the probe on in both halves): what the method reads when there is no difference. --processes: the A/B of whole runs instead (bare, old, new; interleaved rounds),
 which a loaded machine makes noisy. Each cost is printed beside what the probe reports about
 itself (exit record `probe_s` over its steps). Targets (issue 30): the probe's own cost
 <= 40 us a step on the CPU, its self-report equal to the A/B within noise.
@@ -71,7 +74,19 @@ def switch(torch: Any) -> Any:
     return set_probe
 
 
-def child(steps: int, width: int, batch: int, alternate: bool) -> None:
+def pattern(steps: int) -> list[bool]:
+    """Which steps run probed: half of each window of 2 x WINDOW, shuffled (seeded)."""
+    import random
+
+    rng, out = random.Random(0), []
+    while len(out) < steps:
+        window = [True] * WINDOW + [False] * WINDOW
+        rng.shuffle(window)
+        out.extend(window)
+    return out[:steps]
+
+
+def child(steps: int, width: int, batch: int, alternate: bool, null: bool = False) -> None:
     import time
 
     import torch
@@ -87,11 +102,14 @@ def child(steps: int, width: int, batch: int, alternate: bool) -> None:
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     x, y = torch.randn(batch, width), torch.randn(batch, 1)
     set_probe = switch(torch) if alternate else None
+    # Probed through the warm-up (its one-time work: facts, the file's open), which the
+    # figures leave out; then the windows the analysis reads, aligned with them.
+    probed = [True] * WARMUP + pattern(max(0, steps - WARMUP))
     wall, cpu, on = [], [], []
     for i in range(steps):
-        if set_probe is not None:
-            set_probe(i % 2 == 1)
-        on.append(set_probe is not None and i % 2 == 1)
+        if set_probe is not None and not null:
+            set_probe(probed[i])
+        on.append(set_probe is not None and probed[i])
         t0, c0 = time.perf_counter(), time.thread_time()
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x), y)
@@ -119,7 +137,7 @@ def old_probe(tmp: Path, rev: str = BEFORE) -> Path:
 
 
 def run_side(inject: Path | None, args: argparse.Namespace, out: Path,
-             alternate: bool) -> dict:
+             alternate: bool, null: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORTSIDE_")}
     env.pop("PYTHONPATH", None)
     if inject is not None:
@@ -130,6 +148,8 @@ def run_side(inject: Path | None, args: argparse.Namespace, out: Path,
            "--width", str(args.width), "--batch", str(args.batch)]
     if alternate:
         cmd.append("--alternate")
+    if null:
+        cmd.append("--null")
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise SystemExit(f"child failed:\n{proc.stderr[-3000:]}")
@@ -159,10 +179,12 @@ def alternating(sides: dict[str, Path], args: argparse.Namespace, tmp: Path) -> 
     got = {}
     for name, inject in sides.items():
         got[name] = run_side(inject, args, tmp / f"{name.replace(' ', '_')}.jsonl", True)
+    floor = run_side(sides["probe now"], args, tmp / "floor.jsonl", True, null=True)
     print(f"MLP {args.width}x{args.batch}, Adam, cosine schedule, clip_grad_norm_; the probe "
-          f"on at alternate steps of one process, {args.steps} steps (first {WARMUP} left "
-          f"out); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    for name, r in got.items():
+          f"on at half the steps of each {2 * WINDOW}-step window of one process, shuffled, "
+          f"{args.steps} steps (first {WARMUP} left out); load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    for name, r in [*got.items(), ("floor", floor)]:
         ab, base, per_step = {}, {}, {}
         for c in ("cpu", "wall"):
             ts, on = r[c][WARMUP:], r["on"][WARMUP:]
@@ -183,6 +205,10 @@ def alternating(sides: dict[str, Path], args: argparse.Namespace, tmp: Path) -> 
         print(f"  [{name}] bare step {base['cpu'] * 1e3:.3f} ms CPU, {base['wall'] * 1e3:.3f} "
               f"ms wall; per-step medians' difference {per_step['cpu'] * 1e6:.1f} us CPU "
               f"(leaves the flushes out)")
+        if name == "floor":
+            print(f"  floor: the same A/B with nothing switched reads {ab['cpu']:+.1f} us CPU "
+                  f"({ab['wall']:+.1f} us wall): the method's own error here")
+            continue
         report(name, ab, base, r["self_us"], "")
 
 
@@ -259,6 +285,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--child", action="store_true")
     p.add_argument("--alternate", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--null", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--processes", action="store_true", help="A/B of whole runs")
     p.add_argument("--hooks", action="store_true",
                    help="also the probe's hooks alone, called directly (no torch step)")
@@ -272,7 +299,7 @@ def main() -> None:
     if args.steps is None:
         args.steps = 600 if args.processes else 4000
     if args.child:
-        child(args.steps, args.width, args.batch, args.alternate)
+        child(args.steps, args.width, args.batch, args.alternate, args.null)
         return
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
