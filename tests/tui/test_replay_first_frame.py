@@ -222,6 +222,35 @@ class TestHeldTranscript:
             await pilot.pause()
             assert first.region.y - transcript.region.y <= transcript.size.height
 
+    async def test_the_load_follows_the_column_once_and_ends_at_its_end(
+            self, monkeypatch: Any) -> None:
+        """Each entry the load added queued its own follow of the column's end (~75 at the
+        bench's point, each a scroll to the end): one follow does it, after the refresh."""
+        events = _session(3_000)
+        follows: list[int] = []
+        follow = Transcript._follow
+
+        def spy(transcript: Transcript, tries: int = 20) -> None:
+            if tries == 20:  # a follow queued, not a retry of one not laid out yet
+                follows.append(len(transcript.children))
+            follow(transcript, tries)
+
+        monkeypatch.setattr(Transcript, "_follow", spy)
+        app = _app(events)
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            transcript = app.live.query_one(Transcript)
+            await until(pilot, lambda: transcript.max_scroll_y > 0
+                        and transcript.scroll_y == transcript.max_scroll_y)
+            # Ground truth from the log: the load folds dozens of the column's entries.
+            shown = [e for e in events if isinstance(e, ev.AgentText | ev.AgentToolCall)
+                     and e.seq < app.replayer.position]
+            assert len(shown) > 20
+            assert 1 <= len(follows) <= 2, follows
+            last = shown[-1]
+            if isinstance(last, ev.AgentText):
+                assert any(last.text in line for line in screen_lines(app))
+
     async def test_the_column_is_laid_out_with_its_scrollbar(self, monkeypatch: Any) -> None:
         """The mounted entries overflow the column: its scrollbar is there from the first
         layout of those entries (it used to be added by that layout, which then laid out the
