@@ -124,6 +124,32 @@ class TestRunTabs:
             await pilot.press("right")  # the strip has focus after the click too
             await until(pilot, lambda: runs.active_run_id == run_ids[run_ids.index(target) + 1])
 
+    async def test_a_load_of_many_runs_redraws_the_strip_once(self, monkeypatch: Any) -> None:
+        """Each run the load started redrew the strip twice (its tab added, then made the
+        active one): 180 redraws at 90 runs before the first frame; the batch's one does it."""
+        from portside.tui.widgets.run_tabs import RunTabs
+
+        events = _session(3_000)
+        redraws: list[str | None] = []
+        refresh = RunTabs.refresh
+
+        def spy(tabs: RunTabs, *args: Any, **kwargs: Any) -> Any:
+            redraws.append(tabs.active)
+            return refresh(tabs, *args, **kwargs)
+
+        monkeypatch.setattr(RunTabs, "refresh", spy)
+        app = _app(events)
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            runs = app.live.query_one(RunsPanel)
+            started = _runs(events)  # from the log, not the screen
+            assert len(started) >= 50
+            assert runs.tabs.run_ids == started and runs.active_run_id == started[-1]
+            assert RunPane.tab_label(app.model.runs[started[-1]]) in "\n".join(screen_lines(app))
+            # (Textual's own refreshes of the strip at its mount come before any run: None.)
+            asked = [r for r in redraws if r is not None]
+            assert len(asked) <= 3, len(asked)
+
     async def test_a_finished_run_relabels_its_tab(self, harness: Any) -> None:
         app = harness.app()
         async with app.run_test(size=SIZE) as pilot:
