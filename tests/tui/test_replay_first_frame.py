@@ -124,6 +124,32 @@ class TestRunTabs:
             await pilot.press("right")  # the strip has focus after the click too
             await until(pilot, lambda: runs.active_run_id == run_ids[run_ids.index(target) + 1])
 
+    async def test_a_load_of_many_runs_redraws_the_strip_once(self, monkeypatch: Any) -> None:
+        """Each run the load started redrew the strip twice (its tab added, then made the
+        active one): 180 redraws at 90 runs before the first frame; the batch's one does it."""
+        from portside.tui.widgets.run_tabs import RunTabs
+
+        events = _session(3_000)
+        redraws: list[str | None] = []
+        refresh = RunTabs.refresh
+
+        def spy(tabs: RunTabs, *args: Any, **kwargs: Any) -> Any:
+            redraws.append(tabs.active)
+            return refresh(tabs, *args, **kwargs)
+
+        monkeypatch.setattr(RunTabs, "refresh", spy)
+        app = _app(events)
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            runs = app.live.query_one(RunsPanel)
+            started = _runs(events)  # from the log, not the screen
+            assert len(started) >= 50
+            assert runs.tabs.run_ids == started and runs.active_run_id == started[-1]
+            assert RunPane.tab_label(app.model.runs[started[-1]]) in "\n".join(screen_lines(app))
+            # (Textual's own refreshes of the strip at its mount come before any run: None.)
+            asked = [r for r in redraws if r is not None]
+            assert len(asked) <= 3, len(asked)
+
     async def test_a_finished_run_relabels_its_tab(self, harness: Any) -> None:
         app = harness.app()
         async with app.run_test(size=SIZE) as pilot:
@@ -221,6 +247,35 @@ class TestHeldTranscript:
             await until(pilot, lambda: transcript.scroll_y > 0)
             await pilot.pause()
             assert first.region.y - transcript.region.y <= transcript.size.height
+
+    async def test_the_load_follows_the_column_once_and_ends_at_its_end(
+            self, monkeypatch: Any) -> None:
+        """Each entry the load added queued its own follow of the column's end (~75 at the
+        bench's point, each a scroll to the end): one follow does it, after the refresh."""
+        events = _session(3_000)
+        follows: list[int] = []
+        follow = Transcript._follow
+
+        def spy(transcript: Transcript, tries: int = 20) -> None:
+            if tries == 20:  # a follow queued, not a retry of one not laid out yet
+                follows.append(len(transcript.children))
+            follow(transcript, tries)
+
+        monkeypatch.setattr(Transcript, "_follow", spy)
+        app = _app(events)
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_frame(pilot)
+            transcript = app.live.query_one(Transcript)
+            await until(pilot, lambda: transcript.max_scroll_y > 0
+                        and transcript.scroll_y == transcript.max_scroll_y)
+            # Ground truth from the log: the load folds dozens of the column's entries.
+            shown = [e for e in events if isinstance(e, ev.AgentText | ev.AgentToolCall)
+                     and e.seq < app.replayer.position]
+            assert len(shown) > 20
+            assert 1 <= len(follows) <= 2, follows
+            last = shown[-1]
+            if isinstance(last, ev.AgentText):
+                assert any(last.text in line for line in screen_lines(app))
 
     async def test_the_column_is_laid_out_with_its_scrollbar(self, monkeypatch: Any) -> None:
         """The mounted entries overflow the column: its scrollbar is there from the first

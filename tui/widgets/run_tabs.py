@@ -74,11 +74,14 @@ class RunTabs(Widget, can_focus=True):
         self._index: dict[str, int] = {}
         self._spans: list[tuple[int, int, str]] = []  # (x0, x1, run id) of the last render
 
-    def add(self, run_id: str) -> None:
+    def add(self, run_id: str, redraw: bool = True) -> None:
+        """Append a run's tab; ``redraw`` False: the caller redraws the strip once for a
+        batch of them."""
         if run_id not in self._index:
             self._index[run_id] = len(self.run_ids)
             self.run_ids.append(run_id)
-            self.refresh()
+            if redraw:
+                self.refresh()
 
     def watch_active(self) -> None:
         self.refresh()

@@ -112,7 +112,7 @@ class RunsPanel(Vertical):
         self.runs[run.run_id] = run
         if len(self.runs) == 1:
             self.query_one(".empty").display = False
-        self._tabs.add(run.run_id)
+        self._tabs.add(run.run_id, redraw=False)  # select() redraws the strip, once a batch
         # The newest run is what the reviewer wants to see. Its pane is made once the batch
         # that started it is folded: a batch starting many runs mounts one pane.
         self.select(run.run_id)
@@ -121,13 +121,16 @@ class RunsPanel(Vertical):
         """Show ``run_id``'s tab (its pane is mounted on the next turn, if new)."""
         if run_id not in self.runs:
             return
-        self._tabs.active = run_id
+        # Without its watcher's redraw: a batch starting many runs (a replay's load: 90)
+        # redraws the strip once, in _show_active, not once per run.
+        self._tabs.set_reactive(RunTabs.active, run_id)
         if not self._show_pending:
             self._show_pending = True
             self.call_later(self._show_active)
 
     def _show_active(self) -> None:
         self._show_pending = False
+        self._tabs.refresh()
         run_id = self._tabs.active
         if run_id is None:
             return

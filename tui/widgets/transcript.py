@@ -97,6 +97,7 @@ class Transcript(VerticalScroll, can_focus=True):
         # marks) in view rather than the column's end, which a tall card pushes them past.
         self.pinned: DiffCard | CommandCard | None = None
         self._mounting: set[asyncio.Task[None]] = set()
+        self._follow_queued = False  # one follow per refresh, however many entries came
 
     # --- what is mounted ---------------------------------------------------------------------
 
@@ -222,13 +223,25 @@ class Transcript(VerticalScroll, can_focus=True):
             # Only once the column overflows: Textual anchors a shorter one above its top.
             if self.max_scroll_y > 0:
                 self.anchor()
-            self.call_after_refresh(self._follow)
+            self._follow_later()
         return self._add(e, edit)
 
     def bring_into_view(self, card: DiffCard | CommandCard) -> None:
         """Pin a card awaiting a decision and show it from its top, wherever the reviewer was."""
         self.pinned = card
-        self.call_after_refresh(self._follow)
+        self._follow_later()
+
+    def _follow_later(self) -> None:
+        # A replay's load adds ~75 entries at once: one follow after the refresh, not one per
+        # entry (each scrolled to the end again, ~0.15 ms, and Textual inspected each callback's
+        # signature anew). _follow reads the column as it is then, so one does what many did.
+        if not self._follow_queued:
+            self._follow_queued = True
+            self.call_after_refresh(self._follow_queued_now)
+
+    def _follow_queued_now(self) -> None:
+        self._follow_queued = False
+        self._follow()
 
     def _follow(self, tries: int = 20) -> None:
         self.anchor(False)
