@@ -221,16 +221,22 @@ class TestOneLayout:
             assert relayouts and not any(relayouts), relayouts
 
 
+async def _transcript_at_its_end(pilot: Any, app: Any) -> Transcript:
+    """The first frame's Agent column, once it has scrolled to its end."""
+    await _first_frame(pilot)
+    transcript = app.live.query_one(Transcript)
+    await until(pilot, lambda: transcript.max_scroll_y > 0
+                and transcript.scroll_y == transcript.max_scroll_y)
+    return transcript
+
+
 class TestHeldTranscript:
     async def test_older_entries_mount_when_scrolled_to(self) -> None:
         events = _session(3_000)
         app = _app(events)
         async with app.run_test(size=SIZE) as pilot:
-            await _first_frame(pilot)
-            transcript = app.live.query_one(Transcript)
             # At its end, as the live screen was: the session's last agent words in view.
-            await until(pilot, lambda: transcript.max_scroll_y > 0
-                        and transcript.scroll_y == transcript.max_scroll_y)
+            transcript = await _transcript_at_its_end(pilot, app)
             last = [e for e in events if isinstance(e, ev.AgentText)
                     and e.seq < app.replayer.position][-1]
             assert any(last.text in line for line in screen_lines(app))
@@ -264,10 +270,7 @@ class TestHeldTranscript:
         monkeypatch.setattr(Transcript, "_follow", spy)
         app = _app(events)
         async with app.run_test(size=SIZE) as pilot:
-            await _first_frame(pilot)
-            transcript = app.live.query_one(Transcript)
-            await until(pilot, lambda: transcript.max_scroll_y > 0
-                        and transcript.scroll_y == transcript.max_scroll_y)
+            await _transcript_at_its_end(pilot, app)
             # Ground truth from the log: the load folds dozens of the column's entries.
             shown = [e for e in events if isinstance(e, ev.AgentText | ev.AgentToolCall)
                      and e.seq < app.replayer.position]
