@@ -96,7 +96,10 @@ class TestFailure:
 
         app = _app([session_start()], engine_run=failing)
         async with app.run_test(size=(120, 40)) as pilot:
-            await until(pilot, lambda: "engine failed" in screen_text(app))
+            # The header's state and the failure bar change in one handler, but the bar's
+            # first display needs a layout the header's repaint does not wait for: wait for
+            # the bar itself (CI once read the header alone).
+            await until(pilot, lambda: "engine failed:" in screen_text(app))
             text = screen_text(app)
             assert "engine failed: RuntimeError: workspace root /x/work is inside" in text
             assert "d dismisses" in text
