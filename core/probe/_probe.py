@@ -854,7 +854,10 @@ class Probe:
             # No backward since this optimizer's last step: no loss of its own.
             loss = self.loss if self.loss_gen != seen[1] else None
             seen[1] = self.loss_gen
-            lr = [g.get("lr") for g in opt.param_groups]
+            groups = opt.param_groups
+            # One group, the usual case, without a comprehension: in Python 3.11 each one is a
+            # function call of its own, dear between torch's kernels.
+            lr = [groups[0].get("lr")] if len(groups) == 1 else [g.get("lr") for g in groups]
             book = self.xla_book
             grads = book.take() if book.grads is not None else None
             rec = self._record(opt, loss, self.pre_norm, lr, "optimizer", seen[0], new_opt)
@@ -943,7 +946,8 @@ class Probe:
         # made): it is written as it is (a NaN in it: _values.finite, by the writer). Anything
         # else goes by where its tensors are.
         if (type(loss) is float or loss is None) and (type(total) is float or total is None) \
-                and all(type(v) is float for v in lr) and source == "optimizer":
+                and source == "optimizer" and (type(lr[0]) is float if len(lr) == 1
+                                               else all(type(v) is float for v in lr)):
             self.queue.append(rec)  # one append: atomic, as the flush's slice of the queue
         else:
             self._sink_tensors(rec)
