@@ -15,7 +15,6 @@ from rich.text import Text
 from textual import events
 from textual.binding import Binding
 from textual.message import Message
-from textual.reactive import reactive
 from textual.renderables.bar import Bar
 from textual.strip import Strip
 from textual.widget import Widget
@@ -58,8 +57,6 @@ class RunTabs(Widget, can_focus=True):
         Binding("end", "edge(-1)", "Last run", show=False),
     ]
 
-    active: reactive[str | None] = reactive(None, layout=False)
-
     class Activated(Message):
         """The reviewer picked a run's tab (click or key)."""
 
@@ -71,6 +68,9 @@ class RunTabs(Widget, can_focus=True):
         super().__init__(id=id)
         self.label = label  # run id -> its label now (read on each render: no relabel step)
         self.run_ids: list[str] = []
+        # The selected run. A plain attribute: its owner (RunsPanel) sets it and redraws the
+        # strip once a batch (a replay's load selects 90 runs in turn).
+        self.active: str | None = None
         self._index: dict[str, int] = {}
         self._spans: list[tuple[int, int, str]] = []  # (x0, x1, run id) of the last render
 
@@ -82,9 +82,6 @@ class RunTabs(Widget, can_focus=True):
             self.run_ids.append(run_id)
             if redraw:
                 self.refresh()
-
-    def watch_active(self) -> None:
-        self.refresh()
 
     # --- drawing -----------------------------------------------------------------------------
 

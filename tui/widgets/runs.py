@@ -121,9 +121,9 @@ class RunsPanel(Vertical):
         """Show ``run_id``'s tab (its pane is mounted on the next turn, if new)."""
         if run_id not in self.runs:
             return
-        # Without its watcher's redraw: a batch starting many runs (a replay's load: 90)
-        # redraws the strip once, in _show_active, not once per run.
-        self._tabs.set_reactive(RunTabs.active, run_id)
+        # No redraw here: a batch starting many runs (a replay's load: 90) redraws the strip
+        # once, in _show_active, not once per run.
+        self._tabs.active = run_id
         if not self._show_pending:
             self._show_pending = True
             self.call_later(self._show_active)
