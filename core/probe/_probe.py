@@ -83,6 +83,7 @@ _writer = _sibling("_writer")
 _values = _sibling("_values")
 _facts = _sibling("_facts")
 _xla = _sibling("_xla")
+_packed = _sibling("_packed")
 
 
 # ---------------------------------------------------------------- lazy post-import hooks
@@ -220,7 +221,7 @@ class Probe:
         # tagged with it, so records copied from another run or edited afterwards show.
         seal = os.environ.get("PORTSIDE_PROBE_SEAL")
         self.writer = _writer.RecordWriter(out, seal.encode() if seal else None, self._get_rank,
-                                           _values.finite)
+                                           _values.finite, _packed.runs)
         # As the user set it: torch_xla writes its silent CPU default back into os.environ.
         self.pjrt_device = os.environ.get("PJRT_DEVICE")
         # Stride of the probe's own grad norm: a number fixes it (0: never); unset means every

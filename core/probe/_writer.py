@@ -6,6 +6,7 @@ Loaded by path by ``_probe.py`` (stdlib only), never imports portside. Format: F
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -54,9 +55,14 @@ class RecordWriter:
     known (sequential processes of one run share the rank-0 file: append, see outputs.py)."""
 
     def __init__(self, out: str, seal: bytes | None, rank: Callable[[], int | None],
-                 fix: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 fix: Callable[[dict[str, Any]], None] | None = None,
+                 runs: Callable[[list[dict[str, Any]]],
+                                list[tuple[dict[str, Any], list[dict[str, Any]]]]] | None = None,
+                 ) -> None:
         self.out = out
         self.seal = seal
+        # Packs consecutive step records into one line (_packed.py runs); None: one a line.
+        self.runs = runs
         # Makes a record JSON can hold (non-finite floats into strings, FORMAT.md) when the
         # encoder refuses it: records of plain numbers are written as they are, unchecked.
         self.fix = fix
@@ -80,6 +86,26 @@ class RecordWriter:
         self.path = path
         return self.fd
 
+    def _texts(self, recs: list[dict[str, Any]], encode: Callable[[Any], str]) -> list[str]:
+        """The JSON of each line to write: packed runs of steps, the other records alone."""
+        items = [(r, [r]) for r in recs]
+        if self.runs is not None and len(recs) > 1:
+            # Never lose records to the packing: on any error, one a line as before.
+            with contextlib.suppress(Exception):
+                items = self.runs(recs)
+        out = []
+        for rec, rows in items:
+            try:
+                out.append(encode(rec))
+                continue
+            except ValueError:  # a NaN or an infinity (allow_nan=False)
+                if self.fix is None:
+                    raise
+            for r in rows:  # one a line, each made JSON-safe
+                self.fix(r)
+                out.append(encode(r))
+        return out
+
     def write(self, recs: list[dict[str, Any]]) -> None:
         """Encode, number and seal `recs`, then write them in one go (callers serialise)."""
         global _encode
@@ -94,14 +120,7 @@ class RecordWriter:
             self.mac = hashlib.blake2b(key=self.seal, digest_size=16)
         lines = []
         mac, seq = self.mac if self.seal is not None else None, self.seq
-        for r in recs:
-            try:
-                text = encode(r)
-            except ValueError:  # a NaN or an infinity (allow_nan=False)
-                if self.fix is None:
-                    raise
-                self.fix(r)
-                text = encode(r)
+        for text in self._texts(recs, encode):
             body = f'{text[:-1]}, "seq": {seq}}}'
             seq += 1
             if mac is not None:  # the format of core/run/seal.py: seal_line

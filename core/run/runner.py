@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from portside.core.log import events as ev
 from portside.core.log.bus import RecordingFailed
-from portside.core.probe import inject_env, probe_dir
+from portside.core.probe import _packed, inject_env, probe_dir
 from portside.core.run import observe, seal
 from portside.core.run.batching import Batcher
 from portside.core.run.sandbox import Sandbox
@@ -483,9 +483,17 @@ class _Watch:
                 at = self.offsets.get(path, 0)
                 for raw in self._new_lines(path):
                     rec = self._record(path, raw)
-                    if rec is not None:
+                    if rec is None:
+                        continue
+                    nbytes += len(raw)
+                    if rec.get("type") != _packed.TYPE:
                         new.append(rec)
-                        nbytes += len(raw)
+                        continue
+                    try:  # steps packed by column (FORMAT.md): the records they stand for
+                        new.extend(_packed.unpack(rec))
+                    except ValueError as e:
+                        new.append({"type": "probe-error", "line": str(e)[:200],
+                                    "file": path.name})
                 if not drain or self.offsets.get(path, 0) - at < RECORD_READ_BYTES:
                     break
         steps = sum(1 for r in new if r.get("type") == "step")

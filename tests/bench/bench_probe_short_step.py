@@ -157,8 +157,10 @@ def run_side(inject: Path | None, args: argparse.Namespace, out: Path,
     res = json.loads(line[len("RESULT "):])
     if inject is not None:
         recs = [json.loads(x) for x in out.read_text().splitlines()]
+        # Steps packed by column (this probe's FORMAT.md, "steps"): n records a line.
+        res["steps"] = sum(r["type"] == "step" for r in recs) + sum(
+            r.get("n", 0) for r in recs if r["type"] == "steps")
         ex = next(r for r in recs if r["type"] == "exit")
-        res["steps"] = sum(r["type"] == "step" for r in recs)
         res["self_us"] = ex["probe_s"] / max(1, ex["steps"] - 2) * 1e6  # steps 0, 1 left out
         if "probe_step_s" in ex:  # the windowed median (issue 30); the old probe has none
             res["self_us"] = ex["probe_step_s"] * 1e6

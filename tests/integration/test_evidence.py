@@ -115,6 +115,40 @@ def test_records_of_another_run_or_edited_or_unsealed_fail(tmp_path: Path) -> No
     assert tampered[0].evidence["failed"] == 6
 
 
+def test_packed_steps_are_checked_expanded_and_refused_when_malformed(tmp_path: Path) -> None:
+    """Steps packed by column (FORMAT.md) are sealed and numbered as one line: the runner
+    expands a good one into its records; a malformed one, sealed or not, is a probe-error
+    that says why, and the lines around it are still read; an edited one fails its seal."""
+    script = _script(tmp_path, "packed.py", """
+        import base64, struct
+        def packed(first, count, **change):
+            n = count
+            d = lambda xs: base64.b64encode(struct.pack("<%dd" % len(xs), *xs)).decode()
+            rec = {"type": "steps", "t": 1.0, "pid": 7, "rank": 0, "n": n,
+                   "keys": ["type", "t", "pid", "rank", "step", "loss", "lr"],
+                   "cols": [{"c": "step"}, {"d": d([1.0 + i for i in range(n)])}, {"c": 7},
+                            {"c": 0}, {"j": list(range(first, first + n))},
+                            {"d": d([0.5 / (first + i + 1) for i in range(n)])},
+                            {"l": d([0.1] * n), "k": 1}]}
+            rec.update(change)
+            return rec
+        put(sealed(packed(0, 3), 0))                                  # steps 0..2
+        put(sealed(packed(3, 2, n=10**9), 1))                         # a billion rows
+        put(sealed(packed(3, 2, cols=[{"c": "step"}] + [{"d": "!!"}] * 6), 2))
+        put(sealed(packed(3, 2), 3))                                  # steps 3, 4
+        put(sealed(packed(5, 2), 4).replace('"n": 2', '"n": 1'))     # edited after sealing
+    """)
+    res, _ = _run(tmp_path, f"{PY} {script}")
+    steps = _of(res, "step")
+    assert [r["step"] for r in steps] == [0, 1, 2, 3, 4] and res.steps == 5, res.tail[-3:]
+    assert steps[1] == {"type": "step", "t": 2.0, "pid": 7, "rank": 0, "step": 1, "loss": 0.25,
+                        "lr": [0.1]}
+    errors = [r["line"] for r in _of(res, "probe-error")]
+    assert len(errors) == 2 and "n must be" in errors[0] and "not base64" in errors[1], errors
+    assert [r["why"] for r in _of(res, "tamper")] == [
+        "seal does not match (written without this run's key, or edited)"]
+
+
 def test_a_rewound_or_replaced_file_fails(tmp_path: Path) -> None:
     script = _script(tmp_path, "rewind.py", """
         for i in range(3):

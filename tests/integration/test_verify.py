@@ -20,6 +20,7 @@ from portside.core.checks import RunRecords
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.log.criteria import load_criteria
+from portside.core.probe import _packed
 from portside.core.session.verify import RunReport, Verifier
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,9 +77,13 @@ def test_runs_are_folded_not_held(harness: _Harness) -> None:
     # would not fit). What the checks saw equals a rebuild from what the probe wrote.
     report = harness.candidate("--seed 3")
     for r in (report, harness.verifier.references[0]):
-        written = [json.loads(line) for f in r.result.probe_files
-                   for line in Path(f).read_text().splitlines() if line.strip()]
-        assert all(isinstance(w.pop("seq"), int) and len(w.pop("mac")) == 32 for w in written)
+        lines = [json.loads(line) for f in r.result.probe_files
+                 for line in Path(f).read_text().splitlines() if line.strip()]
+        assert all(isinstance(w.pop("seq"), int) and len(w.pop("mac")) == 32 for w in lines)
+        # Steps packed by column (FORMAT.md) stand for the records the runner expands.
+        assert any(w["type"] == _packed.TYPE for w in lines)
+        written = [x for w in lines
+                   for x in (_packed.unpack(w) if w["type"] == _packed.TYPE else [w])]
         logged = [rec for e in harness.sink.events if isinstance(e, ev.RunRecord)
                   and e.run_id == r.run_id for rec in e.records]
         # The log holds what the probe wrote (its seal checked and dropped), the metrics parsed

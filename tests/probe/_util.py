@@ -8,15 +8,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-from portside.core.probe import inject_env
+from portside.core.probe import _packed, inject_env
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
 
 def read_records(path: Path) -> list[dict]:
+    """The records of a probe file as the runner reads them: packed steps expanded."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out: list[dict] = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            out.extend(_packed.unpack(rec) if rec.get("type") == _packed.TYPE else [rec])
+    return out
 
 
 def steps_of(records: list[dict]) -> list[dict]:

@@ -101,3 +101,36 @@ def test_written_lines_are_json_dumps_and_sealed_as_seal_line(tmp_path: Path) ->
         assert line == seal.seal_line(key, f'{body[:-1]}, "seq": {i}}}')
         raw, why = seal.check_line(key.encode(), line.encode())
         assert why == "" and json.loads(raw)["seq"] == i
+
+
+def test_steps_are_packed_sealed_and_numbered_one_a_line(tmp_path: Path) -> None:
+    """The writer as the probe makes it: a flush's steps of one shape are one packed line,
+    sealed and numbered as any line; the reader's expansion is the records as written one a
+    line; a run JSON cannot hold packed (a NaN among Nones) goes one a line, made safe."""
+    from portside.core.probe import _packed
+    from portside.core.run import seal
+
+    p = load()
+    key = seal.new_key()
+    writer = p._writer.RecordWriter(str(tmp_path / "probe.jsonl"), key.encode(), lambda: 0,
+                                    p._values.finite, p._packed.runs)
+
+    def step(i: int, **kw: object) -> dict:
+        return {"type": "step", "t": 1.5 + i, "pid": 9, "rank": 0, "step": i, "loss": 0.25 * i,
+                "grad_norm": 2.0, "lr": [0.1 / (i + 1)], "step_s": 0.001 * i, **kw}
+
+    first = [{"type": "facts", "t": 1.0, "pid": 9, "rank": 0}, *[step(i) for i in range(5)]]
+    nan = [step(5, loss=None), step(6, loss=float("nan")), step(7)]
+    writer.write([dict(r) for r in first])
+    writer.write([dict(r) for r in nan])
+    lines = (tmp_path / "probe.jsonl").read_text().splitlines()
+    got = []
+    for i, line in enumerate(lines):
+        raw, why = seal.check_line(key.encode(), line.encode())
+        assert why == ""
+        rec = json.loads(raw)
+        assert rec.pop("seq") == i
+        got.append(rec)
+    assert [r["type"] for r in got] == ["facts", "steps", "step", "step", "step"]
+    expanded = [x for r in got for x in (_packed.unpack(r) if r["type"] == "steps" else [r])]
+    assert expanded == [*first, *nan[:1], dict(nan[1], loss="nan"), nan[2]]
