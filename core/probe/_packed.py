@@ -145,3 +145,8 @@ def unpack(rec: dict[str, Any]) -> list[dict[str, Any]]:
     if any(r.get("type") != "step" for r in out):
         raise ValueError("packed steps: a row is not a step record")
     return out
+
+
+def expand(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records one written line stands for: a packed one's steps, any other as itself."""
+    return unpack(rec) if rec.get("type") == TYPE else [rec]

@@ -23,7 +23,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-FLUSH_EVERY_STEPS = 20
+# A write a flush: one packed line of its steps, sealed, and one system call. At a 1 ms step,
+# 100 steps are 0.1 s; slower runs are flushed each second.
+FLUSH_EVERY_STEPS = 100
 FLUSH_EVERY_S = 1.0
 NORM_BUDGET = 0.003  # share of the step time the probe's own grad norm may take on CPU
 NORM_MAX_STRIDE = 50
@@ -33,7 +35,7 @@ BW_CONFIRM = 16
 PARAM_SUM_EVERY = 10  # multi-process runs: a parameter checksum every N steps (ranks compared)
 # Steps between re-reads of the optimizers' settings (_settings.py Watch): a change made by
 # hand mid-run is seen within this many steps, for a few dict reads per param group.
-WATCH_EVERY = FLUSH_EVERY_STEPS
+WATCH_EVERY = 20
 OWN_WINDOW = FLUSH_EVERY_STEPS  # steps per sample of the probe's own time (one flush each)
 OWN_RING = 256  # samples the exit record's median is taken over
 # At exit, how long to wait for the background writer; on a signal less (the runner kills 1 s
@@ -41,6 +43,10 @@ OWN_RING = 256  # samples the exit record's median is taken over
 DRAIN_WAIT_S = 5.0
 DRAIN_WAIT_SIGNAL_S = 0.5
 _MARK = "__portside_probe__"  # set on every function object the probe wraps
+
+# A step's values as `_record` takes them (fields: `_as_dict`): a tuple costs a fraction of
+# the record's dict between torch's kernels.
+_Row = tuple[Any, ...]
 
 _probe: Probe | None = None
 _warned: set[str] = set()
@@ -251,7 +257,8 @@ class Probe:
         self.writer.reset(self.pid)
         self.rank: int | None = None
         self.rank_known = False
-        self.queue: list[dict[str, Any]] = []  # records in order, some waiting for values
+        # Records in order (some waiting for values), and _Rows: usual steps not made records yet.
+        self.queue: list[Any] = []
         self.steps = 0
         self.t_start = time.perf_counter()
         self.t_last_step = self.t_start
@@ -861,65 +868,40 @@ class Probe:
             lr = [groups[0].get("lr")] if len(groups) == 1 else [g.get("lr") for g in groups]
             book = self.xla_book
             grads = book.take() if book.grads is not None else None
-            rec = self._record(opt, loss, self.pre_norm, lr, "optimizer", seen[0], new_opt)
-            if grads is not None:
+            rec = self._record(opt, loss, self.pre_norm, lr, "optimizer", seen[0], new_opt,
+                               grads is not None)
+            if grads is not None and rec is not None:
                 book.attach(rec, grads)
         except Exception as e:
             _warn(f"post-step hook: {type(e).__name__}: {e}")
         self._own_step_done(time.perf_counter() - t0)
 
     def _record(self, opt: Any, loss: Any, own_norm: Any, lr: list[Any], source: str,
-                opt_index: int | None = None, new_opt: bool = False) -> dict[str, Any]:
+                opt_index: int | None = None, new_opt: bool = False,
+                want_dict: bool = False) -> dict[str, Any] | None:
         """One step record: from an optimizer step, or (no optimizer) a backward pass. This
         runs at every step, between the program's own kernels, where each line of Python
-        costs several times what it does in a loop: what can wait for the flush waits."""
+        costs several times what it does in a loop: the step's values are taken as one tuple
+        (a `_Row`), and the CPU's usual step stays one until the flush makes it a record
+        (`_as_dict`). Returns the record when it was made now (else None; `want_dict`: make
+        it now)."""
         now = time.perf_counter()
         if not self.started:
             self._start()
-        clip = self.clip
-        if clip is not None:
-            total, max_norm, norm_type = clip
-            source_norm = "clip"
-        elif own_norm is not None:
-            total, max_norm, norm_type, source_norm = own_norm, None, None, "probe"
-        else:
-            total = max_norm = norm_type = source_norm = None
-        # One dict literal in the record's key order.
-        rec: dict[str, Any] = {
-            "type": "step",
-            "t": time.time(),
-            "pid": self.pid,
-            "rank": self.rank if self.rank_known else self._get_rank(),
-            "step": self.steps,
-            "opt": opt_index,
-            "source": source,
-            "loss": loss,
-            "backward_calls": self.backward_calls,
-            "grad_norm": total,
-            "grad_norm_source": source_norm,
-            "max_norm": max_norm,
-            "clip_calls": self.clip_calls,
-            "lr": lr,
-            "step_s": now - self.t_last_step,
-        }
-        if norm_type is not None and norm_type != 2:
-            rec["norm_type"] = norm_type
-        if self.clip_value is not None:
-            rec["clip_value"] = self.clip_value
-        self._progress(rec)
-        if self.world > 1:
-            if self.clip_calls:
-                rec["clip_reduced"] = bool(self.clip_reduced)
-            rec["reduce_calls"] = self.reduce_calls
-            rec["ddp"] = self.ddp
-            if opt is not None and self.steps % PARAM_SUM_EVERY == 0:
-                rec["param_sum"] = _param_sum(self.torch, opt)
+        it = self.cur_iter
+        step_s = now - self.t_last_step
+        more = self._distributed(opt) if self.world > 1 else None
+        row = (time.time(), self.steps, opt_index, source, loss, self.backward_calls, self.clip,
+               own_norm, self.clip_calls, lr, step_s, self.clip_value,
+               self._progress(it) if it is not None else None, self.sched_steps,
+               self.scaler_skipped, more)
+        self.scaler_skipped = 0
         if self.norm_cost is not None and self.norm_every is None and self.steps:
             # The probe's own norm on the CPU: its stride keeps it within NORM_BUDGET.
-            st = rec["step_s"]
-            self.step_ema = st if self.step_ema is None else 0.8 * self.step_ema + 0.2 * st
-            want = self.norm_cost / (NORM_BUDGET * max(self.step_ema, 1e-9))
-            self.norm_auto = min(NORM_MAX_STRIDE, max(1, math.ceil(want)))
+            ema = step_s if self.step_ema is None else 0.8 * self.step_ema + 0.2 * step_s
+            self.step_ema = ema
+            self.norm_auto = min(NORM_MAX_STRIDE,
+                                 max(1, math.ceil(self.norm_cost / (NORM_BUDGET * max(ema, 1e-9)))))
         self.t_last_step = now
         self.steps += 1
         self.clip = None
@@ -930,6 +912,7 @@ class Probe:
         self.reduce_calls = 0
 
         if self.facts is None or new_opt or self.settings_dirty:
+            rec = self._as_dict(row)  # the first record's values are made the careful way
             fresh = self.facts is None
             if fresh and type(loss) is float:
                 loss, self.loss_seen = self.loss_seen, None
@@ -938,24 +921,89 @@ class Probe:
             elif fresh:
                 self._update_facts_params(self.bw_leaves or [], loss)
             self._update_settings(opt if new_opt else None, fresh)
+        else:
+            rec = None
         if self.tpu_stats is None:  # looked up once: torch.__getattr__ is not free
             tpu = getattr(self.torch, "tpu", None)
             self.tpu_stats = getattr(tpu, "_get_cache_stats", False) if tpu is not None else False
-        if self.tpu_stats:
-            self._tpu_cache(rec)
         # The CPU's usual step holds numbers only (loss and norm were read when they were
         # made): it is written as it is (a NaN in it: _values.finite, by the writer). Anything
         # else goes by where its tensors are.
+        total = own_norm if row[6] is None else row[6][0]
         if (type(loss) is float or loss is None) and (type(total) is float or total is None) \
                 and source == "optimizer" and (type(lr[0]) is float if len(lr) == 1
                                                else all(type(v) is float for v in lr)):
-            self.queue.append(rec)  # one append: atomic, as the flush's slice of the queue
+            if rec is None and not (want_dict or more or self.tpu_stats):
+                self.queue.append(row)  # one append: atomic, as the flush's slice of the queue
+            else:
+                rec = rec or self._as_dict(row)
+                if self.tpu_stats:
+                    self._tpu_cache(rec)
+                self.queue.append(rec)
         else:
+            rec = rec or self._as_dict(row)
+            if self.tpu_stats:
+                self._tpu_cache(rec)
             self._sink_tensors(rec)
         if self.steps - self.watched >= WATCH_EVERY:
             self._watch()
-        self._maybe_flush()
+        if len(self.queue) >= FLUSH_EVERY_STEPS or \
+                time.monotonic() - self.t_last_flush >= FLUSH_EVERY_S:
+            self.flush()
         return rec
+
+    def _as_dict(self, row: _Row) -> dict[str, Any]:
+        """The step record a `_Row` stands for, its keys in FORMAT.md's order."""
+        (t, step, opt_index, source, loss, backward_calls, clip, own_norm, clip_calls, lr,
+         step_s, clip_value, progress, sched_steps, skipped, more) = row
+        if clip is not None:
+            total, max_norm, norm_type = clip
+            source_norm = "clip"
+        elif own_norm is not None:
+            total, max_norm, norm_type, source_norm = own_norm, None, None, "probe"
+        else:
+            total = max_norm = norm_type = source_norm = None
+        rec: dict[str, Any] = {
+            "type": "step",
+            "t": t,
+            "pid": self.pid,
+            "rank": self.rank if self.rank_known else self._get_rank(),
+            "step": step,
+            "opt": opt_index,
+            "source": source,
+            "loss": loss,
+            "backward_calls": backward_calls,
+            "grad_norm": total,
+            "grad_norm_source": source_norm,
+            "max_norm": max_norm,
+            "clip_calls": clip_calls,
+            "lr": lr,
+            "step_s": step_s,
+        }
+        if norm_type is not None and norm_type != 2:
+            rec["norm_type"] = norm_type
+        if clip_value is not None:
+            rec["clip_value"] = clip_value
+        if progress is not None:
+            rec["epoch"], rec["batch"], rec["epoch_batches"], rec["samples"] = progress
+        if sched_steps:
+            rec["sched_steps"] = sched_steps
+        if skipped:
+            rec["skipped"] = skipped
+        if more:
+            rec.update(more)
+        return rec
+
+    def _distributed(self, opt: Any) -> dict[str, Any]:
+        """A multi-process step's reduction facts (FORMAT.md, multi-process runs)."""
+        more: dict[str, Any] = {}
+        if self.clip_calls:
+            more["clip_reduced"] = bool(self.clip_reduced)
+        more["reduce_calls"] = self.reduce_calls
+        more["ddp"] = self.ddp
+        if opt is not None and self.steps % PARAM_SUM_EVERY == 0:
+            more["param_sum"] = _param_sum(self.torch, opt)
+        return more
 
     def _tpu_cache(self, rec: dict[str, Any]) -> None:
         """TorchTPU's compilation cache counters, into the step record."""
@@ -1112,32 +1160,24 @@ class Probe:
             self.facts = dict(facts, t=time.time(), **new)
             self._sink().append(self.facts)
 
-    def _progress(self, rec: dict[str, Any]) -> None:
+    def _progress(self, it: Any) -> tuple[int, Any, int | None, int]:
         """Where in training the step is: epoch and batch of the DataLoader iterator that fed
-        it (a new iterator, or the same one restarted, is a new epoch), samples since the last
-        step, scheduler steps so far, steps the GradScaler skipped since the last record."""
-        it = self.cur_iter
-        if it is not None:
-            num = getattr(it, "_num_yielded", None)
-            known = self.train_iter() if self.train_iter is not None else None
-            if known is not it or (isinstance(num, int) and num < self.train_num):
-                if self.train_iter is not None:
-                    self.epoch += 1
-                self.train_iter = weakref.ref(it)
-                self.settings_dirty = True  # its loader's settings: read once per iterator
-                try:
-                    self.epoch_len = len(it)
-                except Exception:
-                    self.epoch_len = None
-            self.train_num = num if isinstance(num, int) else 0
-            rec.update(epoch=self.epoch, batch=num, epoch_batches=self.epoch_len,
-                       samples=self.batch_samples)
-            self.batch_samples = 0
-        if self.sched_steps:
-            rec["sched_steps"] = self.sched_steps
-        if self.scaler_skipped:
-            rec["skipped"] = self.scaler_skipped
-            self.scaler_skipped = 0
+        it (a new iterator, or the same one restarted, is a new epoch), its length, samples
+        since the last step."""
+        num = getattr(it, "_num_yielded", None)
+        known = self.train_iter() if self.train_iter is not None else None
+        if known is not it or (isinstance(num, int) and num < self.train_num):
+            if self.train_iter is not None:
+                self.epoch += 1
+            self.train_iter = weakref.ref(it)
+            self.settings_dirty = True  # its loader's settings: read once per iterator
+            try:
+                self.epoch_len = len(it)
+            except Exception:
+                self.epoch_len = None
+        self.train_num = num if isinstance(num, int) else 0
+        samples, self.batch_samples = self.batch_samples, 0
+        return self.epoch, num, self.epoch_len, samples
 
     def _update_facts_params(self, params: list[Any], loss: Any = None) -> None:
         devices: list[str] = []
@@ -1180,6 +1220,9 @@ class Probe:
             self.t_last_flush = time.monotonic()
             n = 0
             for rec in self.queue:
+                if type(rec) is tuple:  # a _Row: numbers only, final when it was taken
+                    n += 1
+                    continue
                 wait = rec.get("_wait")
                 if not final and (
                     wait is True
@@ -1189,7 +1232,7 @@ class Probe:
                     # values now would make the host wait for the device (a pipeline stall).
                     break
                 n += 1
-            out = self.queue[:n]
+            out = [self._as_dict(r) if type(r) is tuple else r for r in self.queue[:n]]
             del self.queue[:n]
             if not out:
                 return

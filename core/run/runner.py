@@ -486,11 +486,8 @@ class _Watch:
                     if rec is None:
                         continue
                     nbytes += len(raw)
-                    if rec.get("type") != _packed.TYPE:
-                        new.append(rec)
-                        continue
                     try:  # steps packed by column (FORMAT.md): the records they stand for
-                        new.extend(_packed.unpack(rec))
+                        new.extend(_packed.expand(rec))
                     except ValueError as e:
                         new.append({"type": "probe-error", "line": str(e)[:200],
                                     "file": path.name})

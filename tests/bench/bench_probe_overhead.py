@@ -115,7 +115,9 @@ def run_once(
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
     result = json.loads(line[len("RESULT ") :])
     if probe:
-        recs = [json.loads(x) for x in out.read_text().splitlines()]
+        from portside.core.probe import _packed
+
+        recs = [r for x in out.read_text().splitlines() for r in _packed.expand(json.loads(x))]
         result["probe_steps"] = sum(r["type"] == "step" for r in recs)
         ex = next(r for r in recs if r["type"] == "exit")
         result["probe_s"] = ex["probe_s"]

@@ -1,6 +1,6 @@
 """The probe's cost on short steps: an MLP with Adam, a cosine schedule and clipping.
 
-    .venv/bin/python tests/bench/bench_probe_short_step.py [--steps 4000] [--processes] [--hooks]
+    .venv/bin/python tests/bench/bench_probe_short_step.py [--steps 8000] [--processes] [--hooks]
         [--before REV ...]
 
 Probes side by side in one sitting: as of BEFORE, or of each --before REV (extracted from
@@ -35,7 +35,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 BEFORE = "a40c0bc"  # main before issue 30 item 2 (deferred reads, honest self-time)
 WARMUP = 20
-WINDOW = 20  # the probe flushes every 20 steps
+# Probed steps per half window: the probe flushes every 100 steps (every 20 up to a1897d6), so
+# each window holds a whole number of flushes of either probe and the median over windows
+# keeps their cost in.
+WINDOW = 100
 TARGET_US = 40.0
 
 
@@ -292,14 +295,14 @@ def main() -> None:
     p.add_argument("--hooks", action="store_true",
                    help="also the probe's hooks alone, called directly (no torch step)")
     p.add_argument("--rounds", type=int, default=5, help="with --processes")
-    p.add_argument("--steps", type=int, default=None, help="default 4000 (600 with --processes)")
+    p.add_argument("--steps", type=int, default=None, help="default 8000 (600 with --processes)")
     p.add_argument("--width", type=int, default=128)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--before", nargs="*", default=[BEFORE], metavar="REV",
                    help=f"earlier probes to set beside this one (default {BEFORE})")
     args = p.parse_args()
     if args.steps is None:
-        args.steps = 600 if args.processes else 4000
+        args.steps = 600 if args.processes else 8000
     if args.child:
         child(args.steps, args.width, args.batch, args.alternate, args.null)
         return

@@ -82,8 +82,7 @@ def test_runs_are_folded_not_held(harness: _Harness) -> None:
         assert all(isinstance(w.pop("seq"), int) and len(w.pop("mac")) == 32 for w in lines)
         # Steps packed by column (FORMAT.md) stand for the records the runner expands.
         assert any(w["type"] == _packed.TYPE for w in lines)
-        written = [x for w in lines
-                   for x in (_packed.unpack(w) if w["type"] == _packed.TYPE else [w])]
+        written = [x for w in lines for x in _packed.expand(w)]
         logged = [rec for e in harness.sink.events if isinstance(e, ev.RunRecord)
                   and e.run_id == r.run_id for rec in e.records]
         # The log holds what the probe wrote (its seal checked and dropped), the metrics parsed

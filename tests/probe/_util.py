@@ -21,7 +21,7 @@ def read_records(path: Path) -> list[dict]:
     for line in path.read_text().splitlines():
         if line.strip():
             rec = json.loads(line)
-            out.extend(_packed.unpack(rec) if rec.get("type") == _packed.TYPE else [rec])
+            out.extend(_packed.expand(rec))
     return out
 
 

@@ -7,17 +7,18 @@ from ._util import ProbeRun, read_records, steps_of
 
 
 def test_backward_hook_time_is_reported(probe_run: ProbeRun) -> None:
-    proc, out = probe_run("slow_read.py", "62")
+    # 112 steps: 110 counted (below), one whole window of OWN_WINDOW (100) for probe_step_s
+    proc, out = probe_run("slow_read.py", "112")
     reads, slow_s = next(line.split()[1:] for line in proc.stdout.splitlines()
                          if line.startswith("READS "))
-    assert int(reads) == 62  # one slow read inside the probe's hook per backward
+    assert int(reads) == 112  # one slow read inside the probe's hook per backward
     recs = read_records(out)
-    assert len(steps_of(recs)) == 62
+    assert len(steps_of(recs)) == 112
     ex = recs[-1]
     assert ex["type"] == "exit"
-    # Steps 0 and 1 are left out of the self-report (one-time work): 60 slow reads remain,
+    # Steps 0 and 1 are left out of the self-report (one-time work): 110 slow reads remain,
     # each at least slow_s long (sleep never returns early).
-    known = 60 * float(slow_s)
+    known = 110 * float(slow_s)
     assert ex["probe_s"] >= known
-    # Per step, from windows of 20 steps: the slow read is the bulk of each step's own time.
+    # Per step, from windows of 100 steps: the slow read is the bulk of each step's own time.
     assert float(slow_s) <= ex["probe_step_s"] < ex["probe_s"]

@@ -132,5 +132,5 @@ def test_steps_are_packed_sealed_and_numbered_one_a_line(tmp_path: Path) -> None
         assert rec.pop("seq") == i
         got.append(rec)
     assert [r["type"] for r in got] == ["facts", "steps", "step", "step", "step"]
-    expanded = [x for r in got for x in (_packed.unpack(r) if r["type"] == "steps" else [r])]
+    expanded = [x for r in got for x in _packed.expand(r)]
     assert expanded == [*first, *nan[:1], dict(nan[1], loss="nan"), nan[2]]

@@ -39,7 +39,7 @@ def through_a_line(recs: list[dict]) -> list[dict]:
             out.extend(one_a_line(rows))
             continue
         back = json.loads(line)
-        out.extend(_packed.unpack(back) if back["type"] == _packed.TYPE else [back])
+        out.extend(_packed.expand(back))
     return out
 
 

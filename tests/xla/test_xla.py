@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from portside.core.probe import inject_env
+from portside.core.probe import _packed, inject_env
 
 XLA_PYTHON = Path(
     os.environ.get("PORTSIDE_XLA_PYTHON")
@@ -60,7 +60,8 @@ class Run:
     def records(self) -> list[dict]:
         if not self.out.exists():
             return []
-        return [json.loads(line) for line in self.out.read_text().splitlines()]
+        return [r for line in self.out.read_text().splitlines()
+                for r in _packed.expand(json.loads(line))]
 
     def of(self, kind: str) -> list[dict]:
         return [r for r in self.records if r["type"] == kind]
