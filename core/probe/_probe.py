@@ -415,20 +415,21 @@ class Probe:
             _patch_attr(mod, "clip_grad_value_", self._clip_value_wrapper)
         _patch_attr(utils, "clip_grads_with_norm_", self._clip_with_norm_wrapper)
 
-    def _own_step_done(self, own: float) -> None:
-        """The step's own time (`own`, and what its hooks added to own_step) into the
-        self-report. Steps 0 and 1 carry one-time work (facts, the first file open) and are
-        left out. Per window of OWN_WINDOW steps (one flush each), the mean own time a step
-        goes into the ring whose median the exit record reports: robust to the preemptions
-        that dominate a sum on a loaded machine, yet it includes the flushes a per-step
-        median would leave out."""
-        own += self.own_step
-        self.own_step = 0.0
+    def _own_step_done(self, t0: float) -> None:
+        """The step's own time (since `t0`, this call's included, and what its hooks added to
+        own_step) into the self-report. Steps 0 and 1 carry one-time work (facts, the first
+        file open) and are left out. Per window of OWN_WINDOW steps (one flush each), the mean
+        own time a step goes into the ring whose median the exit record reports: robust to the
+        preemptions that dominate a sum on a loaded machine, yet it includes the flushes a
+        per-step median would leave out."""
         if self.steps < 3:
+            self.own_step = 0.0
             return
+        self.own_win_n += 1
+        own = self.own_step + time.perf_counter() - t0  # the clock read as late as it can be
+        self.own_step = 0.0
         self.probe_s += own
         self.own_win += own
-        self.own_win_n += 1
         if self.own_win_n == OWN_WINDOW:
             ring = self.own_ring
             if len(ring) < OWN_RING:
@@ -583,19 +584,21 @@ class Probe:
 
         @functools.wraps(autograd_backward)
         def backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
             tls = probe.tls
             if grad_tensors is not None or getattr(tls, "bw", False):
                 # An explicit gradient is not a loss; inside a backward, a nested one.
                 return autograd_backward(tensors, grad_tensors, *args, **kwargs)
-            t0 = time.perf_counter()
             probe._on_backward(tensors)
             tls.bw = True
             t1 = time.perf_counter()
             try:
                 out = autograd_backward(tensors, grad_tensors, *args, **kwargs)
             finally:
+                t2 = time.perf_counter()
                 tls.bw = False
-            probe.own_step += t1 - t0  # not the backward pass itself
+            # Edge to edge, less the backward pass itself.
+            probe.own_step += t1 - t0 + time.perf_counter() - t2
             if not probe.any_opt:
                 probe._after_backward()  # times itself
             return out
@@ -760,7 +763,7 @@ class Probe:
                 self._confirm_backward_steps()
         except Exception as e:
             _warn(f"backward step: {type(e).__name__}: {e}")
-        self._own_step_done(time.perf_counter() - t0)
+        self._own_step_done(t0)
 
     def _on_clip(self, total: Any, max_norm: Any, norm_type: Any) -> None:
         try:
@@ -874,7 +877,7 @@ class Probe:
                 book.attach(rec, grads)
         except Exception as e:
             _warn(f"post-step hook: {type(e).__name__}: {e}")
-        self._own_step_done(time.perf_counter() - t0)
+        self._own_step_done(t0)
 
     def _record(self, opt: Any, loss: Any, own_norm: Any, lr: list[Any], source: str,
                 opt_index: int | None = None, new_opt: bool = False,
