@@ -26,10 +26,12 @@ HOLD_S = 2.0  # each run lasts at least this long, so that runs at once surely o
 
 
 def _command(marks: Path) -> str:
-    # One file a stamp, named by the time: two runs appending to one file at once ran their
-    # numbers together once ('…5972721796200878.597274').
-    stamp = (f"{sys.executable} -S -c 'import sys, time; "
-             f"open(sys.argv[1] + \"/\" + repr(time.time()), \"x\").close()' {marks}")
+    # One file a stamp, named by the time and the stamping process: two runs appending to one
+    # file at once ran their numbers together once ('…5972721796200878.597274'), and two
+    # starting at once read the same clock once (CI: EEXIST on one name).
+    stamp = (f"{sys.executable} -S -c 'import os, sys, time; "
+             f"open(sys.argv[1] + \"/\" + repr(time.time()) + \"-\" + str(os.getpid()), "
+             f"\"x\").close()' {marks}")
     return (f"{stamp} && {sys.executable} -S {TRAINER} 200 1 0 1000000 1 && "
             f"sleep {HOLD_S} && {stamp}")
 
@@ -45,7 +47,7 @@ def _verify(tmp: Path, parallel: int) -> tuple[Verifier, MemorySink, list[float]
     assert [r.outcome for r in reports] == ["passed", "passed"], [r.alarms for r in reports]
     assert [r.attempt for r in reports] == [1, 2]
     assert [r.records.n for r in reports] == [200, 200]  # each fold got its own run's records
-    stamps = sorted(float(p.name) for p in marks.iterdir())
+    stamps = sorted(float(p.name.split("-")[0]) for p in marks.iterdir())
     assert len(stamps) == 4  # two starts, two ends, by the runs' own clocks
     return verifier, sink, stamps
 
