@@ -40,7 +40,7 @@ WARMUP = 20
 # keeps their cost in.
 WINDOW = 100
 TARGET_US = 40.0
-SELF_NOISE = 0.10  # the A/B's spread between sittings here: 26-32 us for one probe
+BOOT = 2000  # resamples of the windows for the A/B's standard error
 
 
 def switch(torch: Any) -> Any:
@@ -171,8 +171,17 @@ def run_side(inject: Path | None, args: argparse.Namespace, out: Path,
     return res
 
 
+def median_se(diffs: list[float]) -> float:
+    """The standard error of the median of `diffs` (a bootstrap over the windows, seeded)."""
+    import random
+
+    rng = random.Random(0)
+    meds = [statistics.median(rng.choices(diffs, k=len(diffs))) for _ in range(BOOT)]
+    return statistics.stdev(meds)
+
+
 def report(name: str, ab: dict[str, float], base: dict[str, float], own: float,
-           rounds: str, floor_us: float | None = None) -> None:
+           rounds: str, floor_us: float | None = None, se_us: float = 0.0) -> None:
     ok = "met" if ab["cpu"] <= TARGET_US else "NOT met"
     print(f"TARGET probe cost <= {TARGET_US:.0f} us a step ({name}): A/B {ab['cpu']:.1f} us "
           f"CPU ({ab['wall']:.1f} us wall) = {ab['cpu'] / (base['cpu'] * 1e6) * 100:.2f}% of "
@@ -180,12 +189,14 @@ def report(name: str, ab: dict[str, float], base: dict[str, float], own: float,
     if rounds:
         print("    " + rounds)
     if floor_us is not None:
-        # Within noise: the gap no larger than SELF_NOISE of the A/B or 3x the floor's error.
-        noise = max(SELF_NOISE * ab["cpu"], 3 * abs(floor_us))
+        # Within noise: the gap inside the A/B's 95% interval (twice its standard error over
+        # the windows) widened by what the method reads with nothing switched (the floor).
+        noise = 2 * se_us + abs(floor_us)
         gap = ab["cpu"] - own
         print(f"TARGET self-report equal to the A/B within noise ({name}): {own:.1f} against "
               f"{ab['cpu']:.1f} us, {own / ab['cpu']:.2f}x; {gap:+.1f} us the probe does not see "
-              f"(noise {noise:.1f}) ({'met' if abs(gap) <= noise else 'NOT met'})")
+              f"(noise {noise:.1f}: 2 x {se_us:.1f} standard error + {abs(floor_us):.1f} floor) "
+              f"({'met' if abs(gap) <= noise else 'NOT met'})")
 
 
 def alternating(sides: dict[str, Path], args: argparse.Namespace, tmp: Path) -> None:
@@ -213,6 +224,8 @@ def alternating(sides: dict[str, Path], args: argparse.Namespace, tmp: Path) -> 
                 diffs.append(statistics.fmean(a) - statistics.fmean(b))
                 bares.append(statistics.fmean(b))
             ab[c] = statistics.median(diffs) * 1e6
+            if c == "cpu":
+                se_us = median_se(diffs) * 1e6
             base[c] = statistics.median(bares)
             per_step[c] = (statistics.median(t for t, o in zip(ts, on, strict=True) if o)
                            - statistics.median(t for t, o in zip(ts, on, strict=True) if not o))
@@ -224,9 +237,9 @@ def alternating(sides: dict[str, Path], args: argparse.Namespace, tmp: Path) -> 
                   f"({ab['wall']:+.1f} us wall): the method's own error here")
             floor_us = ab["cpu"]
             continue
-        rows.append((name, ab, base, r["self_us"]))
-    for name, ab, base, own in rows:
-        report(name, ab, base, own, "", floor_us)
+        rows.append((name, ab, base, r["self_us"], se_us))
+    for name, ab, base, own, se in rows:
+        report(name, ab, base, own, "", floor_us, se)
 
 
 def processes(sides: dict[str, Path], args: argparse.Namespace, tmp: Path) -> None:
