@@ -224,6 +224,7 @@ class RunStarted(Event, tag="run.started"):
     target: str
     cwd: str = ""
     seed_offset: Int = 0
+    threads: Int = 0  # OMP_NUM_THREADS portside gave it (runs sharing a machine); 0: none
 
 
 class RunOutput(Event, tag="run.output"):

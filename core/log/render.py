@@ -54,9 +54,11 @@ def _describe(event: ev.Event) -> str:
         case ev.EditReverted():
             return f"edit {event.edit_id} reverted {event.path}"
         case ev.RunStarted():
+            shared = (f" ({event.threads} thread{'s' if event.threads > 1 else ''}: the machine "
+                      f"shared)") if event.threads else ""
             return (
-                f"run {event.run_id} started: {event.role} #{event.attempt} on {event.target}: "
-                f"{_clip(event.command, 60)}"
+                f"run {event.run_id} started: {event.role} #{event.attempt} on {event.target}"
+                f"{shared}: {_clip(event.command, 60)}"
             )
         case ev.RunOutput():
             last = _clip(event.lines[-1], 80) if event.lines else ""

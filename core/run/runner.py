@@ -98,6 +98,9 @@ class RunSpec:
     patterns: list[OutputPattern] = field(default_factory=list)
     executor: Executor | None = None  # where this run executes (default: the runner's)
     max_steps: int = 0  # the probe ends the run after this many optimizer steps (0: never)
+    # Runs sharing this machine: each one's OpenMP threads (torch's intra-op pool), unless its
+    # environment sets them. 0: the run's own default (a core each; shared, they thrash).
+    threads: int = 0
 
 
 @dataclass
@@ -307,6 +310,10 @@ class Runner:
         source = spec.env if spec.env is not None else os.environ
         base = scrub_env(source)
         base.setdefault("PYTHONUNBUFFERED", "1")  # lines as they happen, not at exit
+        threads = 0
+        if spec.threads and "OMP_NUM_THREADS" not in base:
+            threads = spec.threads
+            base["OMP_NUM_THREADS"] = str(threads)
         env = inject_env(base, str(out), spec.seed_offset, spec.max_steps)
         key = seal.new_key()
         env[seal.ENV] = key
@@ -320,6 +327,7 @@ class Runner:
                 target=spec.target,
                 cwd=str(spec.cwd),
                 seed_offset=spec.seed_offset,
+                threads=threads,
             )
         )
         watch = _Watch(self, spec, out, redactor_for(source, spec.command), key.encode())

@@ -96,6 +96,13 @@ class RunReport:
         }
 
 
+def _cores() -> int:
+    """The cores this process may run on (its affinity, where the OS says)."""
+    with contextlib.suppress(AttributeError, OSError):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 def output_patterns(criteria: Criteria) -> list[OutputPattern]:
     return [OutputPattern(name, rx) for name, rx in criteria.output_patterns()]
 
@@ -174,7 +181,17 @@ class Verifier:
         want = max(1, self.criteria.hosts.parallel)
         if getattr(self.executors.get("reference"), "label", ""):  # a remote executor
             return want
-        return max(1, min(want, os.cpu_count() or 1))
+        return max(1, min(want, _cores()))
+
+    def _threads(self, role: ev.Role) -> int:
+        """OpenMP threads for a run on this machine while runs share it: its cores split
+        between the runs at once, the same for every role so that their step times compare;
+        0 (the run's own default) when they do not share it. torch's pool, a thread a core
+        in each run, spins while it waits: two runs of it on two cores ran 3.3x slower each."""
+        width = self.reference_width()
+        if width < 2 or self._machine(role) or self._machine("reference"):
+            return 0
+        return max(1, _cores() // width)
 
     def _machine(self, role: str) -> str:
         return str(getattr(self.executors.get(role), "label", ""))  # "": this one
@@ -259,6 +276,7 @@ class Verifier:
             timeout_s=self.timeout_s,
             stall_s=self.stall_s,
             env=env,
+            threads=self._threads("candidate" if role == "larger" else role),
             patterns=output_patterns(self.criteria),
             # the larger run is the candidate's, at another size: where the candidate runs
             executor=self.executors.get("candidate" if role == "larger" else role),

@@ -15,6 +15,7 @@ from pathlib import Path
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.log.criteria import parse_criteria
+from portside.core.log.render import describe
 from portside.core.session.verify import Verifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
@@ -68,3 +69,46 @@ def test_one_at_a_time_by_default(tmp_path: Path) -> None:
     # One after another: the first run's end (>= HOLD_S after its start) comes before the
     # second's start.
     assert stamps[1] - stamps[0] >= HOLD_S
+
+
+def _threads_seen(tmp: Path, criteria: str, env: dict[str, str]) -> list[tuple[str, int]]:
+    """Each reference's OMP_NUM_THREADS as the run itself printed it, and its RunStarted's
+    `threads`, in attempt order."""
+    sink = MemorySink()
+    verifier = Verifier(EventBus(sink), "threads", parse_criteria(criteria, "c.toml"), "cpu",
+                        tmp / "probe", stall_s=60.0, timeout_s=120)
+    show = (f"{sys.executable} -S -c 'import os; "
+            f"print(\"OMP=\" + os.environ.get(\"OMP_NUM_THREADS\", \"unset\"))'")
+    command = f"{show} && {sys.executable} -S {TRAINER} 50 1 0 1000000 1"
+    reports = asyncio.run(verifier.run_references(2, command, tmp, env=env))
+    assert [r.outcome for r in reports] == ["passed", "passed"]
+    said = {}
+    for e in sink.events:
+        if isinstance(e, ev.RunOutput):
+            for line in e.lines:
+                if line.startswith("OMP="):
+                    said[e.run_id] = line[4:]
+    starts = sorted((e for e in sink.events if isinstance(e, ev.RunStarted)),
+                    key=lambda e: e.attempt)
+    for e in starts:  # the log's line for it says so
+        assert ("the machine shared" in describe(e)) == bool(e.threads), describe(e)
+    return [(said[e.run_id], e.threads) for e in starts]
+
+
+def test_runs_sharing_the_machine_split_its_cores_between_their_threads(tmp_path: Path) -> None:
+    # torch's OpenMP pool takes a thread a core and spins while it waits: two such runs on two
+    # cores ran 3.3x slower each (bench_verify_parallel: parallel read 1.5-1.75x the wall time
+    # of one after another). Shared, each gets its share; the run's own print is the truth.
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    share = max(1, cores // min(2, cores))
+    if cores >= 2:
+        got = _threads_seen(tmp_path / "a", "[hosts]\nparallel = 2\n", env)
+        assert got == [(str(share), share)] * 2
+    # One at a time: the run's own default, nothing set.
+    assert _threads_seen(tmp_path / "b", "[hosts]\nparallel = 1\n", env) == [("unset", 0)] * 2
+    # Set by the user: theirs, untouched.
+    mine = {**env, "OMP_NUM_THREADS": "3"}
+    assert _threads_seen(tmp_path / "c", "[hosts]\nparallel = 2\n", mine) == [("3", 0)] * 2
