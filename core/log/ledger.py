@@ -58,6 +58,7 @@ class RunEntry:
     started_at: float
     finished: ev.RunFinished | None = None
     compute_usd: float | None = None  # None: unfinished, or a device without a price row
+    threads: int = 0  # OMP threads portside gave it: runs at once shared this machine
 
     @property
     def outcome(self) -> str:
@@ -162,7 +163,8 @@ class Ledger:
                 if not e.cost_usd and (e.input_tokens or e.output_tokens):
                     self.unpriced_models.add(e.model)
             case ev.RunStarted():
-                self.runs[e.run_id] = RunEntry(e.run_id, e.role, e.attempt, e.target, e.seq, e.ts)
+                self.runs[e.run_id] = RunEntry(e.run_id, e.role, e.attempt, e.target, e.seq, e.ts,
+                                               threads=e.threads)
             case ev.RunFinished() if e.run_id in self.runs:
                 run = self.runs[e.run_id]
                 run.finished = e

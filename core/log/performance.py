@@ -46,6 +46,7 @@ def _side(runs: list[RunEntry]) -> dict[str, Any]:
         "devices": max((_devices(r) for r in passed), default=None),
         "usd": total,
         "usd_per_successful_run": total / len(passed) if total is not None and passed else None,
+        "shared_machine": any(r.threads for r in passed),
     }
 
 
@@ -89,6 +90,10 @@ def _sentence(ref: dict[str, Any], cand: dict[str, Any], speed: float | None,
             f"{ref['compile_s']:.1f} s)"] if cand["compile_s"] is not None else []
     if cand["devices"] != ref["devices"]:
         tail.append(f"{cand['devices']} device(s) vs {ref['devices']}")
+    if speed is not None and (cand["shared_machine"] or ref["shared_machine"]):
+        # Runs at once split the cores but still share caches and the memory bus.
+        tail.append("step times from runs that shared this machine ([hosts] parallel; "
+                    "1 compares them alone)")
     return "; ".join([head, *tail])
 
 

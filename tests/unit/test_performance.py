@@ -13,9 +13,10 @@ V5E = {"device_kind": "TPU", "device_name": "TPU v5 lite", "device_count": 4}
 
 
 def _run(run_id: str, role: str, attempt: int, outcome: str, wall: float, device: dict,
-         steady: float | None = None, compile_s: float = 0.0) -> list[ev.Event]:
+         steady: float | None = None, compile_s: float = 0.0,
+         threads: int = 0) -> list[ev.Event]:
     return [ev.RunStarted(session_id=SID, run_id=run_id, role=role, attempt=attempt,  # type: ignore[arg-type]
-                          command="python train.py", target="tpu"),
+                          command="python train.py", target="tpu", threads=threads),
             ev.RunFinished(session_id=SID, run_id=run_id, exit_code=0 if outcome == "passed"
                            else 1, outcome=outcome, wall_s=wall, compile_s=compile_s,
                            steady_step_s=steady, steps=100, device=device)]
@@ -44,3 +45,18 @@ def test_no_sentence_before_both_sides_passed() -> None:
               *_run("ref1", "reference", 0, "passed", 60.0, H100, steady=0.04),
               *_run("cand1", "candidate", 1, "failed-error", 60.0, V5E)]
     assert performance(fold(events)) is None
+
+
+def test_runs_that_shared_the_machine_say_so() -> None:
+    # parallel = 2 here: the references ran at once, each on its share of the cores; the
+    # candidate, alone after them, reads faster than it is. The sentence says why.
+    cpu = {"device_kind": "CPU", "device_name": "cpu", "device_count": 1}
+    for threads, said in ((1, True), (0, False)):
+        events = [ev.SessionStarted(session_id=SID, project="/p", target="cpu"),
+                  *_run("ref1", "reference", 1, "passed", 3.5, cpu, 0.000546, threads=threads),
+                  *_run("ref2", "reference", 2, "passed", 3.5, cpu, 0.000546, threads=threads),
+                  *_run("cand1", "candidate", 1, "passed", 2.8, cpu, 0.000464, threads=threads)]
+        perf = performance(fold(events))
+        assert perf is not None
+        assert perf["reference"]["shared_machine"] is said
+        assert ("shared this machine" in perf["line"]) is said, perf["line"]
