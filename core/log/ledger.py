@@ -22,6 +22,11 @@ What counts, decided once here:
   still counts); failures are outcomes ``failed-*``; silent ones ``failed-silent``. A **valid reference** is a reference run that finished ``passed`` (an
   aborted or engine-killed one never counts).
 - **Open alarms** are raised and not cleared (an override clears); acknowledging keeps one open.
+- A run portside itself was killed during is **superseded** by its rerun
+  (:meth:`Ledger.superseded_by`): a reference by the next one with its attempt (its seed
+  offset), a candidate by the next candidate attempt (it was no attempt of its own). Its alarms
+  are then closed with ``alarm.cleared`` naming the rerun: they were about a run nothing counts
+  any more. Only the event clears: a log without one reads as it always did.
 - An alarm's **title and evidence** are the newest ``alarm.updated``'s, else the raised ones
   (:func:`alarm_refresh`: the live card, replay, the store's rows, the report and exports).
 - The **reviewer's verdict** is the last ``verdict`` intervention's ``verdict`` field.
@@ -84,6 +89,7 @@ class AlarmEntry:
     raised_at: float
     acknowledged: bool = False
     cleared: bool = False
+    cleared_reason: str = ""  # alarm.cleared's reason (an override's says so, or nothing)
     overridden: bool = False  # cleared by an override-alarm intervention
     shown_at: float | None = None  # not from the log: the gate's note of the reviewer's first look
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -181,6 +187,7 @@ class Ledger:
                 self.alarms[e.alarm_id].acknowledged = True
             case ev.AlarmCleared() if e.alarm_id in self.alarms:
                 self.alarms[e.alarm_id].cleared = True
+                self.alarms[e.alarm_id].cleared_reason = e.reason
             case ev.Intervention():
                 if e.during_replay:
                     self.review_notes += 1
@@ -282,6 +289,30 @@ class Ledger:
 
     def open_errors(self) -> list[AlarmEntry]:
         return [a for a in self.open_alarms() if a.is_error]
+
+    def superseded_by(self, run_id: str) -> list[tuple[AlarmEntry, RunEntry]]:
+        """The open alarms (each with its run) of the runs that ``run_id`` was made in place
+        of: runs portside was killed during, of its role, started before it; for a reference
+        the one with its attempt (its seed offset: an aborted reference is run again in its
+        slot); for a candidate every one since the last candidate that was an attempt (those
+        were not, :meth:`candidates`; one the agent answered for is never superseded). A run
+        the reviewer aborted or that failed on its own is history, never superseded."""
+        new = self.runs.get(run_id)
+        if new is None or new.role not in ("reference", "candidate"):
+            return []
+        before = sorted((r for r in self.runs.values()
+                         if r.role == new.role and r.seq < new.seq), key=lambda r: r.seq)
+        if new.role == "reference":
+            killed = [r for r in before if r.engine_killed and r.attempt == new.attempt]
+        else:
+            killed = []
+            for r in reversed(before):
+                if not r.engine_killed:
+                    break
+                killed.append(r)
+        by_run = {r.run_id: r for r in killed}
+        return [(a, by_run[a.run_id]) for a in self.alarms.values()
+                if not a.cleared and a.run_id in by_run]
 
     def goal_met(self) -> bool | None:
         """Passed with no goal-regression alarm; None while the session is open."""

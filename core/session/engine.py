@@ -100,6 +100,7 @@ class SessionEngine:
             self.workdir / "probe",
             timeout_s=config.timeout_s,
             stall_s=config.stall_s,
+            ledger=self.ledger,
         )
         agent_label = config.agent.label if config.agent else "none"
         self.info: dict[str, Any] = {

@@ -27,7 +27,7 @@ from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.log.costs import PriceTable, load_prices, run_cost_from_facts
 from portside.core.log.criteria import Criteria
-from portside.core.log.ledger import ENGINE_KILLED
+from portside.core.log.ledger import ENGINE_KILLED, Ledger
 from portside.core.run.runner import TAIL_LINES, Executor, OutputPattern, Runner, RunResult, RunSpec
 from portside.core.session.outcome import classify_outcome, summarize_run
 from portside.core.session.run_slots import RunSlots
@@ -139,8 +139,11 @@ class Verifier:
         timeout_s: float | None = None,
         stall_s: float | None = None,
         prices: PriceTable | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self.bus = bus
+        # The session's fold (the engine's): says which killed runs a run supersedes.
+        self.ledger = ledger
         self.session_id = session_id
         self.criteria = criteria
         self.target = target
@@ -155,7 +158,7 @@ class Verifier:
         self.current_run: str | None = None
         self.active_runs: set[str] = set()  # every run under way (references may overlap)
         self._folders: dict[str, Callable[[list[dict[str, Any]]], None]] = {}  # by run id
-        self._refs_started = 0
+        self._ref_numbers: set[int] = set()  # references started: their attempt (seed slot)
         # References started and not yet ended, the slots they share with a candidate started
         # beside them, and who wants to know when one ends (a candidate being judged).
         self._refs_pending = 0
@@ -325,7 +328,22 @@ class Verifier:
                         **({"memory": summary["memory"]} if summary.get("memory") else {})},
             )
         )
+        self._close_superseded(spec)
         return report
+
+    def _close_superseded(self, spec: RunSpec) -> None:
+        """This run was made in place of runs portside was killed during (a resume): their
+        alarms were about a run nothing counts any more, so they are closed, naming this one
+        (the ledger's rule). Once it has ended: until then that slot has no other result."""
+        if self.ledger is None:
+            return
+        what = (f"reference #{spec.attempt}" if spec.role == "reference"
+                else f"candidate attempt #{spec.attempt}")
+        for alarm, old in self.ledger.superseded_by(spec.run_id):
+            self.bus.publish(ev.AlarmCleared(
+                session_id=self.session_id, alarm_id=alarm.alarm_id,
+                reason=f"superseded by {spec.run_id}: {what} run again after portside was "
+                       f"killed during {old.run_id}"))
 
     def _raise(self, alarm: Alarm, run_id: str) -> str:
         """Publish the alarm; its id."""
@@ -337,8 +355,11 @@ class Verifier:
         self, command: str, cwd: Path, *, target: str = "cpu", env: dict[str, str] | None = None
     ) -> RunReport:
         # Numbered when started: references running at once must not share a number (their
-        # seed offset).
-        n = self._refs_started = max(self._refs_started, len(self.references)) + 1
+        # seed offset). The lowest free one: a reference portside was killed during is not
+        # restored, and its rerun takes its slot (not the seed of one that passed beside it).
+        taken = self._ref_numbers | {r.attempt for r in self.references}
+        n = next(i for i in range(1, len(taken) + 2) if i not in taken)
+        self._ref_numbers.add(n)
         spec = self._spec("reference", n, command, cwd, target, n - 1, env)
         live = LiveRecords()
         self.current_run = spec.run_id
@@ -397,7 +418,10 @@ class Verifier:
         for all of them: the verdict is the same function of every valid reference as when
         they had all ended first. An alarm raised against some of them and not against all
         is cleared once all are in."""
-        n = len(self.candidates) + 1
+        # As the ledger counts attempts: a run cut off by a kill of portside was none, and its
+        # rerun on resume is that attempt again.
+        n = 1 + sum(1 for c in self.candidates
+                    if not (c.outcome == "aborted" and c.result.reason == ENGINE_KILLED))
         spec = self._spec("candidate", n, command, cwd, self.target, 0, env)
         slots = self._slots if self._refs_pending and (
             self._machine("candidate") == self._machine("reference")) else None

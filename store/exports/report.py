@@ -119,6 +119,9 @@ def report_md(store: Store, session_id: str) -> str:
     if alarms:
         for a in alarms:
             state = "cleared" if a["cleared_at"] else "acknowledged" if a["acknowledged_at"] else "open"
+            why = ledger.alarms[a["alarm_id"]].cleared_reason \
+                if a["cleared_at"] and a["alarm_id"] in ledger.alarms else ""
+            state += f": {md_cell(why)}" if why else ""
             run = f" · run {a['run_id']}" if a["run_id"] else ""
             out.append(
                 f"- **{a['severity']}** `{a['check']}`: {md_cell(a['title'])} "

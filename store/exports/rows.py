@@ -42,6 +42,7 @@ ALARM_COLUMNS = (
     "acknowledged_at",
     "acknowledged_by",
     "cleared_at",
+    "cleared_reason",
     "evidence",
 )
 RUN_COLUMNS = (
@@ -112,7 +113,10 @@ def alarm_rows(store: Store, session_ids: Sequence[str]) -> list[dict[str, Any]]
 
 def iter_alarm_rows(store: Store, session_ids: Sequence[str]) -> Iterator[dict[str, Any]]:
     for sid in session_ids:
+        # Why an alarm was closed is the log's (alarm.cleared), read through the one fold.
+        alarms = store.ledger(sid).alarms
         for r in store.iter_table("alarms", sid, "seq"):
+            entry = alarms.get(r["alarm_id"])
             yield (
                 {
                     "session": sid,
@@ -126,6 +130,7 @@ def iter_alarm_rows(store: Store, session_ids: Sequence[str]) -> Iterator[dict[s
                     "acknowledged_at": iso(r["acknowledged_at"]),
                     "acknowledged_by": r["acknowledged_by"] or "",
                     "cleared_at": iso(r["cleared_at"]),
+                    "cleared_reason": entry.cleared_reason if entry is not None else "",
                     "evidence": r["evidence"] or {},
                 }
             )

@@ -385,3 +385,99 @@ def test_a_command_whose_inline_secret_the_log_does_not_keep_is_not_resumed(tmp_
     sink = MemorySink()
     SessionEngine(plain, sink)._started()
     engine_from_log([sink.events[0]], MemorySink())  # no secret was masked: resumable
+
+
+def _export(db: Path, sid: str, what: str, fmt: str) -> str:
+    res = subprocess.run([PY, "-m", "portside.cli", "export", sid, "--what", what,
+                          "--format", fmt, "--db", str(db)],
+                         capture_output=True, text=True, timeout=120, env=ENV)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout
+
+
+@pytest.mark.slow  # a real agent session signalled during its first reference, then resumed
+def test_a_reference_portside_killed_is_superseded_by_its_rerun(tmp_path: Path) -> None:
+    """Issue 37.4: SIGTERM during reference #1 raised `reference-failed` for the run portside
+    itself cut off; `run --resume` ran reference #1 again (passed) and the candidate (passed),
+    and the session still ended FAIL on the killed run's alarm, blaming the agent
+    (`agent-claim-contradicted ... by reference-failed`). The rerun supersedes the killed run:
+    its alarm is closed with a reason naming the rerun, in the log, the exports, the report
+    and on replay; the session passes."""
+    from portside.core.log.ledger import fold
+    from portside.core.replay.player import fold as replay_fold
+
+    project = tmp_path / "tiny-project"
+    project.mkdir()
+    shutil.copy(TINY, project / "train.py")
+    script = tmp_path / "agent.jsonl"
+    script.write_text("\n".join(json.dumps(x) for x in [
+        {"say": "Porting train.py."},
+        {"edit": {"path": "train.py", "old": "A tiny, parametrisable training script",
+                  "new": "A tiny, parametrisable (ported) training script"}},
+        {"run": "candidate"},
+        {"claim": "Ported; the candidate passed with no alarm."},
+    ]) + "\n")
+    db, marker, pidfile = tmp_path / "s.db", tmp_path / "slept", tmp_path / "sleeper.pid"
+    train = f"{shlex.quote(PY)} train.py --steps 30"
+    # The first reference sleeps (portside is signalled meanwhile); every later run trains.
+    reference = (f"if [ ! -e {marker} ]; then touch {marker}; echo $$ > {pidfile}; sleep 300; "
+                 f"fi; {train}")
+    env = {**ENV, "HOME": str(tmp_path)}
+    proc = subprocess.Popen(
+        [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
+         "--agent", f"scripted:{script}", "--reference", reference, "--reference-runs", "2",
+         "--headless", "--policy", "auto", "--no-sandbox", "--json", "--stall", "120",
+         "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pidfile.exists() and pidfile.read_text().strip()):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "reference #1 never started"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    with Store(db) as store:
+        (info,) = store.sessions()
+        sid = info["session_id"]
+        first = list(store.events(sid))
+    (killed,) = [e for e in first if isinstance(e, ev.RunFinished)]
+    assert (killed.outcome, killed.reason) == ("aborted", "engine-killed")
+    (stale,) = [e for e in first if isinstance(e, ev.AlarmRaised)]
+    assert stale.check == "reference-failed" and stale.run_id == killed.run_id
+
+    res = subprocess.run([PY, "-m", "portside.cli", "run", "--resume", sid, "--headless",
+                          "--json", "--db", str(db)],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-3000:])
+    assert json.loads(res.stdout)["verdict"] == "pass"
+
+    with Store(db) as store:
+        events = list(store.events(sid))
+        runs = store.runs(sid)
+        assert store.session(sid)["verdict"] == "pass"
+    refs = [r for r in runs if r["role"] == "reference"]
+    assert [(r["attempt"], r["outcome"]) for r in refs] == [
+        (1, "aborted"), (1, "passed"), (2, "passed")]
+    rerun = refs[1]["run_id"]
+    # The log: the killed run's alarm closed once, with a reason naming its rerun; nothing
+    # blames the agent.
+    cleared = [e for e in events if isinstance(e, ev.AlarmCleared)]
+    assert [e.alarm_id for e in cleared] == [stale.alarm_id]
+    assert rerun in cleared[0].reason and "superseded" in cleared[0].reason
+    checks = [e.check for e in events if isinstance(e, ev.AlarmRaised)]
+    assert checks == ["reference-failed"]  # no agent-claim-contradicted
+    # Replay and every reader of the fold: closed, with the reason; no open alarm.
+    for state in (fold(events), replay_fold(events).ledger):
+        entry = state.alarms[stale.alarm_id]
+        assert entry.cleared and entry.cleared_reason == cleared[0].reason
+        assert state.open_errors() == []
+    # The exports and the report say why it closed.
+    (row,) = json.loads(_export(db, sid, "alarms", "json"))
+    assert row["cleared_at"] and row["cleared_reason"] == cleared[0].reason
+    report = _export(db, sid, "report", "md")
+    assert "cleared: superseded by" in report and rerun in report

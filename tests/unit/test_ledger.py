@@ -144,3 +144,53 @@ def costs_of(seconds: float) -> float:
     from portside.core.log.costs import default_prices
 
     return seconds / 3600 * default_prices().usd("tpu-v5e")
+
+
+def test_only_runs_portside_was_killed_during_are_superseded_by_their_rerun() -> None:
+    """Issue 37.4: what a rerun closes, and what stays history."""
+
+    def run(run_id: str, role: str, attempt: int, outcome: str, reason: str = "",
+            alarm: str = "") -> list[ev.Event]:
+        events = _run(run_id, role, attempt, outcome, 10.0, 0.0)
+        events[1].reason = reason  # type: ignore[attr-defined]
+        if alarm:
+            events.append(ev.AlarmRaised(session_id=SID, alarm_id=f"al-{run_id}", check=alarm,
+                                         severity="error", title=alarm, run_id=run_id))
+        return events
+
+    log = [
+        # reference #1 cut off by a signal (its alarm), #2 failed on its own, #3 aborted by
+        # the reviewer: only #1 has a rerun that supersedes it
+        *run("ref1", "reference", 1, "aborted", "engine-killed", "reference-failed"),
+        *run("ref2", "reference", 2, "failed-error", "", "reference-failed"),
+        *run("ref3", "reference", 3, "aborted", "aborted", "reference-failed"),
+        # candidate attempt #1 failed (the agent answered for it); attempt #2 was cut off twice
+        *run("cand1", "candidate", 1, "failed-silent", "", "numeric-drift"),
+        *run("cand2a", "candidate", 2, "aborted", "engine-killed", "clipping-changed"),
+        *run("cand2b", "candidate", 2, "aborted", "engine-killed", "numeric-drift"),
+        *run("ref1b", "reference", 1, "passed"),
+        *run("ref2b", "reference", 2, "passed"),  # in their slots: ref2 and ref3 stand
+        *run("ref3b", "reference", 3, "passed"),
+        *run("ref4", "reference", 4, "passed"),  # another slot
+        *run("cand2c", "candidate", 2, "passed"),
+        *run("big2", "larger", 2, "passed"),
+    ]
+    for n, e in enumerate(log, 1):
+        e.seq = n
+    led = fold(log)
+
+    def closed(run_id: str) -> list[tuple[str, str]]:
+        return [(a.alarm_id, r.run_id) for a, r in led.superseded_by(run_id)]
+
+    assert closed("ref1b") == [("al-ref1", "ref1")]
+    assert closed("ref2b") == closed("ref3b") == closed("ref4") == closed("ref1") == []
+    assert closed("big2") == []
+    assert closed("cand2c") == [("al-cand2a", "cand2a"), ("al-cand2b", "cand2b")]
+    assert closed("cand2b") == [("al-cand2a", "cand2a")]  # a rerun cut off again, too
+    assert closed("nope") == []
+    led.apply(ev.AlarmCleared(session_id=SID, alarm_id="al-cand2a", reason="superseded by x",
+                              seq=len(log) + 1))
+    assert closed("cand2c") == [("al-cand2b", "cand2b")]  # closed once
+    assert led.alarms["al-cand2a"].cleared_reason == "superseded by x"
+    assert {a.alarm_id for a in led.open_errors()} == {
+        "al-ref1", "al-ref2", "al-ref3", "al-cand1", "al-cand2b"}  # the fold alone clears none
