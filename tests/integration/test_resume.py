@@ -481,3 +481,58 @@ def test_a_reference_portside_killed_is_superseded_by_its_rerun(tmp_path: Path) 
     assert row["cleared_at"] and row["cleared_reason"] == cleared[0].reason
     report = _export(db, sid, "report", "md")
     assert "cleared: superseded by" in report and rerun in report
+
+
+@pytest.mark.slow  # a real verification signalled while its candidate is live, then resumed
+def test_a_candidate_portside_killed_is_superseded_by_the_attempt_run_again(tmp_path: Path
+                                                                            ) -> None:
+    """Issue 37.4, the candidate's side: an alarm raised live on a candidate run portside was
+    then killed during (no attempt: the ledger does not count it) is closed when that attempt
+    is run again on resume, naming the rerun; the rerun is attempt #1 again."""
+    db, marker, pidfile = tmp_path / "s.db", tmp_path / "slept", tmp_path / "sleeper.pid"
+    train = f"{shlex.quote(PY)} {TINY} --steps 40"
+    # The first candidate clips at 0.05 (clipping-changed, raised live), then idles until the
+    # signal; the one run on resume is the reference's script.
+    candidate = (f"if [ ! -e {marker} ]; then touch {marker}; {train} --max-norm 0.05; "
+                 f"echo $$ > {pidfile}; sleep 300; fi; {train}")
+    env = {**ENV, "HOME": str(tmp_path)}
+    proc = subprocess.Popen(
+        [PY, "-m", "portside.cli", "verify", "--reference", train, "--candidate", candidate,
+         "--target", "cpu", "--reference-runs", "1", "--cwd", str(tmp_path), "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        raised: list[ev.Event] = []
+        while not raised:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no live alarm on the candidate"
+            if pidfile.exists() and pidfile.read_text().strip():
+                with Store(db) as store:
+                    (info,) = store.sessions()
+                    raised = list(store.events(info["session_id"], kinds=["alarm.raised"]))
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    sid = raised[0].session_id
+    with Store(db) as store:
+        raised = list(store.events(sid, kinds=["alarm.raised"]))
+    assert "clipping-changed" in {e.check for e in raised}  # type: ignore[attr-defined]
+
+    res = subprocess.run([PY, "-m", "portside.cli", "run", "--resume", sid, "--headless",
+                          "--json", "--db", str(db)],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-3000:])
+    assert json.loads(res.stdout)["verdict"] == "pass"
+    with Store(db) as store:
+        events = list(store.events(sid))
+        cands = [r for r in store.runs(sid) if r["role"] == "candidate"]
+        ledger = store.ledger(sid)
+    assert [(r["attempt"], r["outcome"]) for r in cands] == [(1, "aborted"), (1, "passed")]
+    cleared = {e.alarm_id: e.reason for e in events if isinstance(e, ev.AlarmCleared)}
+    assert set(cleared) == {e.alarm_id for e in raised}  # type: ignore[attr-defined]
+    assert all(f"superseded by {cands[1]['run_id']}" in why for why in cleared.values())
+    assert ledger.attempts == 1 and ledger.open_errors() == []
