@@ -16,7 +16,8 @@ from .records import RunRecords
 
 TARGETS = ("cpu", "cuda", "xla", "xla:cpu", "tpu", "tpu:v5e", "tpu:v5p", "tpu:v6e")
 FACT_KEYS = ("backend", "device_kind", "device_name", "device_count", "real_devices",
-             "pjrt_device", "world_size", "param_devices", "param_dtypes", "versions")
+             "pjrt_device", "world_size", "param_devices", "param_dtypes", "versions",
+             "compute_devices", "compute_devices_how", "compute_scope", "compute_shardings")
 
 
 def validate_target(target: str) -> str:
@@ -39,7 +40,10 @@ def check_hardware(cand: RunRecords, criteria: Criteria, target: str, final: boo
     cuda: CUDA; xla: an XLA backend (torch_xla/torch_tpu) on any real device; xla:cpu: an XLA
     backend on CPU; tpu: an XLA backend on TPU; tpu:vXX: and the device name names that
     generation (a name without one → unverified-hardware). Device count is judged only when
-    `hardware.devices` > 0, against the facts' device_count.
+    `hardware.devices` > 0, against the devices the step computed on (`compute_devices`, over
+    the ranks): an SPMD port whose inputs are never sharded computes on one device however
+    many the host has. Logs without that fact: the facts' device_count, or the ranks'
+    parameter devices.
     """
     validate_target(target)
     facts = cand.facts
@@ -65,6 +69,20 @@ def check_hardware(cand: RunRecords, criteria: Criteria, target: str, final: boo
             alarms.append(Alarm(f.kind, f.severity, f.why, ev, key=f.kind))
 
     devices = criteria.hardware.devices
+    computed = compute_devices(facts, cand.rank_facts)
+    if computed is not None:
+        n, how = computed
+        ev.update(compute_devices=n, compute_devices_how=how)
+        if len(cand.rank_facts) > 1:
+            ev["rank_compute_devices"] = {str(k): f.get("compute_devices")
+                                          for k, f in sorted(cand.rank_facts.items())}
+        if devices and n != devices and not any(a.kind == "wrong-hardware" and a.is_error
+                                                for a in alarms):
+            host = facts.get("device_count")
+            wrong(f"the step computed on {n} device(s), {devices} expected ({how}"
+                  + (f"; {host} on the host)" if host is not None else ")"))
+        return alarms
+    # Logs from before `compute_devices`: the host's count, or the ranks' parameter devices.
     count = facts.get("device_count")
     if count is None and isinstance(facts.get("real_devices"), list):
         count = len(facts["real_devices"])
@@ -78,6 +96,34 @@ def check_hardware(cand: RunRecords, criteria: Criteria, target: str, final: boo
             a.kind == "wrong-hardware" and a.is_error for a in alarms):
         wrong(f"{count} device(s) seen, {devices} expected")
     return alarms
+
+
+def compute_devices(facts: dict[str, Any],
+                    rank_facts: dict[int, dict[str, Any]]) -> tuple[int, str] | None:
+    """The devices the run's step computed on, from every rank's `compute_devices` fact, and
+    how that was decided; None for logs without it. SPMD: one mesh spans the processes and
+    each reports the mesh's figure, so it is taken once. One process per device (torchrun,
+    xmp): the ranks' figures add up, except ranks on the same GPU (the same device id),
+    which count once."""
+    figs = [f for _, f in sorted(rank_facts.items())] if len(rank_facts) > 1 else [facts]
+    if not all(isinstance(f.get("compute_devices"), int) for f in figs):
+        return None
+    if any(f.get("compute_scope") == "mesh" for f in figs):
+        return max(f["compute_devices"] for f in figs), str(figs[0].get("compute_devices_how"))
+    ids: set[str] = set()
+    n = 0
+    for f in figs:
+        if f.get("compute_device_ids"):
+            ids.update(map(str, f["compute_device_ids"]))
+        else:
+            n += f["compute_devices"]
+    n += len(ids)
+    if len(figs) == 1:
+        return n, str(figs[0].get("compute_devices_how"))
+    hows = sorted({str(f.get("compute_devices_how")) for f in figs})
+    shared = " (ranks sharing a device counted once)" if ids and n < sum(
+        f["compute_devices"] for f in figs) else ""
+    return n, f"{len(figs)} ranks: {'; '.join(hows)}{shared}"
 
 
 # --- recompilation ---------------------------------------------------------------------------

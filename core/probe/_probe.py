@@ -265,6 +265,7 @@ class Probe:
         self.t_last_flush = time.monotonic()
         self.loss: Any = None
         self.loss_seen: Any = None  # the first loss tensor, until the first facts record
+        self.step_shardings: set[str] | None = None  # SPMD, first backward (_facts.compute_devices)
         self.loss_gen = 0
         self.backward_calls = 0
         self.opt_seen: dict[int, list[Any]] = {}  # id(opt) -> [index, loss_gen at last step]
@@ -687,6 +688,9 @@ class Probe:
             loss = loss.detach()
             if loss.device.type != "xla":
                 loss = loss.clone()  # async devices: the program may reuse the storage
+            elif self.facts is None and self.step_shardings is None:
+                self._load_xla()  # SPMD: the graph's shardings, before a sync can run it
+                self.step_shardings = _facts.loss_shardings(self.xla, loss) or set()
         if not self.any_opt and not self.in_opt:
             if self.bw_pending is not None:
                 self._emit_backward_step()  # the previous pass was a step of its own
@@ -1205,7 +1209,8 @@ class Probe:
         self.facts = _facts.facts_record(
             self.torch, self.xla, pid=self.pid, rank=self._get_rank(), devices=devices,
             dtypes=dtypes, pjrt_device=self.pjrt_device, seed_offset=self.seed_offset,
-            probe_norm=self._norm_mode(), loss=loss, now=time.time())
+            probe_norm=self._norm_mode(), loss=loss, now=time.time(), params=params,
+            shardings=self.step_shardings)
         self._sink().append(self.facts)
 
     # ------------------------------------------------------------ values and writing

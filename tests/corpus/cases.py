@@ -43,6 +43,15 @@ def _xla_cpu(py: str, nproc: int = 0) -> str:
     return f"PJRT_DEVICE=CPU OMP_NUM_THREADS=1 {XLA_PYTHON}"
 
 
+def _torchrun4(py: str, nproc: int = 0) -> str:
+    return _torchrun(py, nproc or 4)
+
+
+def _xla_spmd4(py: str, nproc: int = 0) -> str:
+    """One process driving 4 XLA:CPU devices (an SPMD mesh)."""
+    return f"CPU_NUM_DEVICES=4 {_xla_cpu(py, nproc)}"
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -154,4 +163,12 @@ CASES: tuple[Case, ...] = (
         ("1 replica x 32, same lr", "--batch 32", "global-batch-changed"),
     ), launcher=_torchrun, candidate_launcher=_xla_cpu, candidate_script="xmp.py",
         target="xla:cpu"),
+    # "Four chips" (issue 37): the SPMD port of the 4-rank DDP reference splits its batch over
+    # a 4-device mesh; the one that never shards it computes the whole step on every device,
+    # one device's work, on a host that has 4.
+    Case("spmd-xla", "ddp.py", "--mode ddp", (
+        ("spmd, batch sharded 4 ways", "", "pass"),
+        ("spmd, batch never sharded", "--no-shard", "wrong-hardware"),
+    ), criteria=ACCURACY + "\n[hardware]\ndevices = 4\n", launcher=_torchrun4,
+        candidate_launcher=_xla_spmd4, candidate_script="spmd_mesh.py", target="xla:cpu"),
 )

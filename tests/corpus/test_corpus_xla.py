@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from .cases import XLA_PYTHON
+from .cases import CASES, XLA_PYTHON
 from .harness import run, table
 
 pytestmark = [
@@ -16,7 +16,8 @@ pytestmark = [
 
 
 def test_xla_ports_pass_and_planted_failures_name_their_cause() -> None:
-    rows, _ = run(parallel=2, xla=True)
+    rows, _ = run([c.name for c in CASES if c.xla and c.name != "spmd-xla"], parallel=2,
+                  xla=True)
     print("\n" + table(rows))
     bad = [r for r in rows if not r.ok]
     assert not bad, "\n" + table(bad) + "\n" + "\n".join(t for r in bad for t in r.titles)
@@ -24,3 +25,20 @@ def test_xla_ports_pass_and_planted_failures_name_their_cause() -> None:
     assert sum(r.expected == "pass" for r in rows) == 4 and len(rows) == 7
     (manual,) = [r for r in rows if r.case == "manual-update-xla"]
     assert not any(a.endswith("wrong-hardware") for a in manual.alarms), manual.titles
+
+
+def test_spmd_port_is_judged_by_the_devices_its_step_computed_on() -> None:
+    """Issue 37: one process driving a 4-device XLA:CPU mesh. Sharding the batch splits the
+    step 4 ways and passes `[hardware] devices = 4` against the 4-rank DDP reference; never
+    sharding it leaves every device computing the whole step: wrong-hardware, though the host
+    has 4 devices (the facts' device_count, which alone passed it before)."""
+    rows, _ = run(["spmd-xla"], parallel=2, xla=True)
+    print("\n" + table(rows))
+    assert len(rows) == 2
+    bad = [r for r in rows if not r.ok]
+    assert not bad, "\n" + table(bad) + "\n" + "\n".join(t for r in bad for t in r.titles)
+    sharded, replicated = rows
+    assert not any("hardware" in a for a in sharded.alarms), sharded.titles
+    (title,) = [t for t in replicated.titles if "wrong-hardware" in t]
+    assert "computed on 1 device(s), 4 expected" in title and "4 on the host" in title, title
+    assert replicated.errors == ["wrong-hardware"], replicated.titles
