@@ -37,25 +37,27 @@ if TYPE_CHECKING:
 BATCH_RTOL = 0.02  # medians of whole batches: only a real change moves them
 
 
-def global_batch(r: RunRecords) -> dict[str, Any] | None:
+def global_batch(r: RunRecords, column: str = "samples") -> dict[str, Any] | None:
     """Samples per optimizer step summed over the ranks (each rank's median, so a short last
     batch does not count; steps the GradScaler skipped count as steps), with world size and
-    per-rank batch; None without `samples`."""
-    got = r.derived.global_batch
-    if got is None:
-        got = r.derived.global_batch = (_global_batch(r),)
-    return got[0]
+    per-rank batch; None without that column. `samples`: what the DataLoader yielded;
+    `consumed`: the leading dimension of the step's loss input (the probe's first steps), for
+    runs that index their tensors themselves."""
+    memo = r.derived.global_batch
+    if column not in memo:
+        memo[column] = _global_batch(r, column)
+    return memo[column]
 
 
 BATCH_PREFIX = 4096  # steps per rank the batch is read from: it is configuration, set at start
 
 
-def _global_batch(r: RunRecords) -> dict[str, Any] | None:
+def _global_batch(r: RunRecords, column: str) -> dict[str, Any] | None:
     def med(x: RunRecords) -> float | None:
         # A record after GradScaler-skipped steps carries their batches too: per update. Only
         # the first BATCH_PREFIX steps: the median there already leaves out an epoch's short
         # last batch, and a live pass at 1M steps x 8 ranks must not sort every rank's column.
-        samples, skipped = x.extra.get("samples"), x.extra.get("skipped")
+        samples, skipped = x.extra.get(column), x.extra.get("skipped")
         if samples is None:
             return None
         s = samples[:BATCH_PREFIX]
@@ -71,7 +73,7 @@ def _global_batch(r: RunRecords) -> dict[str, Any] | None:
     total = sum(v for v in per.values() if v is not None)
     if len(per) < world:  # ranks not (yet) reporting: assume they take the same batch
         total *= world / len(per)
-    return {"global": total, "world_size": world, "per_rank": per[min(per)]}
+    return {"global": total, "world_size": world, "per_rank": per[min(per)], "from": column}
 
 
 def check_lr_batch(c: Comparison) -> list[Alarm]:
@@ -88,7 +90,7 @@ def check_lr_batch(c: Comparison) -> list[Alarm]:
         return [Alarm(
             "global-batch-changed", "error",
             f"global batch {_fmt(cb)} vs reference {_fmt(rb)} with the same learning rate "
-            f"{lr0:.6g}: scaling by the batch ratio expects {lr0 * k:.6g} "
+            f"{lr0:.6g}{_warmup(c.refs)}: scaling by the batch ratio expects {lr0 * k:.6g} "
             f"(√ rule: {lr0 * math.sqrt(k):.6g})",
             {**ev, "lr": lr0, "expected_lr": [lr0 * k, lr0 * math.sqrt(k)]},
             key="global-batch-changed")]
@@ -104,10 +106,15 @@ def check_lr_batch(c: Comparison) -> list[Alarm]:
 
 
 def batch_ratio(refs: list[RunRecords], cand: RunRecords) -> tuple[float, dict, dict] | None:
-    """(candidate / reference global batch, both batches) when they differ; else None."""
-    cb = global_batch(cand)
-    rbs = [b for r in refs if r.n and (b := global_batch(r)) is not None]
-    if cb is None or not rbs:
+    """(candidate / reference global batch, both batches) when they differ; else None. The
+    DataLoader's figure where every run has one, else the batch the steps consumed (the two
+    are not mixed: a loss over tokens consumes batch × sequence rows)."""
+    for column in ("samples", "consumed"):
+        cb = global_batch(cand, column)
+        rbs = [b for r in refs if r.n and (b := global_batch(r, column)) is not None]
+        if cb is not None and len(rbs) == sum(1 for r in refs if r.n) and rbs:
+            break
+    else:
         return None
     rb = rbs[0]
     k = cb["global"] / rb["global"]
@@ -117,11 +124,19 @@ def batch_ratio(refs: list[RunRecords], cand: RunRecords) -> tuple[float, dict, 
 
 
 def _first_lr(refs: list[RunRecords]) -> float:
+    """The reference's learning rate to quote: its first, or its peak under a warm-up from 0
+    (0 scales to 0: "the same learning rate 0" would say nothing)."""
     for r in refs:
         v = r.lr[np.isfinite(r.lr)]
         if v.size:
-            return float(v[0])
+            return float(v.max() if v[0] == 0 else v[0])
     return math.nan
+
+
+def _warmup(refs: list[RunRecords]) -> str:
+    r = next((r for r in refs if np.isfinite(r.lr).any()), None)
+    return " (peak, after a warm-up from 0)" if r is not None and r.lr[np.isfinite(r.lr)][0] == 0 \
+        else ""
 
 
 def _fmt(b: dict[str, Any]) -> str:

@@ -62,7 +62,7 @@ class Derived:
     carried: LiveMemo | None = None  # any other run's own folds (carry.home)
     progress: np.ndarray | None = None
     steps_per_epoch: dict[bool, dict[int, int]] = field(default_factory=dict)  # by `attempted`
-    global_batch: tuple[dict[str, Any] | None] | None = None
+    global_batch: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # by column
     rank_divergence: tuple[dict[str, Any] | None] | None = None
     clip_stats: dict[str, Any] | None = None
     clip_config: dict[str, Any] | None = None

@@ -48,7 +48,8 @@ class RunEnd:
 
 # Optional per-step columns (FORMAT.md), NaN where a record lacks them; `extra` holds them.
 EXTRA = ("epoch", "batch", "epoch_batches", "samples", "backward_calls", "clip_calls",
-         "sched_steps", "skipped", "param_sum", "clip_value", "norm_type", "clip_reduced")
+         "sched_steps", "skipped", "param_sum", "clip_value", "norm_type", "clip_reduced",
+         "consumed")
 
 
 @dataclass(eq=False)

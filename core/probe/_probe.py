@@ -36,6 +36,9 @@ PARAM_SUM_EVERY = 10  # multi-process runs: a parameter checksum every N steps (
 # Steps between re-reads of the optimizers' settings (_settings.py Watch): a change made by
 # hand mid-run is seen within this many steps, for a few dict reads per param group.
 WATCH_EVERY = 20
+# The batch a step consumed (the leading dimension of its loss's input, `consumed`) is read on
+# this many first steps only: the batch is configuration, and no step after pays for it.
+CONSUMED_STEPS = 16
 OWN_WINDOW = FLUSH_EVERY_STEPS  # steps per sample of the probe's own time (one flush each)
 OWN_RING = 256  # samples the exit record's median is taken over
 # At exit, how long to wait for the background writer; on a signal less (the runner kills 1 s
@@ -276,6 +279,10 @@ class Probe:
         # Training progress: the DataLoader iterator that fed the steps, its epoch and length.
         self.cur_iter: Any = None
         self.batch_samples = 0
+        self.consumed: int | None = None  # the loss's leading dimension, first steps only
+        self.consumed_base: int | None = None  # at optimizer.step(): passes before it
+        self.outer_calls = 0  # backward passes before the running optimizer.step()
+        self.outer_loss: Any = None  # their loss, once a pass inside step() runs
         self.train_iter: Any = None  # weakref to the training iterator
         self.train_num = 0
         self.epoch = 0
@@ -663,15 +670,33 @@ class Probe:
                 loss = t.item()
             else:
                 loss = self._pass_loss(t)
-            if self.backward_calls and not self.in_opt and self.loss is not None:
+            if self.backward_calls and self.loss is not None:
                 # Gradient accumulation: the step's loss is the sum of its micro-batch losses
                 # (each divided by the number of micro-batches, as such loops do). An LBFGS
-                # closure's passes run inside step(): the last one is the step's loss.
-                loss = self.loss + loss
+                # closure's passes run inside step(): the last one is the step's loss. Both
+                # at once (Lightning accumulating: the last micro-batch's pass runs in its
+                # closure, inside step()): the passes before step() plus the last inside.
+                if not self.in_opt:
+                    loss = self.loss + loss
+                elif self.outer_calls:
+                    if self.backward_calls == self.outer_calls:  # the first pass inside
+                        self.outer_loss = self.loss
+                    if self.outer_loss is not None:
+                        loss = self.outer_loss + loss
             self.loss = loss
             self.loss_gen += 1
             self.backward_calls += 1
             self.reduced = False  # new gradients: not reduced yet
+            if self.steps < CONSUMED_STEPS:
+                n = _consumed(getattr(t, "_portside_unscaled", t) if self.scaling else t)
+                if n:
+                    # Summed over the step's micro-batches; inside step() (an LBFGS
+                    # closure's passes re-read one batch) the last pass's, after the passes
+                    # before step().
+                    if self.in_opt and self.backward_calls == self.outer_calls + 1:
+                        self.consumed_base = self.consumed  # the first pass inside step()
+                    base = self.consumed_base if self.in_opt else self.consumed
+                    self.consumed = (base or 0) + n
         except Exception as e:
             _warn(f"backward hook: {type(e).__name__}: {e}")
 
@@ -746,6 +771,8 @@ class Probe:
                 self.steps -= 1
                 self.backward_calls += rec.get("backward_calls") or 0
                 self.batch_samples += rec.get("samples") or 0
+                if rec.get("consumed"):
+                    self.consumed = (self.consumed or 0) + rec["consumed"]
                 if rec.get("loss") is not None and self.loss is not None:
                     with contextlib.suppress(Exception):  # the step's loss: all its passes
                         self.loss = self.loss + rec["loss"]
@@ -838,7 +865,8 @@ class Probe:
         self.in_opt += 1  # backward calls inside step() (LBFGS closures) belong to this step
         self.opt_calls += 1
         if not self.any_opt:
-            self._optimizer_seen()
+            self._optimizer_seen()  # held backward steps become this step's passes
+        self.outer_calls = self.backward_calls  # the passes before step(): see _on_backward
         if not self.clip_calls and self._norm_due():
             try:
                 t_norm = time.perf_counter()  # its cost, as the CPU stride follows it
@@ -898,6 +926,9 @@ class Probe:
         it = self.cur_iter
         step_s = now - self.t_last_step
         more = self._distributed(opt) if self.world > 1 else None
+        if self.consumed is not None:  # the first steps only (CONSUMED_STEPS)
+            more = dict(more or (), consumed=self.consumed)
+            self.consumed = None
         row = (time.time(), self.steps, opt_index, source, loss, self.backward_calls, self.clip,
                own_norm, self.clip_calls, lr, step_s, self.clip_value,
                self._progress(it) if it is not None else None, self.sched_steps,
@@ -1394,6 +1425,37 @@ def _batch_len(batch: Any) -> int:
     if shape:
         return int(shape[0])
     return len(b) if isinstance(b, (list, tuple)) else 1
+
+
+_SAVED: dict[type, list[str]] = {}  # autograd node class -> its saved inputs, "self" first
+
+
+def _consumed(t: Any) -> int | None:
+    """The batch a loss consumed: the leading dimension of the first input of its graph that
+    has one (a loss function's input or target, a mean's operand), past the scalar arithmetic
+    on top (`loss / k`, `a + b`). Read from what autograd saved: metadata, no device work."""
+    fn = t.grad_fn
+    for _ in range(8):
+        if fn is None:
+            return None
+        names = _SAVED.get(type(fn))
+        if names is None:
+            names = [n for n in dir(fn) if n.startswith("_saved_")]
+            names.sort(key=lambda n: (not n.startswith("_saved_self"), n))
+            _SAVED[type(fn)] = names
+        for name in names:
+            try:
+                v = getattr(fn, name)
+            except Exception:
+                continue
+            if isinstance(v, tuple) and name.endswith("sizes"):
+                if v and int(v[0]) > 0:
+                    return int(v[0])
+            elif getattr(v, "ndim", 0) and v.numel() > 1:  # a 1-element one is a scale
+                return int(v.shape[0])
+        nxt = fn.next_functions
+        fn = next((f for f, _ in nxt if f is not None), None)
+    return None
 
 
 def _graph_leaves(t: Any) -> list[Any]:

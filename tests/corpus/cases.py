@@ -140,6 +140,11 @@ CASES: tuple[Case, ...] = (
         ("2 ranks x 64, same lr", f"{SGD} --lr 0.2 --batch 64", "global-batch-changed"),
         ("2 ranks x 64, lr doubled", f"{SGD} --lr 0.4 --batch 64", "pass"),
     ), launcher=_torchrun),
+    # No DataLoader: the batch is indexed out of tensors (issue 37 item 3); 2 ranks x 32.
+    Case("index-batch", "index_batch.py", "", (
+        ("1 process x 64", "--batch 64", "pass", 1),
+        ("1 process x 32, same lr", "--batch 32", "global-batch-changed", 1),
+    ), launcher=_torchrun),
     # XLA:CPU ports (tests marked `xla`), at the example's lr 1.0: torch_xla folds the scalars
     # 0 and 1 into the graph, so StepLR's first step away from 1.0 compiles the step graph once
     # more (step 15); the recompilation check explains it (info), it is not an error.

@@ -56,7 +56,7 @@ def kinds(alarms: list, errors: bool = True) -> set[str]:
 
 def test_global_batch_is_world_times_per_rank_batch():
     b = global_batch(RunRecords.from_records(ddp_run(world=2, per_rank=32), OK))
-    assert b == {"global": 64.0, "world_size": 2, "per_rank": 32.0}
+    assert b == {"global": 64.0, "world_size": 2, "per_rank": 32.0, "from": "samples"}
     assert global_batch(RunRecords.from_records(ddp_run(world=1, per_rank=48), OK))["global"] == 48
 
 
