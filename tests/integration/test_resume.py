@@ -536,3 +536,50 @@ def test_a_candidate_portside_killed_is_superseded_by_the_attempt_run_again(tmp_
     assert set(cleared) == {e.alarm_id for e in raised}  # type: ignore[attr-defined]
     assert all(f"superseded by {cands[1]['run_id']}" in why for why in cleared.values())
     assert ledger.attempts == 1 and ledger.open_errors() == []
+
+
+def test_a_reference_run_again_takes_its_own_slot(tmp_path: Path) -> None:
+    """Issue 37.4: references run two at a time, portside killed during #1 while #2 passed:
+    the rerun was numbered #2 again (len + 1), the seed offset of the one that passed, and
+    superseded nothing. It is #1 (seed offset 0) and closes #1's alarm."""
+    import asyncio
+
+    from portside.core.session.config import SessionConfig
+    from portside.core.session.engine import SessionEngine
+    from portside.core.session.resume import engine_from_log
+
+    config = SessionConfig(project=tmp_path, target="cpu", reference_command="true",
+                           reference_runs=2, workdir=tmp_path / "w")
+    sink = MemorySink()
+    first = SessionEngine(config, sink)
+    first._started()
+    sid = first.session_id
+    step = {"type": "step", "step": 0, "loss": 0.5, "rank": 0}
+    log: list[ev.Event] = [*sink.events]
+    for n in (1, 2):
+        log.append(ev.RunStarted(session_id=sid, run_id=f"ref{n}-a", role="reference",
+                                 attempt=n, command="true", target="cpu", seed_offset=n - 1))
+    log += [
+        ev.RunRecord(session_id=sid, run_id="ref2-a", records=[step]),
+        ev.RunFinished(session_id=sid, run_id="ref2-a", exit_code=0, outcome="passed", steps=1),
+        ev.AlarmRaised(session_id=sid, alarm_id="al-ref1", check="reference-failed",
+                       severity="error", title="reference run #1 did not train",
+                       run_id="ref1-a"),
+        ev.RunFinished(session_id=sid, run_id="ref1-a", exit_code=None, outcome="aborted",
+                       reason="engine-killed"),
+    ]
+    for n, e in enumerate(log, 1):
+        e.seq = n
+    out = MemorySink()
+    out.events.extend(log)  # the store's log goes on with the next seq
+    engine = engine_from_log(log, out)
+    assert engine.resumed is not None
+    engine._restore(engine.resumed)
+    assert [r.attempt for r in engine.verifier.references] == [2]
+    report = asyncio.run(engine.verifier.run_reference("true", tmp_path))
+    new = out.events[len(log):]
+    (started,) = [e for e in new if isinstance(e, ev.RunStarted)]
+    assert (report.attempt, started.attempt, started.seed_offset) == (1, 1, 0)
+    (cleared,) = [e for e in new if isinstance(e, ev.AlarmCleared)]
+    assert cleared.alarm_id == "al-ref1" and f"superseded by {report.run_id}" in cleared.reason
+    assert engine.ledger.alarms["al-ref1"].cleared
