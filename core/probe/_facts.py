@@ -192,13 +192,12 @@ def compute_devices(torch: Any, xla: dict[str, Any] | None, facts: dict[str, Any
     facts["compute_scope"] = "process"
     facts["compute_devices_how"] = f"one process on {', '.join(devs) or 'cpu'}"
     if facts.get("backend") == "cuda":
-        # Ranks sharing a GPU (a missing set_device) must count once: the GPUs' own ids.
-        ids = []
-        for d in devs:
-            dev = torch.device(d)
-            if dev.type == "cuda":
-                ids.append(str(torch.cuda.get_device_properties(dev.index or 0).uuid))
-        facts["compute_device_ids"] = sorted(set(ids))
+        # Ranks sharing a GPU (a missing set_device) must count once: the GPUs' own ids. A
+        # torch without them: the count stands, one per rank.
+        with contextlib.suppress(Exception):
+            facts["compute_device_ids"] = sorted({
+                str(torch.cuda.get_device_properties(torch.device(d).index or 0).uuid)
+                for d in devs if torch.device(d).type == "cuda"})
 
 
 def _is_spmd(xla: dict[str, Any]) -> bool:
