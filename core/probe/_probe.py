@@ -279,6 +279,7 @@ class Probe:
         # Training progress: the DataLoader iterator that fed the steps, its epoch and length.
         self.cur_iter: Any = None
         self.batch_samples = 0
+        self.feeders: set[int] = set()  # threads reading batches ahead for a device loader
         self.consumed: int | None = None  # the loss's leading dimension, first steps only
         self.consumed_base: int | None = None  # at optimizer.step(): passes before it
         self.outer_calls = 0  # backward passes before the running optimizer.step()
@@ -344,6 +345,8 @@ class Probe:
         # torch_xla's hook goes in now: `import torch_xla` looks it up before importing torch.
         _when_imported(self.finder, "torch_xla", self._on_torch_xla)
         _when_imported(self.finder, "torch", self._on_torch)
+        _when_imported(self.finder, "torch_xla.distributed.parallel_loader",
+                       self._wrap_parallel_loader)
         if self.seed_offset:
             k = self.seed_offset
             _when_imported(
@@ -510,6 +513,8 @@ class Probe:
 
         def __next__(self: Any) -> Any:
             batch = nxt(self)
+            if probe.feeders and threading.get_ident() in probe.feeders:
+                return batch  # read ahead for a device loader: counted when it yields it
             if self is not probe.cur_iter:
                 probe.cur_iter = self
                 probe.batch_samples = 0
@@ -518,6 +523,39 @@ class Probe:
 
         setattr(__next__, _MARK, True)
         cls.__next__ = __next__
+
+    def _wrap_parallel_loader(self, pl: Any) -> None:
+        """torch_xla's MpDeviceLoader / ParallelLoader (also under accelerate and the HF
+        Trainer on XLA): a background thread reads the DataLoader ahead, in bursts of up to
+        an epoch. Its batches are counted when the per-device iterator hands one to the
+        training loop (`_num_yielded` kept on it, as a DataLoader iterator has), never in
+        that thread."""
+        worker, nxt = pl.ParallelLoader._loader_worker, pl.PerDeviceLoader.next
+        if getattr(nxt, _MARK, False):
+            return
+        probe = self
+
+        def _loader_worker(self: Any) -> Any:
+            me = threading.get_ident()
+            probe.feeders.add(me)
+            try:
+                return worker(self)
+            finally:
+                probe.feeders.discard(me)
+
+        def next(self: Any) -> Any:  # noqa: A001 - PerDeviceLoader's own name (__next__ calls it)
+            item = nxt(self)
+            self._num_yielded = getattr(self, "_num_yielded", 0) + 1
+            if self is not probe.cur_iter:
+                probe.cur_iter = self
+                probe.batch_samples = 0
+            probe.batch_samples += _batch_len(item)
+            return item
+
+        for fn in (_loader_worker, next):
+            setattr(fn, _MARK, True)
+        pl.ParallelLoader._loader_worker = _loader_worker
+        pl.PerDeviceLoader.next = next
 
     def _wrap_schedulers(self, torch: Any) -> None:
         import torch.optim.lr_scheduler as sched

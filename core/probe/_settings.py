@@ -121,6 +121,9 @@ def data_facts(it: Any) -> dict[str, Any] | None:
     workers, dataset (read from the iterator: the loader itself is not kept by it)."""
     if it is None:
         return None
+    cpu = getattr(getattr(it, "_loader", None), "_cpu_loader", None)
+    if cpu is not None and not hasattr(it, "_index_sampler"):
+        return _loader_facts(cpu)  # torch_xla's per-device iterator: the DataLoader it reads
     index = getattr(it, "_index_sampler", None)
     sampler = getattr(index, "sampler", index)
     sname = type(sampler).__name__ if sampler is not None else None
@@ -141,6 +144,35 @@ def data_facts(it: Any) -> dict[str, Any] | None:
         "drop_last": getattr(it, "_drop_last", getattr(index, "drop_last", None)),
         "num_workers": getattr(it, "_num_workers", None),
         "pin_memory": getattr(it, "_pin_memory", None),
+        "dataset": type(ds).__name__ if ds is not None else None,
+        "dataset_len": ds_len,
+    }
+
+
+def _loader_facts(loader: Any) -> dict[str, Any] | None:
+    """data_facts of a DataLoader itself (its iterator runs in another thread)."""
+    index = getattr(loader, "_index_sampler", None)
+    if index is None:
+        return None
+    sampler = getattr(index, "sampler", index)
+    sname = type(sampler).__name__
+    shuffle = getattr(sampler, "shuffle", None)
+    if shuffle is None:
+        shuffle = {"RandomSampler": True, "SubsetRandomSampler": True,
+                   "WeightedRandomSampler": True, "SequentialSampler": False}.get(sname)
+    ds = getattr(loader, "dataset", None)
+    try:
+        ds_len = len(ds) if ds is not None else None
+    except Exception:
+        ds_len = None
+    return {
+        "batch_size": getattr(index, "batch_size", None),
+        "shuffle": shuffle,
+        "sampler": sname,
+        "batch_sampler": type(index).__name__ if index is not sampler else None,
+        "drop_last": getattr(loader, "drop_last", getattr(index, "drop_last", None)),
+        "num_workers": getattr(loader, "num_workers", None),
+        "pin_memory": getattr(loader, "pin_memory", None),
         "dataset": type(ds).__name__ if ds is not None else None,
         "dataset_len": ds_len,
     }

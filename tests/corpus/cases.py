@@ -157,6 +157,13 @@ CASES: tuple[Case, ...] = (
         ("xla, drop_last, max_norm 0.5", "--device xla --drop-last --max-norm 0.5",
          "clipping-changed"),
     ), candidate_launcher=_xla_cpu, target="xla:cpu"),
+    # Fed by torch_xla's MpDeviceLoader (issue 37 item 5): its thread reads the DataLoader
+    # ahead in bursts (a whole epoch here); the batches count when the loop takes them.
+    Case("steplr-xla-mp", "mnist_steplr.py", "", (
+        ("xla, MpDeviceLoader", "--device xla --drop-last --mp-loader", "pass"),
+        ("xla, MpDeviceLoader, batch 32", "--device xla --drop-last --mp-loader --batch 32",
+         "global-batch-changed"),
+    ), candidate_launcher=_xla_cpu, target="xla:cpu"),
     # A hand-written update (no torch.optim) ported to torch_xla: the device is the one its
     # parameters and loss are on (issue 26: it was taken for plain CPU).
     Case("manual-update-xla", "manual_lm.py", "", (

@@ -2,7 +2,9 @@
 DataLoader (optionally with workers and drop_last), BatchNorm with train/eval switching,
 gradient clipping. Synthetic data; a few seconds on one CPU thread. --device xla is its
 torch_xla port (XLA:CPU with PJRT_DEVICE=CPU): model and batches on the XLA device, a
-`torch_xla.sync()` per step, evaluation on a CPU copy of the weights (no graph of its own)."""
+`torch_xla.sync()` per step, evaluation on a CPU copy of the weights (no graph of its own).
+--mp-loader feeds the XLA port through torch_xla's MpDeviceLoader (batches fetched ahead in
+a background thread, then moved to the device; its iterator syncs the step)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ p.add_argument("--no-sched", action="store_true")
 p.add_argument("--weight-decay", type=float, default=0.0)
 p.add_argument("--max-norm", type=float, default=1.0)
 p.add_argument("--device", choices=("cpu", "xla"), default="cpu")
+p.add_argument("--mp-loader", action="store_true", help="xla: torch_xla's MpDeviceLoader")
 p.add_argument("--no-shuffle", action="store_true", help="planted: the data in file order")
 p.add_argument("--autocast", action="store_true", help="planted: a silent bf16 forward")
 p.add_argument("--forget-train", action="store_true", help="planted: BN stays in eval mode")
@@ -52,6 +55,10 @@ if a.device == "xla":
     import torch_xla
 
     model, sync = model.to(torch_xla.device()), torch_xla.sync
+    if a.mp_loader:
+        from torch_xla.distributed.parallel_loader import MpDeviceLoader
+
+        loader = MpDeviceLoader(loader, torch_xla.device())  # type: ignore[assignment]
 device = next(model.parameters()).device
 opt = torch.optim.Adadelta(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
 sched = StepLR(opt, step_size=1, gamma=a.gamma)

@@ -21,8 +21,9 @@ def test_xla_ports_pass_and_planted_failures_name_their_cause() -> None:
     print("\n" + table(rows))
     bad = [r for r in rows if not r.ok]
     assert not bad, "\n" + table(bad) + "\n" + "\n".join(t for r in bad for t in r.titles)
-    assert {r.case for r in rows} == {"steplr-xla", "xmp-xla", "manual-update-xla"}
-    assert sum(r.expected == "pass" for r in rows) == 4 and len(rows) == 7
+    assert {r.case for r in rows} == {"steplr-xla", "steplr-xla-mp", "xmp-xla",
+                                      "manual-update-xla"}
+    assert sum(r.expected == "pass" for r in rows) == 5 and len(rows) == 9
     (manual,) = [r for r in rows if r.case == "manual-update-xla"]
     assert not any(a.endswith("wrong-hardware") for a in manual.alarms), manual.titles
 
