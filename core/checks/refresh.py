@@ -42,6 +42,11 @@ class EvidenceRefresh:
         """``alarm`` was raised as ``alarm_id`` with evidence up to ``step``."""
         self._last[alarm.key] = _Recorded(alarm_id, alarm, step, now)
 
+    def alarm_id(self, key: str) -> str | None:
+        """The id the alarm of this key was raised as (None: not recorded here)."""
+        last = self._last.get(key)
+        return last.alarm_id if last is not None else None
+
     def due(self, alarm: Alarm, step: int | None, now: float,
             final: bool) -> tuple[str, Alarm] | None:
         """(alarm id, the alarm as it now stands) when ``alarm``'s evidence is due to be

@@ -433,6 +433,7 @@ class Verifier:
         refs = self.valid_references()
         raised: dict[str, Alarm] = {}
         provisional: dict[str, str] = {}  # key -> alarm id: raised before every reference was in
+        live_keys: set[str] = set()  # raised on a partial run: the final pass confirms them
         pending: list[dict[str, Any]] = []  # records not yet folded into `live`
         live = LiveRecords()
         stats = self.live_stats = LiveCheckStats()
@@ -474,6 +475,28 @@ class Verifier:
 
         refresh = EvidenceRefresh()
 
+        def withdraw(found: list[Alarm]) -> None:
+            """An alarm raised on part of the run that the whole run does not bear out (an
+            accelerate-style read-ahead doubles the first step's batch): cleared, with the
+            reason, in the log, on the card and in the exports; a milder alarm of the same
+            key is raised anew (an update never changes what an alarm counts for)."""
+            now_by_key = {a.key: a for a in found}
+            for key in sorted(live_keys):
+                was, now = raised.get(key), now_by_key.get(key)
+                if was is None or (now is not None and ev.SEVERITY_RANK.get(now.severity, 0)
+                                   >= ev.SEVERITY_RANK.get(was.severity, 0)):
+                    continue
+                alarm_id = refresh.alarm_id(key)
+                del raised[key]
+                if alarm_id is None:
+                    continue
+                self.bus.publish(ev.AlarmCleared(
+                    session_id=self.session_id, alarm_id=alarm_id,
+                    reason="raised on part of the run; the final judgement over the whole run "
+                           + ("does not confirm it" if now is None
+                              else f"finds it {now.severity}: {now.title}")[:300]))
+            live_keys.clear()
+
         def judge(records: RunRecords, final: bool) -> None:
             if not refs and not all_in.done():
                 return  # nothing to judge against yet: the first valid reference starts it
@@ -492,6 +515,8 @@ class Verifier:
                             reason=f"by all {len(refs)} valid references (raised while only "
                                    "some were in)"))
                 provisional.clear()
+            if final and live_keys:
+                withdraw(found)
             for alarm in found:
                 if alarm.key not in raised:
                     raised[alarm.key] = alarm
@@ -499,6 +524,8 @@ class Verifier:
                     refresh.recorded(alarm, alarm_id, step, now)
                     if not all_in.done():
                         provisional[alarm.key] = alarm_id
+                    if not final:
+                        live_keys.add(alarm.key)
                 elif (due := refresh.due(alarm, step, now, final)) is not None:
                     alarm_id, raised[alarm.key] = due
                     self.bus.publish(raised[alarm.key].updated(self.session_id, alarm_id, step))
