@@ -47,7 +47,11 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"NotImplementedError|not implemented for|Could not run '[^']+' with arguments from|"
         r"is not currently implemented for|no lowering|Lowering .* not implemented|"
         r"UNIMPLEMENTED|[Uu]nsupported (op|operator|operation|dtype)|"
-        r"is not supported (on|for|by) (the )?(XLA|TPU|MPS|device)")),
+        r"is not supported (on|for|by) (the )?(XLA|TPU|MPS|device)|"
+        # torch's fused optimizers on a device without the kernel (the HF Trainer's default
+        # adamw_torch_fused on XLA)
+        r"`fused=True` requires all the params to be floating point Tensors of supported "
+        r"devices")),
     ("collective-timeout", re.compile(
         r"DistStoreError|DistNetworkError|RendezvousTimeout|RendezvousError|"
         r"[Tt]imed out (after .* )?waiting for (clients|workers|peers|the store)|"

@@ -42,3 +42,11 @@ def test_the_cause_rides_on_the_crash_alarm_from_the_tail() -> None:
     (alarm,) = check_end([], cand, None, final=True)  # type: ignore[arg-type]
     assert (alarm.kind, alarm.evidence["cause"]) == ("crashed", "compile-error")
     assert alarm.evidence["cause_line"].startswith("Python builtin <built-in function open>")
+
+
+def test_a_fused_optimizer_on_a_device_without_its_kernel_is_an_unsupported_op() -> None:
+    # torch 2.9's message, as the HF Trainer's adamw_torch_fused on XLA raises it (issue 37)
+    msg = ("`fused=True` requires all the params to be floating point Tensors of supported "
+           "devices: ['mps', 'cuda', 'xpu', 'hpu', 'cpu', 'mtia', 'privateuseone'] but torch.float32 "
+           "and xla")
+    assert classify("RuntimeError", msg, []) == ("unsupported-op", f"RuntimeError: {msg}")
