@@ -194,3 +194,18 @@ def test_only_runs_portside_was_killed_during_are_superseded_by_their_rerun() ->
     assert led.alarms["al-cand2a"].cleared_reason == "superseded by x"
     assert {a.alarm_id for a in led.open_errors()} == {
         "al-ref1", "al-ref2", "al-ref3", "al-cand1", "al-cand2b"}  # the fold alone clears none
+
+
+def test_the_checks_card_says_why_an_alarm_was_cleared() -> None:
+    from portside.tui.model import SessionModel
+    from portside.tui.widgets.checks import evidence_text
+
+    model = SessionModel({"session_id": SID})
+    model.apply(ev.AlarmRaised(session_id=SID, alarm_id="a1", check="reference-failed",
+                               severity="error", title="reference run #1 did not train",
+                               run_id="ref1", seq=1))
+    assert "cleared" not in evidence_text(model.alarms["a1"]).plain
+    model.apply(ev.AlarmCleared(session_id=SID, alarm_id="a1", seq=2,
+                                reason="superseded by ref1-b: reference #1 run again"))
+    assert "cleared: superseded by ref1-b: reference #1 run again" in evidence_text(
+        model.alarms["a1"]).plain

@@ -68,6 +68,9 @@ def evidence_text(a: AlarmView) -> Text:
     t.append(clean_line(a.title) + "\n")
     if a.evidence_step is not None:
         t.append(f"  evidence as of step {a.evidence_step}\n", style="dim")
+    why = a.entry.cleared_reason if a.cleared and a.entry is not None else ""
+    if why:  # an override's, or the rerun that superseded the run it was about
+        t.append(f"  cleared: {clean_line(why)}\n", style="dim")
     ev = a.evidence
     if e.check == "clipping-changed" and isinstance(ev.get("candidate"), dict):
         # The study's silent failure: show what changed the way a reviewer reads it.
