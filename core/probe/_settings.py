@@ -54,15 +54,35 @@ def param_signature(params: list[Any]) -> str:
 
 
 def _user_frame() -> Any:
-    """The innermost frame outside torch and the probe: the training script's."""
+    """The innermost frame outside torch and the probe: the training script's; past installed
+    libraries too (accelerate, Lightning, the HF Trainer step the optimizer from their own
+    frames), unless the script is itself installed (then the innermost such frame)."""
     f = sys._getframe(1)
     here = os.path.dirname(os.path.abspath(__file__))
+    first = None
     while f is not None:
         name = f.f_code.co_filename
         if not (name.startswith(here) or f"{os.sep}torch{os.sep}" in name
                 or f"{os.sep}torch_xla{os.sep}" in name or name.startswith("<frozen")):
-            return f
+            if f"{os.sep}site-packages{os.sep}" not in name and \
+                    f"{os.sep}dist-packages{os.sep}" not in name:
+                return f
+            first = first or f
         f = f.f_back
+    return first
+
+
+def _wraps(obj: Any, opt: Any) -> str | None:
+    """"" when obj is a library's wrapper of opt (accelerate's AcceleratedOptimizer keeps it
+    as `.optimizer`), ".optimizer" when obj holds such a wrapper (the HF Trainer); else None."""
+    try:
+        inner = getattr(obj, "optimizer", None)
+        if inner is opt:
+            return ""
+        if inner is not None and getattr(inner, "optimizer", None) is opt:
+            return ".optimizer"
+    except Exception:
+        pass
     return None
 
 
@@ -74,6 +94,7 @@ def owner_names(opt: Any, torch: Any) -> tuple[str | None, dict[int, str]]:
         return None, {}
     ids = {id(p) for g in opt.param_groups for p in g["params"]}
     opt_name: str | None = None
+    wrapper_name: str | None = None  # a variable holding a library's wrapper of it
     owners: dict[int, str] = {}
     module_cls = torch.nn.Module
     scanned = 0
@@ -93,7 +114,9 @@ def owner_names(opt: Any, torch: Any) -> tuple[str | None, dict[int, str]]:
                             owners.setdefault(id(p), name)
                 except Exception:
                     continue
-    return opt_name, owners
+            elif wrapper_name is None and (via := _wraps(obj, opt)) is not None:
+                wrapper_name = name + via
+    return opt_name or wrapper_name, owners
 
 
 def optimizer_facts(opt: Any, index: int, torch: Any) -> dict[str, Any]:

@@ -51,3 +51,15 @@ def test_consumed_reads_past_scalar_arithmetic_to_the_loss_input() -> None:
     # DataLoader's samples)
     assert p._consumed(f.cross_entropy((x @ w).view(-1, 1), torch.zeros(36, dtype=torch.long))
                        ) == 36
+
+
+@pytest.mark.parametrize(("args", "name"), [((), "optimizer"), (("--trainer",),
+                                                                   "trainer.optimizer")])
+def test_an_optimizer_stepped_by_a_librarys_wrapper_is_named_by_the_scripts_variable(
+        probe_run: ProbeRun, args: tuple[str, ...], name: str) -> None:
+    # accelerate's AcceleratedOptimizer / the HF Trainer step it from their own frames: the
+    # name was None there ("optimizer #0" on the card)
+    _, out = probe_run("wrapped_opt_train.py", *args)
+    (facts,) = [r for r in read_records(out) if r["type"] == "facts"]
+    (opt,) = facts["optimizers"]
+    assert opt["name"] == name and opt["modules"] == ["net"]
