@@ -18,26 +18,78 @@ from .comparison import Comparison
 from .memo import FoldKey, same_runs
 from .progress import steps_per_epoch
 from .records import RunRecords
-from .series import common_steps, downsample, rolling_mean, smoothed, step_noise, true_runs
+from .series import (
+    common_steps,
+    downsample,
+    rolling_mean,
+    rolling_median,
+    smoothed,
+    smoothed_median,
+    step_noise,
+    true_runs,
+)
 
 
-def _smooth(r: RunRecords, name: str, w: int) -> np.ndarray:
-    """A reference's smoothed series, memoised (references are judged on every live pass)."""
-    val = r.derived.smooth.get((name, w))
+def _smooth(r: RunRecords, name: str, w: int, median: bool = False,
+            log: bool = False) -> np.ndarray:
+    """A reference's smoothed series (trailing mean, or median for the calibrated band, then
+    in logs where the series is positive), memoised (references are judged on every live
+    pass)."""
+    key = (name, w) if not median else (name, w, "median", log)
+    val = r.derived.smooth.get(key)
     if val is None:
-        val = r.derived.smooth[name, w] = rolling_mean(r.series(name), w)
+        val = (rolling_median if median else rolling_mean)(r.series(name), w)
+        if log:  # the median of the logs is the log of the median
+            with np.errstate(divide="ignore", invalid="ignore"):
+                val = np.log(val)
+        r.derived.smooth[key] = val
     return val
 
 
-def _noise(r: RunRecords, name: str, w: int, gap: int) -> np.ndarray:
-    val = r.derived.noise.get((name, w, gap))
+def _noise(r: RunRecords, name: str, w: int, gap: int, log: bool = False) -> np.ndarray:
+    key = (name, w, gap) if not log else (name, w, gap, "log")
+    val = r.derived.noise.get(key)
     if val is None:
-        val = r.derived.noise[name, w, gap] = _sparse_noise(r.series(name), w, gap)
+        x = r.series(name)
+        if log:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                x = np.log(x)
+        val = r.derived.noise[key] = _sparse_noise(x, w, gap)
     return val
+
+
+def _positive(runs: list[RunRecords], name: str) -> bool:
+    """Every finite value of the series in every run > 0 (losses and gradient norms usually
+    are, and their noise is a factor, not a term: they are judged in logs then). A live
+    run's least value is carried from pass to pass."""
+    for r in runs:
+        x = r.series(name)
+        live = r.derived.live
+        if live is None:
+            got = r.derived.smooth.get((name, 0, "min"))
+            if got is None:
+                got = r.derived.smooth[name, 0, "min"] = np.array([_least(x)])
+            least = float(got[0])
+        else:
+            st = live.roll.get(("min", name))
+            if st is None or st["n"] > x.size:
+                st = {"n": 0, "min": math.inf}
+            st = {"n": x.size, "min": min(st["min"], _least(x[st["n"]:]))}
+            live.roll["min", name] = st
+            least = st["min"]
+        if not least > 0:
+            return False
+    return True
+
+
+def _least(x: np.ndarray) -> float:
+    fin = x[np.isfinite(x)]
+    return float(fin.min()) if fin.size else math.inf
 
 
 def _envelope(refs: list[RunRecords], sel: list[slice | np.ndarray], name: str, smooth: int,
-              noise_w: int, gap: int = 1) -> tuple[np.ndarray, ...] | None:
+              noise_w: int, gap: int = 1, median: bool = False,
+              log: bool = False) -> tuple[np.ndarray, ...] | None:
     """Min, max, mean and variance (ddof 1) over references of the smoothed series at the
     common steps, and their mean step noise σ (zeros when noise_w is 0); None when no
     reference reports the series. Smoothing is causal, so a run's full smoothed series cut at
@@ -48,12 +100,12 @@ def _envelope(refs: list[RunRecords], sel: list[slice | np.ndarray], name: str, 
     sigma = np.zeros(m)
     rows = np.empty((len(refs), m))
     for i, (r, s) in enumerate(zip(refs, sel, strict=True)):
-        sm = _smooth(r, name, smooth)[s]
+        sm = _smooth(r, name, smooth, median, log)[s]
         rows[i] = sm
         np.fmin(lo, sm, out=lo)  # fmin/fmax skip NaN (a reference missing a step)
         np.fmax(hi, sm, out=hi)
         if noise_w:
-            sigma += _noise(r, name, noise_w, gap)[s]
+            sigma += _noise(r, name, noise_w, gap, log)[s]
     if np.isnan(lo).all():
         return None
     with np.errstate(invalid="ignore"):
@@ -66,20 +118,21 @@ def _calibration(refs: list[RunRecords], dc: Any, how: _How,
                  alpha: float) -> drift_rate.Calibration | None:
     """drift_rate.calibrate over the references' own common steps (they are complete: the
     same for every pass of a live candidate), memoised with the references it was made of."""
-    key = (how.name, dc.smooth, how.gap, how.noise_w, alpha, len(refs))
+    sm = dc.smooth
+    key = (how.name, sm, how.gap, how.noise_w, alpha, len(refs), how.median, how.log)
     got = refs[0].derived.drift_cal.get(key)
     if got is not None and same_runs(got[0], refs):
         return got[1]
     g = how.gap
     _, sel = common_steps(refs)
-    env = _envelope(refs, sel, how.name, dc.smooth * g, how.noise_w, g)
+    env = _envelope(refs, sel, how.name, sm * g, how.noise_w, g, how.median, how.log)
     cal = None
     if env is not None:
-        rows = np.stack([_smooth(r, how.name, dc.smooth * g)[s]
+        rows = np.stack([_smooth(r, how.name, sm * g, how.median, how.log)[s]
                          for r, s in zip(refs, sel, strict=True)])
         n_at = np.arange(1, rows.shape[1] + 1)
-        noise = env[2] / np.sqrt(np.clip(n_at / g, 1, dc.smooth))
-        cal = drift_rate.calibrate(rows, noise, dc.smooth, g, alpha)
+        noise = env[2] / np.sqrt(np.clip(n_at / g, 1, sm))
+        cal = drift_rate.calibrate(rows, noise, sm, g, alpha)
     refs[0].derived.drift_cal[key] = (list(refs), cal)
     return cal
 
@@ -152,18 +205,22 @@ def _sel_len(s: slice | np.ndarray, r: RunRecords) -> int:
 
 
 def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
-    """`drift` of these runs alone (tests, benchmarks: a pass builds its Comparison once)."""
-    return drift(Comparison(refs, cand), criteria)
+    """`drift` of these runs alone, the candidate complete (tests, benchmarks: a pass builds
+    its Comparison once)."""
+    return drift(Comparison(refs, cand, final=True), criteria)
 
 
 def drift(c: Comparison, criteria: Criteria) -> list[Alarm]:
-    """Smoothed candidate series outside the reference envelope. With `acceptance.drift_alpha`
-    and two references or more (drift_rate.py): the band around the references' mean
-    calibrated to that false-alarm rate over the whole run (at least [min, max] widened by
-    rtol·max(|lo|, |hi|) + atol), one sample outside is the alarm. Else the fixed envelope,
-    for `window` consecutive common steps: [min, max] over references of the same smoothing,
-    widened by rtol·max(|lo|, |hi|) + atol + noise_z·σ, where σ is the references' step noise
-    divided by √(points in the smoothing window)."""
+    """Smoothed candidate series against the references. With `acceptance.drift_alpha` and
+    two references or more (drift_rate.py), two tests a series, each given half its share of
+    the rate: the excursion test (trailing medians outside the band around the references'
+    mean calibrated to that rate over the whole run, at least [min, max] widened by
+    rtol·max(|lo|, |hi|) + atol: one sample outside is the alarm, judged live) and the level
+    test (the candidate's mean deviation over the second half of the compared steps, judged
+    once the run is complete). Else the fixed envelope, for `window` consecutive common
+    steps: [min, max] over references of the same smoothing, widened by rtol·max(|lo|, |hi|)
+    + atol + noise_z·σ, where σ is the references' step noise divided by √(points in the
+    smoothing window)."""
     refs, cand = c.refs, c.cand
     if not refs or cand.n == 0:
         return []
@@ -173,11 +230,14 @@ def drift(c: Comparison, criteria: Criteria) -> list[Alarm]:
     if steps.size < dc.window:
         return []
     noise_w = max(4 * dc.smooth, 20)
-    # drift_rate.py: the rate split over the series judged; two references at least
+    # drift_rate.py: the rate split over the series judged, then over the two tests; two
+    # references at least
     alpha = criteria.acceptance.drift_alpha / len(dc.series) if len(refs) >= 2 else 0.0
     c_smooth = _progress_smooth(cand, refs, dc.smooth) if al.mode == "progress" else dc.smooth
     live = cand.derived.live
     memo = live.drift if live is not None else {}  # not a live snapshot: nothing is carried
+    # The level test needs the whole run: the final pass.
+    complete = c.final
     k = steps.size
     # A live run judged by step (every selector the prefix 0..k-1): each point's verdict is
     # fixed once its step is in every run, so a pass need only look at the new points and the
@@ -191,23 +251,33 @@ def drift(c: Comparison, criteria: Criteria) -> list[Alarm]:
         gap = sample_gap([cand, *refs], name)
         window = dc.window if gap == 1 else max(dc.window, 2 * gap)
         how = _How(name, c_smooth, gap, window, noise_w)
-        if alpha and _calibration(refs, dc, replace(how, alpha=alpha), alpha) is not None:
-            # The calibrated band is a max-statistic: one sample outside it is the alarm.
-            how = replace(how, window=gap, alpha=alpha)
-        key = (dc.rtol, dc.atol, dc.smooth, dc.noise_z, how)
-        seen = memo.get(key) if tail else None
-        if seen is not None and same_runs(seen[1], refs) and seen[0] <= k:
-            a = max(0, seen[0] - window)
-            if not _long_excursion(refs, cand, dc, how, a, k):
-                memo[key] = (k, seen[1])
-                continue
-        found = _drift_alarm(refs, cand, dc, how, al)
-        if found is None:
-            if tail:
-                memo[key] = (k, list(refs))
-            continue
-        alarms.append(found)
+        # The calibrated band's series are trailing medians: a gradient norm's spikes lift a
+        # mean for `smooth` steps, far out of a Gaussian model's tail (issue 37).
+        band = replace(how, window=gap, alpha=alpha / 2, median=True,
+                       log=_positive([cand, *refs], name))
+        calibrated = bool(alpha) and _calibration(refs, dc, band, band.alpha) is not None
+        found = _excursion(refs, cand, dc, band if calibrated else how, al, memo, tail, k)
+        if found is None and calibrated and complete:
+            found = _level_alarm(refs, cand, dc, band, al)
+        if found is not None:
+            alarms.append(found)
     return alarms
+
+
+def _excursion(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How, al: Any,
+               memo: dict[Any, Any], tail: bool, k: int) -> Alarm | None:
+    """The band's alarm of one series, carried over live passes (see `tail` in drift)."""
+    key = (dc.rtol, dc.atol, dc.smooth, dc.noise_z, how)
+    seen = memo.get(key) if tail else None
+    if seen is not None and same_runs(seen[1], refs) and seen[0] <= k:
+        a = max(0, seen[0] - how.window)
+        if not _long_excursion(refs, cand, dc, how, a, k):
+            memo[key] = (k, seen[1])
+            return None
+    found = _drift_alarm(refs, cand, dc, how, al)
+    if found is None and tail:
+        memo[key] = (k, list(refs))
+    return found
 
 
 @dataclass(frozen=True)
@@ -220,6 +290,8 @@ class _How:
     window: int
     noise_w: int
     alpha: float = 0.0
+    median: bool = False  # trailing medians, not means (the calibrated band's)
+    log: bool = False  # judged in logs (the band's, where the series is positive)
 
 
 def _excess(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
@@ -230,16 +302,22 @@ def _excess(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
     `how.alpha` (drift_rate.py) the envelope is also at least the calibrated band; its
     Calibration comes last (None: the fixed envelope alone). None when one side does not
     report the series."""
-    g = how.gap
+    g, sm = how.gap, dc.smooth
     cal = _calibration(refs, dc, how, how.alpha) if how.alpha else None
     noise_w = how.noise_w if (dc.noise_z or cal is not None) else 0
-    c_s = smoothed(cand, how.name, how.c_smooth * g)[sel_c]
-    env = _envelope(refs, sel_r, how.name, dc.smooth * g, noise_w, g)
+    c_s = (smoothed_median if how.median else smoothed)(
+        cand, how.name, how.c_smooth * g)[sel_c]
+    if how.log:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c_s = np.log(c_s)
+    env = _envelope(refs, sel_r, how.name, sm * g, noise_w, g, how.median, how.log)
     if env is None or not np.isfinite(c_s).any():
         return None
     lo, hi, sigma, mean, var = env
-    widen = dc.rtol * np.maximum(np.abs(lo), np.abs(hi)) + dc.atol
-    n_eff = np.clip(n_at / g, 1, dc.smooth)
+    # rtol is relative: in logs it is a constant width
+    widen = (math.log1p(dc.rtol) + dc.atol if how.log
+             else dc.rtol * np.maximum(np.abs(lo), np.abs(hi)) + dc.atol)
+    n_eff = np.clip(n_at / g, 1, sm)
     if cal is None and dc.noise_z:
         widen = widen + dc.noise_z * sigma / np.sqrt(n_eff)
     elo, ehi = lo - widen, hi + widen
@@ -247,14 +325,17 @@ def _excess(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
         # The references' pooled spread: their own (the same for every pass) where the
         # selection is a prefix of their steps, else pooled over the selected points.
         spread2 = (cal.spread2[sel_r[0]] if all(isinstance(s, slice) for s in sel_r)
-                   else drift_rate.pooled(var, dc.smooth * g))
+                   else drift_rate.pooled(var, sm * g))
         half = cal.u * cal.sd(spread2, (sigma / np.sqrt(n_eff)) ** 2) \
             * math.sqrt(1 + 1 / len(refs))
         np.fmin(elo, mean - half, out=elo)
         np.fmax(ehi, mean + half, out=ehi)
     with np.errstate(invalid="ignore"):
+        z = (c_s - mean) / (half / cal.u) if cal is not None else np.full(c_s.size, np.nan)
+        if how.log:  # judged in logs, shown in the series' own units (exp keeps the order)
+            c_s, elo, ehi, hi = np.exp(c_s), np.exp(elo), np.exp(ehi), np.exp(hi)
         excess = np.maximum(c_s - ehi, elo - c_s)  # > 0 outside; NaN where unknown
-    return c_s, elo, ehi, hi, excess, cal
+    return c_s, elo, ehi, hi, excess, cal, z
 
 
 def _long_excursion(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How, a: int,
@@ -269,6 +350,53 @@ def _long_excursion(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How
     return bool(((ends - starts) >= how.window).any())
 
 
+def _level_alarm(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
+                 al: Any) -> Alarm | None:
+    """The level test: the candidate's mean z over the second half of the compared steps (z
+    as the band's: its deviation from the references' median over σ̂·√(1 + 1/n)). A correct
+    port that starts slower and catches up passes it; a changed one (label noise, momentum)
+    sits off the references there for good, a little everywhere, which no single point
+    shows."""
+    steps, idx = al.steps, al.sel
+    got = _excess(refs, cand, dc, how, idx[0], idx[1:], np.arange(1, steps.size + 1))
+    if got is None or got[5] is None:
+        return None
+    c_s, elo, ehi, hi, _, cal, z = got
+    a = steps.size // 2
+    fin = np.isfinite(z[a:])
+    m = int(fin.sum()) // max(how.gap, 1)  # samples, as the band counts a thinned series
+    if m < 2:
+        return None
+    level = float(np.mean(z[a:][fin]))
+    thr, nu = drift_rate.level_threshold(round(how.alpha, 12), m, round(cal.rho, 3), len(refs))
+    if abs(level) <= thr:
+        return None
+    name, gap = how.name, how.gap
+    direction = "above" if level > 0 else "below"
+    span = np.arange(a, steps.size)
+    worst = int(span[np.nanargmax(np.where(fin, np.abs(z[a:]), -np.inf))])
+    out = int(np.sum((c_s[a:] > ehi[a:]) | (c_s[a:] < elo[a:])))
+    return Alarm(
+        "numeric-drift", "error",
+        f"{name} sits {direction} the references over the second half, from step "
+        f"{int(steps[a])} (mean z {level:+.2f}, beyond ±{thr:.2f})",
+        {
+            "series": name, "test": "level", "mean_z": level, "threshold": thr,
+            "first_step": int(steps[a]), "alarm_step": int(steps[-1]),
+            "worst_step": int(steps[worst]), "direction": direction,
+            "steps_out": out, "window": int(steps.size - a), "smooth": dc.smooth * gap,
+            "sample_gap": gap,
+            "value_first": float(c_s[a]), "envelope_first": [float(elo[a]), float(ehi[a])],
+            "value_worst": float(c_s[worst]),
+            "envelope_worst": [float(elo[worst]), float(ehi[worst])],
+            "reference_runs": len(refs), "aligned_by": al.mode,
+            "rate": cal.level_evidence(len(refs), len(dc.series), m, thr, nu),
+            "spark": {"steps": downsample(steps), "candidate": downsample(c_s),
+                      "lo": downsample(elo), "hi": downsample(ehi)},
+        },
+        key=f"numeric-drift:{name}")
+
+
 def _drift_alarm(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
                  al: Any) -> Alarm | None:
     """The drift alarm of one series over the whole aligned series, or None."""
@@ -277,7 +405,7 @@ def _drift_alarm(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
     got = _excess(refs, cand, dc, how, idx[0], idx[1:], np.arange(1, steps.size + 1))
     if got is None:
         return None  # the series is not reported by one side
-    c_s, elo, ehi, hi, excess, cal = got
+    c_s, elo, ehi, hi, excess, cal, _ = got
     starts, ends = true_runs(excess > 0)
     long = (ends - starts) >= window
     if not long.any():
@@ -300,7 +428,8 @@ def _drift_alarm(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
             "series": name, "first_step": int(steps[first]),
             "alarm_step": int(steps[first + window - 1]),
             "worst_step": int(steps[worst]), "direction": direction,
-            "steps_out": int(in_long.sum()), "window": window, "smooth": dc.smooth * gap,
+            "steps_out": int(in_long.sum()), "window": window,
+            "smooth": dc.smooth * gap,
             "sample_gap": gap,
             "value_first": float(c_s[first]), "envelope_first": [float(elo[first]), float(ehi[first])],
             "value_worst": float(c_s[worst]), "envelope_worst": [float(elo[worst]), float(ehi[worst])],

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 SCALE_QUANTILES = 32  # points of the χ² mixture over the scale's uncertainty
+TESTS = 2  # a series' share of the rate is split between the excursion and the level test
 
 
 def normal_sf(u: float) -> float:
@@ -74,6 +75,79 @@ def threshold(alpha: float, points: int, rho: float, df: float) -> float:
     return hi
 
 
+def t_sf(u: float, nu: float) -> float:
+    """P(T > u) for Student's t with nu degrees of freedom (the regularised incomplete beta
+    by its continued fraction: stdlib only, as the rest of this module)."""
+    if nu > 1e6:
+        return normal_sf(u)
+    x = nu / (nu + u * u)
+    return 0.5 * _betainc(nu / 2.0, 0.5, x) if u >= 0 else 1.0 - t_sf(-u, nu)
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    lbeta = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    front = math.exp(lbeta + a * math.log(x) + b * math.log1p(-x))
+    if x > (a + 1.0) / (a + b + 2.0):
+        return 1.0 - _betainc(b, a, 1.0 - x)
+    # Lentz's continued fraction
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((a + m2 - 1.0) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-12:
+            break
+    return front * h / a
+
+
+def t_ppf(q: float, nu: float) -> float:
+    """The q quantile (q > 0.5) of Student's t with nu degrees of freedom."""
+    lo, hi = 0.0, 1e4
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if t_sf(mid, nu) > 1.0 - q:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def mean_var(points: int, rho: float) -> float:
+    """The variance of the mean of `points` consecutive values of a unit AR(1) series of lag-1
+    correlation rho."""
+    if points <= 1:
+        return 1.0
+    k = np.arange(1, points)
+    return float((1.0 + 2.0 * np.sum((1.0 - k / points) * rho ** k)) / points)
+
+
+@functools.lru_cache(maxsize=256)
+def level_threshold(alpha: float, points: int, rho: float, refs: int) -> tuple[float, float]:
+    """(threshold on the mean z over `points` samples, its degrees of freedom): two-sided
+    alpha. The scale σ̂ the z are divided by is shared by the points averaged, so its error
+    does not average out: t with the df of the references' spread over the span, (refs − 1)
+    per independent stretch of the span (the integrated correlation time (1 + ρ)/(1 − ρ))."""
+    tau = (1.0 + rho) / max(1.0 - rho, 1e-6)
+    nu = max((refs - 1) * points / tau, 1.0)
+    return t_ppf(1.0 - alpha / 2.0, nu) * math.sqrt(mean_var(points, rho)), nu
+
+
 @dataclass(frozen=True)
 class Calibration:
     """What the references say about one series: per point of their common prefix the pooled
@@ -91,15 +165,30 @@ class Calibration:
         return np.sqrt(np.maximum(spread2, self.kappa2 * noise2))
 
     def evidence(self, refs: int, per_series: int) -> dict[str, object]:
-        return {"rule": "max-statistic over the run", "alpha": self.alpha * per_series,
-                "alpha_series": self.alpha, "series_judged": per_series, "threshold_z": self.u,
+        """The excursion test's rate: `alpha` here is its half of one series' share."""
+        total = self.alpha * per_series * TESTS
+        return {"rule": "max-statistic over the run", "alpha": total,
+                "alpha_series": self.alpha * TESTS, "alpha_test": self.alpha,
+                "series_judged": per_series, "threshold_z": self.u,
                 "points": self.points, "lag1_correlation": self.rho, "df": self.df,
                 "kappa2": self.kappa2, "references": refs,
-                "how": (f"band = reference mean ± {self.u:.3g}·σ̂·√(1+1/{refs}): "
+                "how": (f"band = reference median ± {self.u:.3g}·σ̂·√(1+1/{refs}): "
                         f"P(max |z| over {self.points} points > {self.u:.3g}) = "
-                        f"{self.alpha:.3g} (alpha {self.alpha * per_series:g} / {per_series} "
-                        f"series; Rice, lag-1 correlation {self.rho:.3g}, σ̂ with "
+                        f"{self.alpha:.3g} (alpha {total:g} / {per_series} series / {TESTS} "
+                        f"tests; Rice, lag-1 correlation {self.rho:.3g}, σ̂ with "
                         f"{self.df:.3g} df)")}
+
+    def level_evidence(self, refs: int, per_series: int, points: int, threshold: float,
+                       nu: float) -> dict[str, object]:
+        total = self.alpha * per_series * TESTS
+        return {"rule": "level over the second half", "alpha": total,
+                "alpha_series": self.alpha * TESTS, "alpha_test": self.alpha,
+                "series_judged": per_series, "threshold_z": threshold, "points": points,
+                "lag1_correlation": self.rho, "df": nu, "references": refs,
+                "how": (f"|mean z| over the second half's {points} points > {threshold:.3g}: "
+                        f"P = {self.alpha:.3g} (alpha {total:g} / {per_series} series / "
+                        f"{TESTS} tests; t with {nu:.3g} df × the sd of a mean of {points} "
+                        f"points of lag-1 correlation {self.rho:.3g})")}
 
 
 def pooled(x: np.ndarray, width: int) -> np.ndarray:
@@ -137,5 +226,15 @@ def calibrate(smoothed: np.ndarray, noise: np.ndarray, smooth: int, gap: int,
     rho = min(max(rho, 0.0), 1.0)
     points = max(int(fin.sum()) // max(gap, 1), 2)
     df = max((n - 1) * points / max(smooth, 1), 1.0)
+    # σ̂² at a point: the larger of the spread pooled over `smooth` points and the step noise
+    # times the spread-to-noise ratio pooled over a wider stretch (an eighth of the run, four
+    # smoothings at least): early in training the seeds part far more than the run-wide
+    # ratio says (issue 37). A point's scale is then known to the df of that stretch, not of
+    # the whole run, and the threshold's mixture over the scale's error has those df.
+    spread2 = pooled(var, smooth * max(gap, 1))
+    wide = max(4 * smooth, points // 8) * max(gap, 1)
+    ratio = np.where(ok, var / np.where(ok, noise2, 1.0), np.nan)
+    spread2 = np.fmax(spread2, pooled(ratio, wide) * noise2)
+    df = min(df, max((n - 1) * wide / max(smooth * max(gap, 1), 1), 1.0))
     u = threshold(round(alpha, 12), points, round(rho, 3), round(df, 1))
-    return Calibration(pooled(var, smooth * max(gap, 1)), kappa2, rho, points, df, alpha, u)
+    return Calibration(spread2, kappa2, rho, points, df, alpha, u)

@@ -43,7 +43,7 @@ class LiveMemo:
     (rows covered, state, the other runs it is about); the others are their checks' own
     incremental states."""
     folds: dict[FoldKey, tuple[int, Any, tuple[Any, ...]]] = field(default_factory=dict)
-    roll: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)  # series.smoothed
+    roll: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)  # series.smoothed(_median)
     # drift.check_drift: a series' verdict up to k points, with the references it was made of
     drift: dict[Hashable, tuple[int, list[RunRecords]]] = field(default_factory=dict)
     rank_divergence: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
@@ -67,8 +67,8 @@ class Derived:
     clip_stats: dict[str, Any] | None = None
     clip_config: dict[str, Any] | None = None
     steady: dict[tuple[int, int], float | None] = field(default_factory=dict)  # (warmup, n)
-    smooth: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)  # (series, window)
-    noise: dict[tuple[str, int, int], np.ndarray] = field(default_factory=dict)  # +gap
+    smooth: dict[tuple[Any, ...], np.ndarray] = field(default_factory=dict)  # (series, window[, how])
+    noise: dict[tuple[Any, ...], np.ndarray] = field(default_factory=dict)  # +gap[, log]
     gap: dict[str, int] = field(default_factory=dict)
     # drift_rate calibrations over the reference set this run heads, with that set
     drift_cal: dict[Hashable, tuple[list[RunRecords], Calibration | None]] = field(

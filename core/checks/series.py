@@ -4,6 +4,7 @@ noise, runs of True, downsampling for sparklines. Pure numpy, safe on partial se
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -113,6 +114,55 @@ def smoothed(r: RunRecords, name: str, w: int) -> np.ndarray:
     st["n"] = x.size
     memo[key] = st
     return st["out"].view()
+
+
+def rolling_median(x: np.ndarray, w: int) -> np.ndarray:
+    """Trailing median over the finite values of the last `w` steps (fewer at the start; NaN
+    where a window has none). Causal like rolling_mean; a spike that fills less than half a
+    window does not move it, where it lifts a mean for `w` steps."""
+    if w <= 1 or x.size == 0:
+        return x.copy()
+    pad = np.concatenate((np.full(w - 1, np.nan), x))
+    win = np.lib.stride_tricks.sliding_window_view(pad, w)
+    out = np.empty(x.size)
+    k = min(w - 1, x.size)
+    with warnings.catch_warnings():  # an all-NaN window is NaN, as it should be
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out[:k] = np.nanmedian(win[:k], axis=1)
+        rest = win[k:]
+        if rest.size:
+            out[k:] = np.median(rest, axis=1) if np.isfinite(x).all() else \
+                np.nanmedian(rest, axis=1)
+    return out
+
+
+def smoothed_median(r: RunRecords, name: str, w: int) -> np.ndarray:
+    """`rolling_median(r.series(name), w)`; on a live run's snapshot only the new steps (and
+    the `w` - 1 before them) are read: O(new · w) a pass, the same values."""
+    x = r.series(name)
+    live = r.derived.live
+    if live is None or w <= 1 or x.size == 0:
+        return rolling_median(x, w)
+    key = ("median", name, w)
+    st = live.roll.get(key)
+    if st is None or st["n"] > x.size:
+        st = {"n": 0, "out": carry.Buf(np.float64)}
+    n0 = st["n"]
+    if n0 < x.size:
+        a = max(0, n0 - (w - 1))
+        st["out"].extend(rolling_median(x[a:], w)[n0 - a:] if a == 0 else
+                         _median_tail(x[a:], w))
+        st["n"] = x.size
+    live.roll[key] = st
+    return st["out"].view()
+
+
+def _median_tail(x: np.ndarray, w: int) -> np.ndarray:
+    """The trailing medians of x's points from w - 1 on (each window full of x's own)."""
+    win = np.lib.stride_tricks.sliding_window_view(x, w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.median(win, axis=1) if np.isfinite(x).all() else np.nanmedian(win, axis=1)
 
 
 def step_noise(x: np.ndarray, w: int) -> np.ndarray:
