@@ -236,8 +236,10 @@ def drift(c: Comparison, criteria: Criteria) -> list[Alarm]:
     c_smooth = _progress_smooth(cand, refs, dc.smooth) if al.mode == "progress" else dc.smooth
     live = cand.derived.live
     memo = live.drift if live is not None else {}  # not a live snapshot: nothing is carried
-    # The level test needs the whole run: the final pass.
-    complete = c.final
+    # The level test needs the whole run (the final pass), and runs of the same configuration:
+    # aligned by training progress (another global batch, its lr scaled by a rule that only
+    # approximates) the candidate's loss is not meant to sit where the references' does.
+    complete = c.final and al.mode == "step"
     k = steps.size
     # A live run judged by step (every selector the prefix 0..k-1): each point's verdict is
     # fixed once its step is in every run, so a pass need only look at the new points and the
