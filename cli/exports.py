@@ -117,8 +117,7 @@ def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str 
                 run_replay(subject, session_id, opening)
             except ReplayError as exc:  # a --from the session does not have
                 _fail(str(exc))
-            click.echo(f"portside: replayed {session_id} · `portside show {session_id}` prints "
-                       f"it · `portside export {session_id} report` writes its report", err=True)
+            click.echo(after_replay_hint(session_id), err=True)
             return
         click.echo("portside replay: the replay screen is not built yet; replaying headless.",
                    err=True)
@@ -236,3 +235,10 @@ def stats(store: Any, project: str | None, since: str | None, fmt: str) -> None:
         click.echo("no sessions match", err=True)
     render = {"md": ex.stats_md, "csv": ex.stats_csv, "json": ex.stats_json}[fmt]
     sys.stdout.write(render(data))
+
+
+def after_replay_hint(session_id: str) -> str:
+    """What to run after a replay; each `command` is one the CLI takes as written (a test
+    runs them: the report's was `export ID report`, a usage error)."""
+    return (f"portside: replayed {session_id} · `portside show {session_id}` prints it · "
+            f"`portside export {session_id} --what report` writes its report")

@@ -36,3 +36,21 @@ def test_recording_imports_and_replays(tmp_path: Path, name: str) -> None:
     lines = res.stdout.strip().splitlines()
     assert "session ended" in lines[-1]
     assert len(lines) >= len(events) * 0.9  # every event printed (a few may span no line)
+
+
+def test_the_hint_after_a_replay_names_commands_that_run(tmp_path: Path) -> None:
+    # Issue 41.11: the quit hint said `portside export ID report`, which exits 2.
+    import re
+
+    from portside.cli.exports import after_replay_hint
+
+    db = tmp_path / "r.db"
+    with Store(db) as store:
+        sid = import_file(store, RECORDINGS / "demo.jsonl")
+    commands = re.findall(r"`portside ([^`]+)`", after_replay_hint(sid))
+    assert len(commands) == 2
+    for cmd in commands:
+        res = subprocess.run([sys.executable, "-m", "portside.cli", "--db", str(db),
+                              *cmd.split()], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, (cmd, res.stderr[-1000:])
+        assert res.stdout.strip()
