@@ -148,28 +148,9 @@ def data_facts(it: Any) -> dict[str, Any] | None:
     if cpu is not None and not hasattr(it, "_index_sampler"):
         return _loader_facts(cpu)  # torch_xla's per-device iterator: the DataLoader it reads
     index = getattr(it, "_index_sampler", None)
-    sampler = getattr(index, "sampler", index)
-    sname = type(sampler).__name__ if sampler is not None else None
-    shuffle = getattr(sampler, "shuffle", None)  # DistributedSampler
-    if shuffle is None and sname is not None:
-        shuffle = {"RandomSampler": True, "SubsetRandomSampler": True,
-                   "WeightedRandomSampler": True, "SequentialSampler": False}.get(sname)
-    ds = getattr(it, "_dataset", None)
-    try:
-        ds_len = len(ds) if ds is not None else None
-    except Exception:
-        ds_len = None
-    return {
-        "batch_size": getattr(index, "batch_size", None),
-        "shuffle": shuffle,
-        "sampler": sname,
-        "batch_sampler": type(index).__name__ if index is not sampler else None,
-        "drop_last": getattr(it, "_drop_last", getattr(index, "drop_last", None)),
-        "num_workers": getattr(it, "_num_workers", None),
-        "pin_memory": getattr(it, "_pin_memory", None),
-        "dataset": type(ds).__name__ if ds is not None else None,
-        "dataset_len": ds_len,
-    }
+    return _sampling_facts(index, getattr(it, "_dataset", None),
+                           getattr(it, "_drop_last", getattr(index, "drop_last", None)),
+                           getattr(it, "_num_workers", None), getattr(it, "_pin_memory", None))
 
 
 def _loader_facts(loader: Any) -> dict[str, Any] | None:
@@ -177,13 +158,22 @@ def _loader_facts(loader: Any) -> dict[str, Any] | None:
     index = getattr(loader, "_index_sampler", None)
     if index is None:
         return None
+    return _sampling_facts(index, getattr(loader, "dataset", None),
+                           getattr(loader, "drop_last", getattr(index, "drop_last", None)),
+                           getattr(loader, "num_workers", None),
+                           getattr(loader, "pin_memory", None))
+
+
+def _sampling_facts(index: Any, ds: Any, drop_last: Any, workers: Any,
+                    pinned: Any) -> dict[str, Any]:
+    """The facts of a loader's batch sampler and dataset, from a DataLoader or its iterator
+    (they name the same things differently)."""
     sampler = getattr(index, "sampler", index)
-    sname = type(sampler).__name__
-    shuffle = getattr(sampler, "shuffle", None)
-    if shuffle is None:
+    sname = type(sampler).__name__ if sampler is not None else None
+    shuffle = getattr(sampler, "shuffle", None)  # DistributedSampler
+    if shuffle is None and sname is not None:
         shuffle = {"RandomSampler": True, "SubsetRandomSampler": True,
                    "WeightedRandomSampler": True, "SequentialSampler": False}.get(sname)
-    ds = getattr(loader, "dataset", None)
     try:
         ds_len = len(ds) if ds is not None else None
     except Exception:
@@ -193,9 +183,9 @@ def _loader_facts(loader: Any) -> dict[str, Any] | None:
         "shuffle": shuffle,
         "sampler": sname,
         "batch_sampler": type(index).__name__ if index is not sampler else None,
-        "drop_last": getattr(loader, "drop_last", getattr(index, "drop_last", None)),
-        "num_workers": getattr(loader, "num_workers", None),
-        "pin_memory": getattr(loader, "pin_memory", None),
+        "drop_last": drop_last,
+        "num_workers": workers,
+        "pin_memory": pinned,
         "dataset": type(ds).__name__ if ds is not None else None,
         "dataset_len": ds_len,
     }
