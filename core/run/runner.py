@@ -14,11 +14,13 @@ import asyncio
 import atexit
 import contextlib
 import copy
+import errno
 import json
 import os
 import re
 import shutil
 import signal
+import stat
 import sys
 import time
 from collections import deque
@@ -385,6 +387,7 @@ class _Watch:
         self.last_activity = time.monotonic()
         self.offsets: dict[Path, int] = {}
         self.inodes: dict[Path, int] = {}
+        self.not_files: set[Path] = set()  # probe-folder entries refused, said once each
         self.partial: dict[Path, bytes] = {}
         self.skipping: dict[Path, int] = {}  # bytes of an over-long record being dropped
         self.seqs: dict[tuple[str, Any], int] = {}  # (file, pid) → the next record's seq
@@ -512,9 +515,25 @@ class _Watch:
     def _new_lines(self, path: Path) -> list[bytes]:
         """The complete lines added to ``path`` since the last read (at most
         RECORD_READ_BYTES a tick); a line over MAX_RECORD_BYTES is dropped as it streams."""
+        if path in self.not_files:
+            return []
         try:
-            with open(path, "rb") as fh:
+            # Never follow a link (the run could point it at a host file portside, as root,
+            # would read into evidence) nor wait on a FIFO (open() would block the loop).
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as e:
+            if os.path.islink(path) or e.errno == errno.ELOOP:
+                self.not_files.add(path)
+                self._tamper(path, "a link in the probe folder, not a record file: not read")
+            return []
+        try:
+            with os.fdopen(fd, "rb") as fh:
                 st = os.fstat(fh.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    self.not_files.add(path)
+                    self._tamper(path, "not a regular file in the probe folder (a FIFO, a "
+                                       "device, a folder): not read")
+                    return []
                 at = self.offsets.get(path, 0)
                 if self.inodes.setdefault(path, st.st_ino) != st.st_ino:
                     self._tamper(path, "the record file was replaced while the run wrote it")

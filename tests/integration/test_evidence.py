@@ -302,3 +302,28 @@ def test_a_run_that_fills_its_disk_is_stopped_as_resource_limit(
         assert free > 4 << 20, f"only {free >> 20} MiB left"
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.mark.timeout(120)
+def test_a_fifo_or_a_link_in_the_probe_folder_is_refused_not_read(tmp_path: Path) -> None:
+    # Issue 38.7: a FIFO named like a record file froze portside's loop in open() (timeout,
+    # stall and SIGTERM never fired); a link to a host file had portside, as root, read it
+    # and keep its lines as evidence.
+    secret = tmp_path / "host-secret"
+    secret.write_text("SENTINEL-host-line\n")
+    secret.chmod(0o600)
+    script = _script(tmp_path, "fifo.py", f"""
+        d = os.path.dirname(OUT)
+        os.mkfifo(os.path.join(d, "a-fifo.jsonl"))
+        os.symlink({str(secret)!r}, os.path.join(d, "b-link.jsonl"))
+        for i in range(3):
+            put(sealed({{"type": "step", "t": 1.0, "pid": 7, "rank": 0, "step": i}}, i))
+        time.sleep(1.5)
+    """)
+    res, events = _run(tmp_path, f"{PY} {script}")
+    assert res.reason == "exit" and res.exit_code == 0, (res.reason, res.tail)
+    whys = " | ".join(r["why"] for r in _of(res, "tamper"))
+    assert "not a regular file" in whys and "a link" in whys, whys
+    assert len(_of(res, "step")) == 3
+    everything = json.dumps(res.records) + "".join(repr(e) for e in events)
+    assert "SENTINEL" not in everything
