@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -435,8 +436,15 @@ def scan_python(path: str, source: bytes) -> list[Finding]:
         line = getattr(e, "lineno", None) or 1
         return [Finding(path, line, "unparsed", "syntax error",
                         f"not scanned: {getattr(e, 'msg', e)}; fix it or scan again")]
+    except (RecursionError, MemoryError):  # nesting deeper than the parser goes
+        return [Finding(path, 1, "unparsed", "too deeply nested",
+                        "not scanned: nested deeper than Python's parser goes")]
     v = _Visitor(path)
-    v.visit(tree)
+    try:
+        v.visit(tree)
+    except RecursionError:
+        return [Finding(path, 1, "unparsed", "too deeply nested",
+                        "not scanned: nested deeper than the scan walks")]
     return sorted(v.found.values(), key=lambda f: (f.line, f.kind, f.what))
 
 
@@ -463,6 +471,17 @@ def walk(root: Path) -> Iterator[Path]:
             yield Path(dirpath, name)
 
 
+def _read_bounded(p: Path) -> bytes | None:
+    """At most MAX_BYTES + 1 bytes of a regular file (a link to one is followed); None for
+    anything else. Opened without blocking (a FIFO named `*.py` would hang open()) and read
+    to a bound (a link to /dev/zero reports size 0 and never ends)."""
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return fh.read(MAX_BYTES + 1)
+
+
 def scan(root: Path) -> ScanResult:
     """Every finding under root (a folder or one file), in path then line order."""
     t0 = time.perf_counter()
@@ -477,14 +496,18 @@ def scan(root: Path) -> ScanResult:
         rel = p.relative_to(base).as_posix()
         result.files += 1
         try:
-            if p.stat().st_size > MAX_BYTES:
-                result.findings.append(Finding(rel, 1, "unparsed", "file too large",
-                                               f"not scanned: over {MAX_BYTES} bytes"))
-                continue
-            data = p.read_bytes()
+            data = _read_bounded(p)
         except OSError as e:
             result.findings.append(Finding(rel, 1, "unparsed", "unreadable",
                                            f"not scanned: {e.strerror or e}"))
+            continue
+        if data is None:
+            result.findings.append(Finding(rel, 1, "unparsed", "not a regular file",
+                                           "not scanned: a FIFO, a device or a folder"))
+            continue
+        if len(data) > MAX_BYTES:
+            result.findings.append(Finding(rel, 1, "unparsed", "file too large",
+                                           f"not scanned: over {MAX_BYTES} bytes"))
             continue
         if suffix != ".py":
             result.findings.extend(_native(rel, data, suffix))

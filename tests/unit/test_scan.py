@@ -7,6 +7,7 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from portside.cli.main import main
@@ -183,3 +184,23 @@ def test_the_agent_is_handed_the_inventory_with_its_task() -> None:
                                        scan_result=None))
     assert "portside scan found 19 place(s)" in brief
     assert "- main.py:191 collective: torch.nn.DataParallel; DataParallel is single-process" in brief
+
+
+@pytest.mark.timeout(60)
+def test_a_hostile_project_gives_unparsed_findings_not_a_hang(tmp_path: Path) -> None:
+    # Issue 38.9: a FIFO named *.py hung the scan in open(); a .py linked to /dev/zero was
+    # read without end; deep nesting raised out of ast.parse and ended the session.
+    import os
+
+    (tmp_path / "train.py").write_text("import torch\nx = torch.zeros(1).cuda()\n")
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "zero.py").symlink_to("/dev/zero")
+    cuda = "import torch\ny = torch.zeros(1).cuda()\n"  # parsed only with a trigger word
+    (tmp_path / "deep.py").write_text(cuda + "x = " + "-" * 200_000 + "1\n")  # MemoryError
+    (tmp_path / "nested.py").write_text(cuda + "x = " + "+".join(["1"] * 100_000) + "\n")
+    got = {f.path: f for f in scan(tmp_path).findings}
+    assert got["pipe.py"].kind == "unparsed" and "regular" in got["pipe.py"].what
+    assert got["zero.py"].kind == "unparsed" and "regular" in got["zero.py"].what
+    for name in ("deep.py", "nested.py"):
+        assert got[name].kind == "unparsed", got.get(name)
+    assert any(f.path == "train.py" and f.kind == "cuda-call" for f in got.values())
