@@ -51,6 +51,10 @@ RECORD_BIG_BYTES = 8192  # smaller: at fast step rates records are not held for 
 RECORD_READ_BYTES = 8 << 20  # read at most this much of one probe file per tick
 MAX_RECORD_BYTES = 1 << 20  # a probe record line longer than this is refused, counted
 MAX_TAMPER_RECORDS = 20  # tamper records kept in detail per run; the rest are counted
+# Output-parsed points kept per metric a run: the first ones, then only the newest, held and
+# recorded at the end with how many were left out (the goal test reads the last value; 3M
+# matching lines were 3M records, GBs of memory and database).
+MAX_METRIC_POINTS = 10_000
 # Stored output per run: the first OUTPUT_HEAD_BYTES as they come, then only a count, and the
 # last OUTPUT_TAIL_LINES lines at the end (every line is still read, matched and judged).
 OUTPUT_HEAD_BYTES = 32 << 20
@@ -388,6 +392,8 @@ class _Watch:
         self.offsets: dict[Path, int] = {}
         self.inodes: dict[Path, int] = {}
         self.not_files: set[Path] = set()  # probe-folder entries refused, said once each
+        self.metric_points: dict[str, int] = {}  # output-parsed points seen, by metric
+        self.metric_held: dict[str, dict[str, Any]] = {}  # the newest past the cap
         self.partial: dict[Path, bytes] = {}
         self.skipping: dict[Path, int] = {}  # bytes of an over-long record being dropped
         self.seqs: dict[tuple[str, Any], int] = {}  # (file, pid) → the next record's seq
@@ -475,11 +481,15 @@ class _Watch:
             if "step" in pat.regex.groupindex and m.group("step") is not None:
                 with contextlib.suppress(ValueError):
                     step = int(m.group("step"))
-            metrics.append(
-                {"type": "metric", "name": pat.name, "value": value, "step": step,
-                 "source": "output", "t": time.time()}
-            )
-        self._add_records(metrics, 100 * len(metrics))
+            rec = {"type": "metric", "name": pat.name, "value": value, "step": step,
+                   "source": "output", "t": time.time()}
+            n = self.metric_points[pat.name] = self.metric_points.get(pat.name, 0) + 1
+            if n > MAX_METRIC_POINTS:
+                self.metric_held[pat.name] = rec
+            else:
+                metrics.append(rec)
+        if metrics:
+            self._add_records(metrics, 100 * len(metrics))
         if len(self.pending) >= OUTPUT_BATCH_LINES:
             self._flush_output()
 
@@ -611,6 +621,14 @@ class _Watch:
                                    f"replayed or reordered)", raw)
                 return None
         return rec
+
+    def _flush_held_metrics(self) -> None:
+        """Each capped metric's newest point, saying how many before it were not kept."""
+        recs = [{**rec, "thinned": self.metric_points[name] - MAX_METRIC_POINTS - 1}
+                for name, rec in self.metric_held.items()]
+        self.metric_held.clear()
+        if recs:
+            self._add_records(recs, 100 * len(recs))
 
     def _end_evidence(self, handle: Handle) -> None:
         """The run's last word on its evidence: what was seen of it from outside, how many
@@ -748,6 +766,7 @@ class _Watch:
         await ticker
         self._publish(self._flush_output)
         self._publish(self._poll_records, True)
+        self._publish(self._flush_held_metrics)
         self._publish(self._end_evidence, handle)
         self._publish(self._flush_records)
         self._publish(self._flush_tail)
