@@ -3,9 +3,10 @@
 Three tests, each of something the candidate's code could fake alone but not all together:
 - the seal (core/run/seal.py): every probe record checked by the runner as it was read; a record
   that failed is a ``tamper`` record of portside's, and one is enough;
-- the hardware seen from outside (core/run/observe.py): facts that claim a TPU or a GPU while the
-  run's processes, read by portside after those facts were written (a Python process among
-  them), had no TPU or CUDA library mapped and no such device open;
+- the hardware seen from outside (core/run/observe.py): facts that claim a TPU, a GPU or
+  torch_xla while the run's processes, read by portside after it received those facts, had no
+  such runtime mapped from a file the run cannot write and no such device (a character device
+  of the driver) open;
 - printed metrics against the probe's: an ``[output]`` pattern named like a probe series
   (loss, grad_norm, lr) with a ``step`` group must agree with the probe at the same steps
   whenever it agrees in the references (which print the same way): a reference that prints a
@@ -35,7 +36,8 @@ KEEP_PRINTED = 2000  # (step, value) pairs per printed series
 AGREE = 0.8  # share of steps at which a printed value must match the probe's
 _CLAIMS = {"TPU": "tpu", "CUDA": "cuda"}
 _WHAT = {"tpu": "libtpu mapped, /dev/accel* or /dev/vfio/* open",
-         "cuda": "libcuda mapped, /dev/nvidia* open"}
+         "cuda": "libcuda mapped, /dev/nvidia* open",
+         "torch_xla": "torch_xla's _XLAC mapped"}
 
 
 @dataclass
@@ -90,18 +92,25 @@ def _alarm(title: str, evidence: dict[str, Any], aspect: str) -> Alarm:
 
 def _hardware(candidate: RunRecords) -> Alarm | None:
     facts = candidate.facts or {}
-    need = _CLAIMS.get(str(facts.get("device_kind") or "").upper())
+    needs = [k for k in (_CLAIMS.get(str(facts.get("device_kind") or "").upper()),
+                         "torch_xla" if facts.get("backend") == "torch_xla" else None) if k]
     seen = candidate.evidence.observed
-    if need is None or seen is None:
+    if not needs or seen is None:
         return None
-    at, claimed_at = seen.get("python_at"), facts.get("t")
+    # Both times portside's own: the last sample that saw the run alive, and when the runner
+    # read the claim (logs before issue 38: the claim's own `t`, a Python process's sample).
+    at = seen.get("alive_at", seen.get("python_at"))
+    claimed_at = facts.get("received_at", facts.get("t"))
     if not isinstance(at, int | float) or not isinstance(claimed_at, int | float) or at < claimed_at:
-        return None  # no Python process was read after the claim: nothing to hold it to
+        return None  # no process of the run was read after the claim: nothing to hold it to
     kinds = seen.get("seen") or {}
-    if need in kinds:
+    missing = [k for k in needs if k not in kinds]
+    if not missing:
         return None
-    return _alarm(f"facts claim {facts.get('device_kind')} ({facts.get('device_name')}) but no "
-                  f"process of the run had {_WHAT[need]}",
+    need = missing[0]
+    claim = (f"{facts.get('device_kind')} ({facts.get('device_name')})" if need != "torch_xla"
+             else "torch_xla")
+    return _alarm(f"facts claim {claim} but no process of the run had {_WHAT[need]}",
                   {"reason": "hardware", "claimed": {k: facts.get(k) for k in
                                                      ("backend", "device_kind", "device_name",
                                                       "device_count", "real_devices")},

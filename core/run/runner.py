@@ -403,6 +403,13 @@ class _Watch:
         self.out_tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
         self.sighting = observe.Sighting()
         self.observed_at = 0.0
+        # Where a sandboxed run can write: a runtime mapped from there is its own, not the
+        # host's (observe.py). An unconfined run is the user's own command, not held to it.
+        sandbox = getattr(runner.executor, "sandbox", None)
+        # Its tmpfs mounts need no naming: a file there is not the host's file at that path.
+        self.writable: tuple[str, ...] = (
+            (os.path.realpath(spec.cwd), *sandbox.writable, os.path.realpath(out.parent))
+            if sandbox is not None else ())
         self.disk = _DiskWatch(spec.cwd)
         self.step_count = 0
         self.record_count = 0
@@ -515,8 +522,11 @@ class _Watch:
                 if not drain or self.offsets.get(path, 0) - at < RECORD_READ_BYTES:
                     break
         steps = sum(1 for r in new if r.get("type") == "step")
-        if any(r.get("type") == "facts" for r in new):
+        facts = [r for r in new if r.get("type") == "facts"]
+        if facts:
             self.observed_at = 0.0  # read the processes at once: the claim is fresh
+            for r in facts:  # when portside read it, by its own clock (the run's `t` is its)
+                r["received_at"] = time.time()
         if steps:
             self.step_count += steps
             self.last_activity = time.monotonic()
@@ -654,7 +664,7 @@ class _Watch:
         pids = [] if final else handle.live  # remember() read them this tick
         if not pids and not final:
             return
-        if observe.sample(self.sighting, pids) or final or self.sighting.samples == 1:
+        if observe.sample(self.sighting, pids, self.writable) or final or self.sighting.samples == 1:
             self._add_records([self.sighting.record(time.time(), final)], 300)
 
     def _publish(self, fn: Callable[..., None], *args: Any) -> None:

@@ -79,7 +79,7 @@ def test_the_real_probe_passes_its_own_check(tmp_path: Path) -> None:
     assert res.steps == 30 and _of(res, "facts")
     assert all("mac" not in r and "seq" not in r for r in res.records)  # checked, then dropped
     seen = _of(res, "observed")[-1]
-    assert seen["final"] and "torch" in seen["seen"] and seen["python_at"]
+    assert seen["final"] and "torch" in seen["seen"] and seen["alive_at"]
     alarms = run_checks([], RunRecords.from_records(res.records), Criteria(), "cpu", final=False)
     assert "evidence-tampered" not in {a.kind for a in alarms}
 
@@ -327,3 +327,60 @@ def test_a_fifo_or_a_link_in_the_probe_folder_is_refused_not_read(tmp_path: Path
     assert len(_of(res, "step")) == 3
     everything = json.dumps(res.records) + "".join(repr(e) for e in events)
     assert "SENTINEL" not in everything
+
+
+def _sandboxed(tmp_path: Path) -> tuple[Runner, Path, Path]:
+    from portside.core.run.sandbox import Sandbox, unavailable
+
+    if unavailable():
+        pytest.skip(f"no sandbox here: {unavailable()}")
+    project, work = tmp_path / "proj", tmp_path / "work"
+    tree = work / "tree"
+    project.mkdir()
+    tree.mkdir(parents=True)
+    runner = Runner("s", lambda e: None, work / "probe")
+    runner.use_sandbox(Sandbox.for_project(project, work))
+    return runner, work, tree
+
+
+FAKE_TPU = """
+    import mmap, shutil
+    # a file named like the TPU runtime in its private /tmp, mapped; a regular file named
+    # like the TPU's device node in the sandbox's /dev, held open
+    lib = "/tmp/libtpu.so"
+    shutil.copy(sys.executable, lib)
+    fh = open(lib, "rb")
+    m = mmap.mmap(fh.fileno(), 0, prot=mmap.PROT_READ)
+    dev = open("/dev/accel0", "w")
+    facts = {"type": "facts", "t": time.time() + AHEAD, "pid": 4242, "rank": 0,
+             "backend": "torch_xla", "device_kind": "TPU", "device_name": "TPU v5 lite",
+             "device_count": 1}
+    put(sealed(facts, 0))
+    for i in range(5):
+        put(sealed({"type": "step", "t": time.time(), "pid": 4242, "rank": 0, "step": i,
+                    "loss": 1.0 / (i + 1), "grad_norm": 0.5, "lr": [0.1]}, i + 1))
+    time.sleep(2.5)
+"""
+
+
+@pytest.mark.parametrize("variant", ["names", "clock ahead", "not named python"])
+def test_a_cpu_run_cannot_pass_as_a_tpu_by_names_times_or_process_names(
+        tmp_path: Path, variant: str) -> None:
+    # Issue 38.1-3, as root in the sandbox: a fake libtpu mapped from its private /tmp, a
+    # regular file opened as /dev/accel0, facts rewritten; the same with the facts' `t` ten
+    # years ahead; the same under a copy of its interpreter not named python*. Each passed
+    # (no evidence-tampered) before.
+    runner, work, tree = _sandboxed(tmp_path)
+    ahead = 10 * 365 * 86400 if variant == "clock ahead" else 0
+    script = _script(tree, "fake.py", f"AHEAD = {ahead}\n" + textwrap.dedent(FAKE_TPU))
+    cmd = f"{PY} {script}"
+    if variant == "not named python":
+        cmd = f"cp {PY} /tmp/trainer && /tmp/trainer {script}"
+    res, _ = _run(work, cmd, runner=runner, cwd=tree)
+    assert res.exit_code == 0, res.tail
+    assert not _of(res, "tamper")
+    rr = RunRecords.from_records(res.records)
+    alarms = run_checks([], rr, Criteria(), "tpu:v5e", final=True)
+    hw = [a for a in alarms if a.key == "evidence-tampered:hardware"]
+    assert hw and hw[0].severity == "critical", [a.title for a in alarms]
+    assert "tpu" not in hw[0].evidence["observed"]

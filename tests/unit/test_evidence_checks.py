@@ -50,11 +50,22 @@ def test_facts_claiming_a_tpu_against_what_was_seen() -> None:
                 "processes": 2, "seen": kinds, "python_at": at}
 
     no_tpu = seen(12.0, {"torch": ["/x/libtorch_cpu.so"]})
-    tpu = seen(12.0, {"tpu": ["/x/libtpu.so"], "torch": ["/x/libtorch_cpu.so"]})
+    tpu = seen(12.0, {"tpu": ["/x/libtpu.so"], "torch_xla": ["/x/_XLAC.so"],
+                      "torch": ["/x/libtorch_cpu.so"]})
     early = seen(9.0, {"torch": ["/x/libtorch_cpu.so"]})  # read only before the claim
     keys = [[a.key for a in check_evidence([], _run(LOSS, None, extra=[facts, o]))]
             for o in (no_tpu, tpu, early)]
     assert keys == [["evidence-tampered:hardware"], [], []]
+    # Issue 38.2: the claim's own `t` ten years ahead no longer skips the check: the runner's
+    # received_at (portside's clock) is what counts.
+    ahead = {**facts, "t": 10.0 + 10 * 365 * 86400, "received_at": 10.0}
+    (a,) = check_evidence([], _run(LOSS, None, extra=[ahead, no_tpu]))
+    assert a.key == "evidence-tampered:hardware"
+    # Issue 38.4: facts saying torch_xla (an xla:cpu run) with no _XLAC mapped
+    xla_cpu = {**facts, "device_kind": "CPU", "device_name": "CPU", "received_at": 10.0}
+    (a,) = check_evidence([], _run(LOSS, None, extra=[xla_cpu, no_tpu]))
+    assert "torch_xla" in a.title
+    assert check_evidence([], _run(LOSS, None, extra=[xla_cpu, tpu])) == []
 
 
 def test_the_live_fold_sees_the_same_evidence() -> None:
