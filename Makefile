@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	   echo "portside: [2/3] torch (the longest step)" >&3 && \
 	   ( $(PY) -m pip install -q torch==2.13.0 || $(PY) -m pip install -q "torch>=2.4" ) && \
 	   echo "portside: [3/3] portside and its dev dependencies" >&3 && \
-	   $(PY) -m pip install -q -e '.[dev,claude-code,ray]' ) 3>&1 > $(VENV)/install.log 2>&1 \
+	   $(PY) -m pip install -q -e '.[dev,claude-code,ray,thirdparty]' ) 3>&1 > $(VENV)/install.log 2>&1 \
 	   || { tail -50 $(VENV)/install.log; echo "portside: install failed, see $(VENV)/install.log"; exit 1; }
 	touch $@
 

@@ -178,6 +178,15 @@ CASES: tuple[Case, ...] = (
     # "Four chips" (issue 37): the SPMD port of the 4-rank DDP reference splits its batch over
     # a 4-device mesh; the one that never shards it computes the whole step on every device,
     # one device's work, on a host that has 4.
+    # HF accelerate itself (issue 37.5): its prepared DataLoader reads one batch ahead, its
+    # AcceleratedOptimizer wraps the optimizer, its clip_grad_norm_ and accumulate() are its
+    # own; the GPU script runs on the CPU, the port on XLA:CPU, wrong ports through its own
+    # configuration.
+    Case("accelerate-xla", "accelerate_train.py", "", (
+        ("accelerate on xla", "", "pass !global-batch-changed"),
+        ("accelerate max_norm 0.1", "--max-norm 0.1", "clipping-changed !global-batch-changed"),
+        ("accelerate accumulation 2, same lr", "--accum 2", "global-batch-changed"),
+    ), candidate_launcher=_xla_cpu, target="xla:cpu"),
     Case("spmd-xla", "ddp.py", "--mode ddp", (
         ("spmd, batch sharded 4 ways", "", "pass"),
         ("spmd, batch never sharded", "--no-shard", "wrong-hardware"),

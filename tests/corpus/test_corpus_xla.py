@@ -16,7 +16,8 @@ pytestmark = [
 
 
 def test_xla_ports_pass_and_planted_failures_name_their_cause() -> None:
-    rows, _ = run([c.name for c in CASES if c.xla and c.name != "spmd-xla"], parallel=2,
+    rows, _ = run([c.name for c in CASES if c.xla and c.name not in ("spmd-xla", "accelerate-xla")],
+                  parallel=2,
                   xla=True)
     print("\n" + table(rows))
     bad = [r for r in rows if not r.ok]
@@ -43,3 +44,24 @@ def test_spmd_port_is_judged_by_the_devices_its_step_computed_on() -> None:
     (title,) = [t for t in replicated.titles if "wrong-hardware" in t]
     assert "computed on 1 device(s), 4 expected" in title and "4 on the host" in title, title
     assert replicated.errors == ["wrong-hardware"], replicated.titles
+
+
+def _has(python: str, module: str) -> bool:
+    import subprocess
+
+    return subprocess.run([python, "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
+def test_accelerate_ports_are_judged_through_the_real_library() -> None:
+    """Issue 37.5, HF accelerate 1.16 itself: the correct torch_xla port passes with no
+    global-batch-changed beside it; a tightened max_grad_norm and an accumulation that doubles
+    the batch without the lr are each named by their own kind."""
+    import sys
+
+    if not (_has(sys.executable, "accelerate") and _has(str(XLA_PYTHON), "accelerate")):
+        pytest.skip("accelerate is not installed in both venvs (make venv / make xla-venv)")
+    rows, _ = run(["accelerate-xla"], parallel=2, xla=True)
+    print("\n" + table(rows))
+    bad = [r for r in rows if not r.ok]
+    assert len(rows) == 3 and not bad, "\n" + table(bad) + "\n" + "\n".join(
+        t for r in bad for t in r.titles)

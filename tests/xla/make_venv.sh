@@ -7,7 +7,8 @@ set -euo pipefail
 VENV="${PORTSIDE_XLA_VENV:-$HOME/.cache/portside/xla-venv}"
 PY="$VENV/bin/python"
 
-if [ -x "$PY" ] && "$PY" -c "import torch_xla" >/dev/null 2>&1; then
+# accelerate: the corpus's accelerate-xla port (pyproject.toml's thirdparty extra, same pin).
+if [ -x "$PY" ] && "$PY" -c "import torch_xla, accelerate" >/dev/null 2>&1; then
     echo "$PY"
     exit 0
 fi
@@ -16,6 +17,7 @@ mkdir -p "$(dirname "$VENV")"
 [ -x "$PY" ] || python3 -m venv "$VENV"
 "$PY" -m pip install --quiet --upgrade pip >&2 || true
 # requests/absl-py/pyyaml: imported by torch_xla but not declared as its dependencies.
-"$PY" -m pip install --quiet torch==2.9.0 torch_xla==2.9.0 requests absl-py pyyaml numpy >&2
+"$PY" -m pip install --quiet torch==2.9.0 torch_xla==2.9.0 requests absl-py pyyaml numpy \
+    accelerate==1.16.0 >&2
 PJRT_DEVICE=CPU "$PY" -c "import torch_xla" >&2
 echo "$PY"
