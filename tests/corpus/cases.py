@@ -187,6 +187,13 @@ CASES: tuple[Case, ...] = (
         ("accelerate max_norm 0.1", "--max-norm 0.1", "clipping-changed !global-batch-changed"),
         ("accelerate accumulation 2, same lr", "--accum 2", "global-batch-changed"),
     ), candidate_launcher=_xla_cpu, target="xla:cpu"),
+    # The HF Trainer itself (transformers 5.25): a tiny GPT-2 from a config, its own loop,
+    # loader (MpDeviceLoader on XLA), clipping and accumulation.
+    Case("hf-trainer-xla", "hf_trainer_train.py", "--cpu", (
+        ("trainer on xla", "", "pass !global-batch-changed"),
+        ("trainer max_grad_norm 0.1", "--max-norm 0.1", "clipping-changed !global-batch-changed"),
+        ("trainer accumulation 2, same lr", "--accum 2", "global-batch-changed"),
+    ), criteria=FINAL_LOSS, candidate_launcher=_xla_cpu, target="xla:cpu"),
     Case("spmd-xla", "ddp.py", "--mode ddp", (
         ("spmd, batch sharded 4 ways", "", "pass"),
         ("spmd, batch never sharded", "--no-shard", "wrong-hardware"),

@@ -16,7 +16,7 @@ pytestmark = [
 
 
 def test_xla_ports_pass_and_planted_failures_name_their_cause() -> None:
-    rows, _ = run([c.name for c in CASES if c.xla and c.name not in ("spmd-xla", "accelerate-xla")],
+    rows, _ = run([c.name for c in CASES if c.xla and c.name not in ("spmd-xla", "accelerate-xla", "hf-trainer-xla")],
                   parallel=2,
                   xla=True)
     print("\n" + table(rows))
@@ -61,6 +61,19 @@ def test_accelerate_ports_are_judged_through_the_real_library() -> None:
     if not (_has(sys.executable, "accelerate") and _has(str(XLA_PYTHON), "accelerate")):
         pytest.skip("accelerate is not installed in both venvs (make venv / make xla-venv)")
     rows, _ = run(["accelerate-xla"], parallel=2, xla=True)
+    print("\n" + table(rows))
+    bad = [r for r in rows if not r.ok]
+    assert len(rows) == 3 and not bad, "\n" + table(bad) + "\n" + "\n".join(
+        t for r in bad for t in r.titles)
+
+
+def test_hf_trainer_ports_are_judged_through_the_real_library() -> None:
+    """Issue 37.5, the HF Trainer (transformers 5.25) itself, as for accelerate above."""
+    import sys
+
+    if not (_has(sys.executable, "transformers") and _has(str(XLA_PYTHON), "transformers")):
+        pytest.skip("transformers is not installed in both venvs (make venv / make xla-venv)")
+    rows, _ = run(["hf-trainer-xla"], parallel=2, xla=True)
     print("\n" + table(rows))
     bad = [r for r in rows if not r.ok]
     assert len(rows) == 3 and not bad, "\n" + table(bad) + "\n" + "\n".join(
