@@ -178,6 +178,13 @@ CASES: tuple[Case, ...] = (
     # "Four chips" (issue 37): the SPMD port of the 4-rank DDP reference splits its batch over
     # a 4-device mesh; the one that never shards it computes the whole step on every device,
     # one device's work, on a host that has 4.
+    # Lightning's Trainer itself (issue 37.5): with accumulate_grad_batches its last
+    # micro-batch's backward runs inside optimizer.step(closure); the split-batch port is the
+    # reference's global batch, and its step's loss must be the step's, not 1/k of it.
+    Case("lightning", "lightning_train.py", "", (
+        ("lightning 16 x 2 accumulated", "--batch 16 --accum 2", "pass !global-batch-changed"),
+        ("lightning gradient_clip_val 0.1", "--clip 0.1", "clipping-changed"),
+    )),
     # HF accelerate itself (issue 37.5): its prepared DataLoader reads one batch ahead, its
     # AcceleratedOptimizer wraps the optimizer, its clip_grad_norm_ and accumulate() are its
     # own; the GPU script runs on the CPU, the port on XLA:CPU, wrong ports through its own
