@@ -355,3 +355,47 @@ def test_hostile_candidate_cannot_remount_its_way_out(tmp_path: Path, host_dir: 
         assert attacks[name].startswith("ERROR"), attacks
     # write-bashrc wrote the run's own scratch home (a tmpfs gone with it): the hash says so.
     assert "hf_live_0123456789abcdef" not in dump and TMP_SECRET not in dump
+
+
+# --- issue 38.7: the run's own probe folder cannot freeze portside or feed it host files ---
+
+PLANT = """
+import os, sys, time
+d = os.path.dirname(os.environ["PORTSIDE_PROBE_OUT"])
+if sys.argv[1] == "fifo":
+    os.mkfifo(os.path.join(d, "a-fifo.jsonl"))
+else:
+    os.symlink("/etc/shadow", os.path.join(d, "b-shadow.jsonl"))
+    os.symlink(sys.argv[2], os.path.join(d, "c-secret.jsonl"))
+print("planted", flush=True)
+time.sleep(float(sys.argv[3]))
+"""
+
+
+@needs_bwrap
+@as_root
+@pytest.mark.timeout(60)  # before the fix the loop froze in open(): this fails, CI goes on
+@pytest.mark.parametrize("attack", ["fifo", "link"])
+def test_a_fifo_or_a_link_in_the_probe_folder_is_tamper_not_a_hang(
+        tmp_path: Path, host_dir: Path, attack: str) -> None:
+    """A FIFO named like a record file froze portside's loop in open() (timeout, stall and
+    SIGTERM never fired); links to /etc/shadow and a 0600 host file were read by portside,
+    as root, into evidence. Now each is a tamper record and the run's timeout still fires."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "plant.py").write_text(PLANT)
+    secret = host_dir / "secret"
+    secret.write_text("SENTINEL-host-line\n")
+    secret.chmod(0o600)
+    sleep = 30 if attack == "fifo" else 1  # the FIFO case must end by portside's timeout
+    sb = Sandbox.for_project(tmp_path / "proj").with_writable(ws)
+    res = _run(sb, f"{PY} plant.py {attack} {secret} {sleep}", ws, timeout=3)
+    assert any("planted" in line for line in res.tail), res.tail
+    assert res.reason == ("timeout" if attack == "fifo" else "exit"), (res.reason, res.tail)
+    assert res.wall_s < 20
+    whys = " | ".join(str(r.get("why")) for r in res.records if r.get("type") == "tamper")
+    assert ("not a regular file" if attack == "fifo" else "a link") in whys, whys
+    kept = repr(res.records)
+    assert "SENTINEL" not in kept
+    shadow = Path("/etc/shadow").read_text().splitlines()[:1]
+    assert not any(line and line[:20] in kept for line in shadow)
