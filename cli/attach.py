@@ -23,9 +23,13 @@ def attach(ctx: click.Context, tree: Path, *, reference: str, candidate: str | N
     tree = tree.resolve()
     if refusal := auto_refusal(policy, True, no_sandbox):
         raise click.UsageError(refusal)
-    # Refuse before any session is recorded when the settings cannot be changed and restored.
+    # Refuse before any session is recorded when the settings cannot be changed and restored;
+    # what a killed attach left is put back here, and said (it would be silent otherwise).
     try:
-        uninstall(install(tree, "http://127.0.0.1:9/check"))
+        inst = install(tree, "/nonexistent/portside-attach-check")
+        for said in (inst.recovered, uninstall(inst)):
+            if said:
+                click.echo(f"portside attach: {said}", err=True)
     except (AttachError, OSError) as exc:
         click.echo(f"portside attach: {exc}", err=True)
         sys.exit(2)

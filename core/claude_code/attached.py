@@ -1,9 +1,10 @@
 """`portside attach`: review a Claude Code session the user runs in their own terminal.
 
 The user's ``claude`` (interactive or ``-p``) keeps its settings and works in the user's own
-tree, as they chose. portside serves its hooks on loopback (``/hook/<random token>``; any other
-path is refused) and writes them into ``DIR/.claude/settings.local.json``
-(core/claude_code/attach_settings.py, which keeps and restores what was there). Each hook is answered by
+tree, as they chose. portside serves its hooks on a private channel (a Unix socket in a folder
+only this user can enter, both ends authenticated: core/claude_code/attach_channel.py) and
+writes them into ``DIR/.claude/settings.local.json`` (core/claude_code/attach_settings.py,
+which keeps and restores what was there). Each hook is answered by
 the same gate as ``--agent claude-code`` (core/claude_code/live.py): PreToolUse → edit cards
 with real diffs before the file changes, Bash → command cards; PostToolUse → what ran and its
 output; Stop → the candidate judged, the stop refused with the evidence while error alarms
@@ -22,11 +23,8 @@ import asyncio
 import contextlib
 import json
 import os
-import secrets
 import shutil
-import threading
 from collections.abc import Awaitable, Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -101,10 +99,10 @@ class AttachedClaudeCode(ClaudeCodeAgent):
         super().__init__(None, max_stop_blocks=max_stop_blocks)
         self.tree = Path(os.path.realpath(tree))
         self.label = "claude-code:attached"
-        self.url = ""  # the hook URL while serving (holds the token)
+        self.url = ""  # the channel folder while serving (not a secret: the key is inside)
         self._ended: asyncio.Event | None = None
         self._cc_sessions: set[str] = set()
-        self.on_ready: Callable[[str], None] | None = None  # called with the URL once hooked
+        self.on_ready: Callable[[str], None] | None = None  # called with the folder once hooked
 
     def spec(self) -> dict[str, Any]:
         return {"kind": "claude-code-attached", "tree": str(self.tree),
@@ -121,14 +119,19 @@ class AttachedClaudeCode(ClaudeCodeAgent):
     # ---- serving -----------------------------------------------------------------------------
 
     async def run(self, host: AgentHost) -> None:
+        from portside.core.claude_code.attach_channel import HookChannel
         from portside.core.claude_code.attach_settings import install, uninstall
 
         loop = asyncio.get_running_loop()
         self._ended = asyncio.Event()
-        token = secrets.token_urlsafe(24)
-        server = _serve(token, lambda body: asyncio.run_coroutine_threadsafe(
-            self._answer(host, body), loop).result())
-        self.url = f"http://127.0.0.1:{server.server_address[1]}/hook/{token}"
+
+        def refused(why: str) -> None:  # from the channel's thread: into the log
+            loop.call_soon_threadsafe(self._publish, host, ev.SessionState(
+                session_id=host.session_id, state="hook-refused", detail=why))
+
+        channel = HookChannel(lambda body: asyncio.run_coroutine_threadsafe(
+            self._answer(host, body), loop).result(), refused)
+        self.url = str(channel.folder)
         try:
             installed = install(self.tree, self.url)
             if installed.recovered:
@@ -146,10 +149,11 @@ class AttachedClaudeCode(ClaudeCodeAgent):
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._ended.wait(), 0.2)
             finally:
-                uninstall(installed)
+                if said := uninstall(installed):
+                    self._publish(host, ev.SessionState(session_id=host.session_id,
+                                                        state="detached", detail=said))
         finally:
-            server.shutdown()
-            server.server_close()
+            channel.close()
         if getattr(host, "stopping", ""):
             raise AgentStopped(host.stopping)  # type: ignore[attr-defined]
         if self._done:
@@ -251,46 +255,3 @@ class AttachedClaudeCode(ClaudeCodeAgent):
             self._publish(host, ev.AgentText(session_id=host.session_id, text=last))
         return await self._stop(host, body)
 
-
-def _serve(token: str, answer: Callable[[dict[str, Any]], dict[str, Any]]) -> ThreadingHTTPServer:
-    """The hook server on 127.0.0.1 (a free port); only POST /hook/<token> is answered."""
-    path = f"/hook/{token}"
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a: Any) -> None:  # nothing of a hook reaches the terminal
-            pass
-
-        def _reply(self, status: int, obj: Any) -> None:
-            data = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            self._reply(404, {"error": "not here"})
-
-        def do_POST(self) -> None:
-            if not secrets.compare_digest(self.path.encode(), path.encode()):
-                self._reply(403, {"error": "wrong token"})  # the client blocks the tool
-                return
-            n = int(self.headers.get("content-length") or 0)
-            try:
-                body = json.loads(self.rfile.read(n) or b"{}")
-                if not isinstance(body, dict):
-                    raise ValueError("not an object")
-            except ValueError as exc:
-                self._reply(400, {"error": f"bad hook body: {exc}"})
-                return
-            try:
-                self._reply(200, answer(body))
-            except Exception as exc:  # no answer → the client blocks (PreToolUse)
-                self._reply(500, {"error": f"{type(exc).__name__}: {exc}"})
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True, name="attach-hooks").start()
-    return server
