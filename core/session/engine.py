@@ -452,7 +452,7 @@ class SessionEngine:
         """What in the project will not move as it is, in the log before any run: the screen,
         the report and the agent's task read it. Static (ast, nothing imported), in a thread
         so the screen stays live; a resumed session keeps the scan it logged."""
-        from portside.core.workspace.scan import ScanResult, scan
+        from portside.core.workspace.scan import Finding, ScanResult, scan
 
         logged = next((e for e in self.resumed.log if isinstance(e, ev.ProjectScanned)),
                       None) if self.resumed is not None else None
@@ -462,7 +462,11 @@ class SessionEngine:
         project = Path(self.config.project)
         if not project.is_dir():
             return
-        result = await asyncio.to_thread(scan, project)
+        try:
+            result = await asyncio.to_thread(scan, project)
+        except Exception as exc:  # the scan informs the review; it never ends a session
+            result = ScanResult(str(project), findings=[Finding(
+                ".", 1, "unparsed", "scan failed", f"not scanned: {type(exc).__name__}")])
         self.scan_result = result
         self.bus.publish(result.to_event(self.session_id))
 
