@@ -185,6 +185,15 @@ CASES: tuple[Case, ...] = (
         ("lightning 16 x 2 accumulated", "--batch 16 --accum 2", "pass !global-batch-changed"),
         ("lightning gradient_clip_val 0.1", "--clip 0.1", "clipping-changed"),
     )),
+    # Lightning on torch_xla: its XLA accelerator and single-device XLA strategy on XLA:CPU,
+    # wrong ports through the Trainer's own configuration.
+    Case("lightning-xla", "lightning_train.py", "", (
+        ("lightning on xla", "", "pass !global-batch-changed"),
+        ("lightning on xla, gradient_clip_val 0.1", "--clip 0.1",
+         "clipping-changed !global-batch-changed"),
+        ("lightning on xla, accumulate_grad_batches 2, same lr", "--accum 2",
+         "global-batch-changed"),
+    ), candidate_launcher=_xla_cpu, target="xla:cpu"),
     # HF accelerate itself (issue 37.5): its prepared DataLoader reads one batch ahead, its
     # AcceleratedOptimizer wraps the optimizer, its clip_grad_norm_ and accumulate() are its
     # own; the GPU script runs on the CPU, the port on XLA:CPU, wrong ports through its own

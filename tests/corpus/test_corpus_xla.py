@@ -16,8 +16,8 @@ pytestmark = [
 
 
 def test_xla_ports_pass_and_planted_failures_name_their_cause() -> None:
-    rows, _ = run([c.name for c in CASES if c.xla and c.name not in ("spmd-xla", "accelerate-xla", "hf-trainer-xla")],
-                  parallel=2,
+    own_tests = ("spmd-xla", "accelerate-xla", "hf-trainer-xla", "lightning-xla")
+    rows, _ = run([c.name for c in CASES if c.xla and c.name not in own_tests], parallel=2,
                   xla=True)
     print("\n" + table(rows))
     bad = [r for r in rows if not r.ok]
@@ -74,6 +74,22 @@ def test_hf_trainer_ports_are_judged_through_the_real_library() -> None:
     if not (_has(sys.executable, "transformers") and _has(str(XLA_PYTHON), "transformers")):
         pytest.skip("transformers is not installed in both venvs (make venv / make xla-venv)")
     rows, _ = run(["hf-trainer-xla"], parallel=2, xla=True)
+    print("\n" + table(rows))
+    bad = [r for r in rows if not r.ok]
+    assert len(rows) == 3 and not bad, "\n" + table(bad) + "\n" + "\n".join(
+        t for r in bad for t in r.titles)
+
+
+def test_lightning_xla_ports_are_judged_through_the_real_library() -> None:
+    """Issue 37.5, Lightning 2.6 itself on torch_xla (its XLA accelerator and single-device XLA
+    strategy, on XLA:CPU): the correct port passes with no global-batch-changed; a tightened
+    gradient_clip_val and accumulate_grad_batches 2 with the same lr are named by their own
+    kind, neither with a false global-batch-changed beside it."""
+    import sys
+
+    if not (_has(sys.executable, "lightning") and _has(str(XLA_PYTHON), "lightning")):
+        pytest.skip("lightning is not installed in both venvs (make venv / make xla-venv)")
+    rows, _ = run(["lightning-xla"], parallel=2, xla=True)
     print("\n" + table(rows))
     bad = [r for r in rows if not r.ok]
     assert len(rows) == 3 and not bad, "\n" + table(bad) + "\n" + "\n".join(

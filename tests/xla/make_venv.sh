@@ -7,9 +7,9 @@ set -euo pipefail
 VENV="${PORTSIDE_XLA_VENV:-$HOME/.cache/portside/xla-venv}"
 PY="$VENV/bin/python"
 
-# accelerate, transformers: the corpus's accelerate-xla and hf-trainer-xla ports
-# (pyproject.toml's thirdparty extra, the same pins).
-if [ -x "$PY" ] && "$PY" -c "import torch_xla, accelerate, transformers" >/dev/null 2>&1; then
+# accelerate, transformers, lightning: the corpus's accelerate-xla, hf-trainer-xla and
+# lightning-xla ports (pyproject.toml's thirdparty extra, the same pins).
+if [ -x "$PY" ] && "$PY" -c "import torch_xla, accelerate, transformers, lightning" >/dev/null 2>&1; then
     echo "$PY"
     exit 0
 fi
@@ -19,6 +19,6 @@ mkdir -p "$(dirname "$VENV")"
 "$PY" -m pip install --quiet --upgrade pip >&2 || true
 # requests/absl-py/pyyaml: imported by torch_xla but not declared as its dependencies.
 "$PY" -m pip install --quiet torch==2.9.0 torch_xla==2.9.0 requests absl-py pyyaml numpy \
-    accelerate==1.16.0 transformers==5.25.0 >&2
+    accelerate==1.16.0 transformers==5.25.0 lightning==2.6.6 >&2
 PJRT_DEVICE=CPU "$PY" -c "import torch_xla" >&2
 echo "$PY"
