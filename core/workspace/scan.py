@@ -436,7 +436,7 @@ def scan_python(path: str, source: bytes) -> list[Finding]:
         line = getattr(e, "lineno", None) or 1
         return [Finding(path, line, "unparsed", "syntax error",
                         f"not scanned: {getattr(e, 'msg', e)}; fix it or scan again")]
-    except (RecursionError, MemoryError):  # nesting deeper than the parser goes
+    except (RecursionError, MemoryError, SystemError):  # nested deeper than the parser goes
         return [Finding(path, 1, "unparsed", "too deeply nested",
                         "not scanned: nested deeper than Python's parser goes")]
     v = _Visitor(path)
@@ -461,25 +461,48 @@ def _native(path: str, data: bytes, suffix: str) -> list[Finding]:
 
 
 def walk(root: Path) -> Iterator[Path]:
-    """The project's files, not those of installed packages, caches or VCS metadata."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        if dirpath != str(root) and "pyvenv.cfg" in filenames:
-            dirnames[:] = []
+    """The project's files, not those of installed packages, caches or VCS metadata; links to
+    folders not entered. A stack, not os.walk: 3.11's os.walk recurses, and a project nested a
+    few thousand folders deep raised RecursionError out of the scan (issue 38.9)."""
+    stack = [str(root)]
+    while stack:
+        dirpath = stack.pop()
+        try:
+            with os.scandir(dirpath) as it:
+                entries = list(it)
+        except OSError:  # unreadable, or past PATH_MAX: skipped, as os.walk did
             continue
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
-        for name in sorted(filenames):
+        dirs, files = [], []
+        for e in entries:
+            try:
+                is_dir = e.is_dir()
+            except OSError:
+                is_dir = False
+            if not is_dir:
+                files.append(e.name)
+            elif not e.is_symlink():
+                dirs.append(e.name)
+        if dirpath != str(root) and "pyvenv.cfg" in files:
+            continue
+        for name in sorted(files):
             yield Path(dirpath, name)
+        kept = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
+        stack.extend(os.path.join(dirpath, d) for d in reversed(kept))
 
 
 def _read_bounded(p: Path) -> bytes | None:
-    """At most MAX_BYTES + 1 bytes of a regular file (a link to one is followed); None for
-    anything else. Opened without blocking (a FIFO named `*.py` would hang open()) and read
-    to a bound (a link to /dev/zero reports size 0 and never ends)."""
-    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    """At most MAX_BYTES + 1 bytes of a regular file; None for anything else. Opened without
+    following a link (scan runs as the user, root included: a project's link is never read
+    through) and without blocking (a FIFO named `*.py` would hang open()), read to a bound."""
+    fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         return fh.read(MAX_BYTES + 1)
+
+
+def _inside(p: Path, root: Path) -> bool:
+    return os.path.realpath(p).startswith(str(root) + os.sep)
 
 
 def scan(root: Path) -> ScanResult:
@@ -494,6 +517,14 @@ def scan(root: Path) -> ScanResult:
         if suffix != ".py" and suffix not in _NATIVE and suffix not in _CXX:
             continue
         rel = p.relative_to(base).as_posix()
+        if p != root and p.is_symlink():
+            # A link to a project file is scanned where that file lies; one leading out of
+            # the project (a host file, /dev/zero) is never read: said, not followed.
+            if not _inside(p, root):
+                result.files += 1
+                result.findings.append(Finding(rel, 1, "unparsed", "a link out of the project",
+                                               "not scanned: its target is outside the project"))
+            continue
         result.files += 1
         try:
             data = _read_bounded(p)

@@ -4,7 +4,9 @@ hand (tests/fixtures/scan/EXPECTED), and on small projects written here, one per
 from __future__ import annotations
 
 import json
+import os
 import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -200,7 +202,51 @@ def test_a_hostile_project_gives_unparsed_findings_not_a_hang(tmp_path: Path) ->
     (tmp_path / "nested.py").write_text(cuda + "x = " + "+".join(["1"] * 100_000) + "\n")
     got = {f.path: f for f in scan(tmp_path).findings}
     assert got["pipe.py"].kind == "unparsed" and "regular" in got["pipe.py"].what
-    assert got["zero.py"].kind == "unparsed" and "regular" in got["zero.py"].what
+    assert got["zero.py"].kind == "unparsed" and "link" in got["zero.py"].what
     for name in ("deep.py", "nested.py"):
         assert got[name].kind == "unparsed", got.get(name)
     assert any(f.path == "train.py" and f.kind == "cuda-call" for f in got.values())
+
+DEPTH = 1500  # folders nested deeper than Python's recursion limit
+
+
+@pytest.fixture
+def nest() -> Iterator[Callable[[Path], None]]:
+    """Makes folders DEPTH deep under a path; removes them bottom-up (rmtree recurses too)."""
+    made: list[Path] = []
+
+    def make(top: Path) -> None:
+        fd = os.open(top, os.O_RDONLY)
+        for _ in range(DEPTH):
+            os.mkdir("a", dir_fd=fd)
+            fd, old = os.open("a", os.O_RDONLY, dir_fd=fd), fd
+            os.close(old)
+        os.close(fd)
+        made.append(top)
+
+    yield make
+    for top in made:
+        for depth in range(DEPTH, 0, -1):
+            os.rmdir(top.joinpath(*["a"] * depth))
+
+
+@pytest.mark.timeout(60)
+def test_deep_folders_and_links_out_are_findings_not_errors(
+        tmp_path: Path, nest: Callable[[Path], None]) -> None:
+    # Issue 38.9: 3.11's os.walk recursed, so 1,500 nested folders raised RecursionError out
+    # of the scan (a session on the project ended "engine failed"); a link out of the project
+    # had the scan, run as root, read a host file into findings the agent is handed.
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "secret.py").write_text("import torch\nSENTINEL_HOST = torch.zeros(1).cuda()\n")
+    (host / "secret.py").chmod(0o600)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "train.py").write_text("import torch\nx = torch.zeros(1).cuda()\n")
+    (proj / "same.py").symlink_to("train.py")  # inside: scanned once, where it lies
+    (proj / "out.py").symlink_to(host / "secret.py")
+    nest(proj)  # 3.11's os.walk recursed: RecursionError
+    got = scan(proj)
+    assert [(f.path, f.kind) for f in got.findings] == [("out.py", "unparsed"),
+                                                        ("train.py", "cuda-call")]
+    assert "SENTINEL" not in json.dumps(got.to_json())
