@@ -62,8 +62,9 @@ class HookChannel:
                     head = json.loads(wire._recv(conn, 4096))
                     raw = wire._recv(conn)
                     nonce = str(head.get("nonce", ""))[:64].encode()
-                    if not secrets.compare_digest(str(head.get("mac", "")), wire._mac(
-                            key, b"request", server_nonce, nonce, raw)):
+                    # bytes: compare_digest raises on a non-ASCII str (a peer's choice)
+                    if not secrets.compare_digest(str(head.get("mac", "")).encode(), wire._mac(
+                            key, b"request", server_nonce, nonce, raw).encode()):
                         refuse("a hook call with a wrong signature (forged, or replayed "
                                "from another connection) was refused")
                         return
@@ -76,10 +77,12 @@ class HookChannel:
                         out = json.dumps(answer(body)).encode()
                     except Exception as exc:  # no answer → the client blocks (PreToolUse)
                         status, out = "error", f"{type(exc).__name__}: {exc}".encode()
-                    wire._send(conn, json.dumps({"status": status, "mac": wire._mac(
-                        key, b"answer", server_nonce, nonce, status.encode(), out)}).encode())
-                    wire._send(conn, out)
-                except (OSError, ValueError, AttributeError) as exc:
+                    # a client gone before its answer (killed by Claude Code) is no refusal
+                    with contextlib.suppress(OSError):
+                        wire._send(conn, json.dumps({"status": status, "mac": wire._mac(
+                            key, b"answer", server_nonce, nonce, status.encode(), out)}).encode())
+                        wire._send(conn, out)
+                except Exception as exc:  # any peer input: refused and logged, no traceback
                     refuse(f"a malformed hook call was refused ({type(exc).__name__})")
 
         self._server = socketserver.ThreadingUnixStreamServer(str(self.folder / wire.SOCK),
