@@ -347,6 +347,7 @@ class Probe:
         _when_imported(self.finder, "torch", self._on_torch)
         _when_imported(self.finder, "torch_xla.distributed.parallel_loader",
                        self._wrap_parallel_loader)
+        _when_imported(self.finder, "accelerate.data_loader", self._wrap_accelerate_loaders)
         if self.seed_offset:
             k = self.seed_offset
             _when_imported(
@@ -556,6 +557,30 @@ class Probe:
             setattr(fn, _MARK, True)
         pl.ParallelLoader._loader_worker = _loader_worker
         pl.PerDeviceLoader.next = next
+
+    def _wrap_accelerate_loaders(self, mod: Any) -> None:
+        """HF accelerate's prepared loaders read their DataLoader one batch ahead (to know
+        which batch is the last): counted where the DataLoader yields, each epoch's first step
+        took two batches, its last none, and `batch` ran one ahead. Their batches count when
+        the loader hands one to the loop; in a device loader's read-ahead thread (torch_xla's
+        MpDeviceLoader over it) they are that loader's to count."""
+        for name in ("DataLoaderShard", "DataLoaderDispatcher"):
+            cls = getattr(mod, name, None)
+            it = getattr(cls, "__iter__", None)
+            if it is not None and not getattr(it, _MARK, False):
+                cls.__iter__ = self._handed_over(it)
+
+    def _handed_over(self, it: Callable[..., Any]) -> Callable[..., Any]:
+        probe = self
+
+        def __iter__(self: Any) -> Any:
+            if probe.feeders and threading.get_ident() in probe.feeders:
+                return it(self)
+            return _HandedOver(probe, it(self), self)
+
+        __iter__.__wrapped__ = it  # type: ignore[attr-defined]
+        setattr(__iter__, _MARK, True)
+        return __iter__
 
     def _wrap_schedulers(self, torch: Any) -> None:
         import torch.optim.lr_scheduler as sched
@@ -1463,6 +1488,37 @@ def _batch_len(batch: Any) -> int:
     if shape:
         return int(shape[0])
     return len(b) if isinstance(b, (list, tuple)) else 1
+
+
+class _HandedOver:
+    """A loader's batches as its loop takes them: the DataLoader reads inside (ahead) are not
+    counted, each batch handed over is; `_num_yielded` and len() as a DataLoader iterator has
+    them, and the DataLoader it reads for the data facts."""
+
+    def __init__(self, probe: Probe, gen: Any, loader: Any) -> None:
+        self._probe, self._gen, self._num_yielded = probe, gen, 0
+        self._portside_loader = getattr(loader, "base_dataloader", loader)
+        self._source = loader
+
+    def __iter__(self) -> _HandedOver:
+        return self
+
+    def __len__(self) -> int:
+        return len(self._source)
+
+    def __next__(self) -> Any:
+        probe, me = self._probe, threading.get_ident()
+        probe.feeders.add(me)  # the DataLoader's batches read in here: not counted there
+        try:
+            item = next(self._gen)
+        finally:
+            probe.feeders.discard(me)
+        self._num_yielded += 1
+        if self is not probe.cur_iter:
+            probe.cur_iter = self
+            probe.batch_samples = 0
+        probe.batch_samples += _batch_len(item)
+        return item
 
 
 _SAVED: dict[type, list[str]] = {}  # autograd node class -> its saved inputs, "self" first

@@ -147,6 +147,9 @@ def data_facts(it: Any) -> dict[str, Any] | None:
     cpu = getattr(getattr(it, "_loader", None), "_cpu_loader", None)
     if cpu is not None and not hasattr(it, "_index_sampler"):
         return _loader_facts(cpu)  # torch_xla's per-device iterator: the DataLoader it reads
+    read = getattr(it, "_portside_loader", None)
+    if read is not None:
+        return _loader_facts(read)  # a library loader's handed-over batches (the probe's)
     index = getattr(it, "_index_sampler", None)
     return _sampling_facts(index, getattr(it, "_dataset", None),
                            getattr(it, "_drop_last", getattr(index, "drop_last", None)),
