@@ -32,6 +32,8 @@ from portside.core.claude_code import hook_client as wire
 
 #: How long a connected client may take to send its call (it sends at once).
 REQUEST_S = 30.0
+#: sun_path is 108 bytes on Linux, the terminating NUL included.
+SUN_PATH_MAX = 107
 
 
 class HookChannel:
@@ -39,7 +41,10 @@ class HookChannel:
 
     def __init__(self, answer: Callable[[dict[str, Any]], dict[str, Any]],
                  on_refused: Callable[[str], None] = lambda why: None) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="portside-attach-"))  # 0700, ours
+        base = tempfile.gettempdir()
+        if len(f"{base}/portside-attach-12345678/{wire.SOCK}") > SUN_PATH_MAX:
+            base = "/tmp"  # a socket's path is capped (sun_path); /tmp is sticky too
+        self.folder = Path(tempfile.mkdtemp(prefix="portside-attach-", dir=base))  # 0700
         self._key = secrets.token_bytes(32)
         fd = os.open(self.folder / wire.KEY, os.O_WRONLY | os.O_CREAT | os.O_EXCL
                      | os.O_NOFOLLOW, 0o600)
@@ -85,8 +90,12 @@ class HookChannel:
                 except Exception as exc:  # any peer input: refused and logged, no traceback
                     refuse(f"a malformed hook call was refused ({type(exc).__name__})")
 
-        self._server = socketserver.ThreadingUnixStreamServer(str(self.folder / wire.SOCK),
-                                                              Handler)
+        try:
+            self._server = socketserver.ThreadingUnixStreamServer(
+                str(self.folder / wire.SOCK), Handler)
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)  # no key left behind
+            raise
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True,
                          name="attach-hooks").start()

@@ -10,6 +10,7 @@ import socket
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,24 @@ def test_a_client_gone_before_its_answer_is_no_refusal() -> None:
     finally:
         channel.close()
     assert refused == []
+
+
+def test_a_long_tmpdir_still_gets_a_channel(monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    """A TMPDIR too long for a socket's path (sun_path) raised at bind and left the key's
+    folder behind; the channel goes to /tmp instead."""
+    import tempfile
+
+    long = tmp_path / ("d" * 100)
+    long.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long))
+    channel = HookChannel(lambda body: {"ok": 1})
+    try:
+        assert channel.folder.parent == Path("/tmp")
+        good = subprocess.run([sys.executable, "-I", str(CLIENT), str(channel.folder)],
+                              input='{"hook_event_name": "PreToolUse"}', text=True,
+                              capture_output=True, timeout=30)
+        assert good.returncode == 0 and json.loads(good.stdout) == {"ok": 1}, good.stderr
+    finally:
+        channel.close()
+    assert not channel.folder.exists() and list(long.iterdir()) == []
