@@ -51,6 +51,11 @@ RECORD_BIG_BYTES = 8192  # smaller: at fast step rates records are not held for 
 RECORD_READ_BYTES = 8 << 20  # read at most this much of one probe file per tick
 MAX_RECORD_BYTES = 1 << 20  # a probe record line longer than this is refused, counted
 MAX_TAMPER_RECORDS = 20  # tamper records kept in detail per run; the rest are counted
+# The probe folder is the run's to write: listed at most MAX_PROBE_ENTRIES deep a tick, and at
+# most MAX_PROBE_FILES record files read (one a rank or probed process). 161k files there held
+# the loop 3 s a tick (a 20 s timeout fired at 45 s); past either bound no new file is read.
+MAX_PROBE_ENTRIES = 4096
+MAX_PROBE_FILES = 256
 # Output-parsed points kept per metric a run: the first ones, then only the newest, held and
 # recorded at the end with how many were left out (the goal test reads the last value; 3M
 # matching lines were 3M records, GBs of memory and database).
@@ -392,6 +397,8 @@ class _Watch:
         self.offsets: dict[Path, int] = {}
         self.inodes: dict[Path, int] = {}
         self.not_files: set[Path] = set()  # probe-folder entries refused, said once each
+        self.files: list[Path] = []  # the run's record files as last listed
+        self.flooded = False  # the folder went past a bound: listed no more
         self.metric_points: dict[str, int] = {}  # output-parsed points seen, by metric
         self.metric_held: dict[str, dict[str, Any]] = {}  # the newest past the cap
         self.partial: dict[Path, bytes] = {}
@@ -506,7 +513,7 @@ class _Watch:
         ``drain``: to the end of every file (the run is over), else one bounded read each."""
         new: list[dict[str, Any]] = []
         nbytes = 0
-        for path in sorted(self.out.parent.glob(f"*{self.out.suffix}")):
+        for path in self._probe_files():
             while True:
                 at = self.offsets.get(path, 0)
                 for raw in self._new_lines(path):
@@ -531,6 +538,30 @@ class _Watch:
             self.step_count += steps
             self.last_activity = time.monotonic()
         self._add_records(new, nbytes)
+
+    def _probe_files(self) -> list[Path]:
+        """The run's record files, sorted, from a bounded listing of its folder; once the
+        folder goes past a bound it is said once and the files known by then are all read."""
+        if self.flooded:
+            return self.files
+        found: list[Path] = []
+        try:
+            with os.scandir(self.out.parent) as it:
+                for n, entry in enumerate(it):
+                    if n >= MAX_PROBE_ENTRIES or len(found) > MAX_PROBE_FILES:
+                        self.flooded = True
+                        break
+                    if entry.name.endswith(self.out.suffix):
+                        found.append(Path(entry.path))
+        except OSError:
+            return self.files
+        if self.flooded:
+            self._tamper(self.out.parent, f"over {MAX_PROBE_ENTRIES} entries or "
+                         f"{MAX_PROBE_FILES} record files in the probe folder: no new file read")
+            known = sorted({*self.files, *found}, key=lambda p: (p != self.out, p))
+            found = known[:MAX_PROBE_FILES]  # the rank-0 file first: it is never left out
+        self.files = sorted(found)
+        return self.files
 
     def _new_lines(self, path: Path) -> list[bytes]:
         """The complete lines added to ``path`` since the last read (at most
@@ -840,7 +871,7 @@ class _Watch:
     def _finish(
         self, code: int | None, sig: int | None, reason: str, wall: float, et: str, em: str
     ) -> RunResult:
-        files = sorted(str(p) for p in self.out.parent.glob(f"{self.out.stem}*{self.out.suffix}"))
+        files = [str(p) for p in self.files if p.name.startswith(self.out.stem)]
         return RunResult(
             run_id=self.spec.run_id,
             exit_code=code,

@@ -399,3 +399,56 @@ def test_a_fifo_or_a_link_in_the_probe_folder_is_tamper_not_a_hang(
     assert "SENTINEL" not in kept
     shadow = Path("/etc/shadow").read_text().splitlines()[:1]
     assert not any(line and line[:20] in kept for line in shadow)
+
+
+FLOOD = """
+import os, sys, time
+d = os.path.dirname(os.environ["PORTSIDE_PROBE_OUT"])
+for i in range(int(sys.argv[1])):
+    os.close(os.open(os.path.join(d, f"f{i}.jsonl"), os.O_CREAT | os.O_WRONLY, 0o644))
+print("flooded", flush=True)
+time.sleep(30)
+"""
+
+
+@needs_bwrap
+@as_root
+@pytest.mark.timeout(90)
+def test_a_flooded_probe_folder_does_not_hold_the_loop(tmp_path: Path) -> None:
+    """Every tick listed and opened every `*.jsonl` of the run's folder: 40k files there held
+    portside's loop about half a second a tick (161k: 3 s, a 20 s timeout fired at 45 s)."""
+    import shutil
+    import time
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "flood.py").write_text(FLOOD)
+    runner = Runner("s", lambda e: None, ws / "probe")
+    runner.use_sandbox(Sandbox.for_project(tmp_path / "proj").with_writable(ws))
+    # 6 s: on a busy CI machine the 40k files may not all be made by then; past 4096 will be.
+    spec = RunSpec("r1", "candidate", 1, f"{PY} flood.py 40000", ws, "cpu", timeout_s=6)
+
+    async def watched() -> tuple[RunResult, float]:
+        lag, done = 0.0, False
+
+        async def beat() -> None:  # how late the loop comes back to a 20 ms sleep
+            nonlocal lag
+            while not done:
+                t = time.monotonic()
+                await asyncio.sleep(0.02)
+                lag = max(lag, time.monotonic() - t - 0.02)
+        task = asyncio.create_task(beat())
+        try:
+            return await runner.run(spec), lag
+        finally:
+            done = True
+            await task
+
+    try:
+        res, lag = asyncio.run(watched())
+    finally:
+        shutil.rmtree(ws / "probe", ignore_errors=True)
+    assert lag < 0.3, f"the loop was held {lag:.2f} s ({res.reason} at {res.wall_s:.1f} s)"
+    assert res.reason == "timeout" and res.wall_s < 12, (res.reason, res.wall_s)
+    whys = [str(r.get("why")) for r in res.records if r.get("type") == "tamper"]
+    assert len(whys) == 1 and "probe folder" in whys[0], whys
