@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -28,6 +29,8 @@ import time
 HEARTBEAT_S = 60.0  # when the job names none
 TAIL_S = 0.05
 GRACE_S = 1.0
+TAIL_READ_BYTES = 8 << 20  # at most this much of one record file a poll
+TAIL_LINE_BYTES = 1 << 20  # a longer record line is dropped here (portside refuses it anyway)
 
 _out = sys.stdout.buffer
 _lock = threading.Lock()
@@ -139,30 +142,55 @@ class _Tail:
         self.folder, self.prefix, self.marker = folder, prefix, marker
         self.offsets: dict[str, int] = {}
         self.partial: dict[str, bytes] = {}
+        self.skipping: set[str] = set()  # files in the middle of an over-long line
 
-    def poll(self) -> None:
+    def poll(self) -> bool:
+        """Ship the complete new lines of each record file; True when one had more than a
+        read's bound (the last poll repeats until none has)."""
+        more = False
         try:
             names = sorted(n for n in os.listdir(self.folder)
                            if n.startswith(self.prefix) and n.endswith(".jsonl"))
         except OSError:
-            return
+            return more
         for name in names:
             try:
-                with open(os.path.join(self.folder, name), "rb") as fh:
+                # As portside's own reader: never follow a link (the run could point one at a
+                # file to ship as its records) nor wait on a FIFO (open() blocked this loop, so
+                # the run's end was never seen); regular files only, read to a bound (a link
+                # to /dev/zero never ended).
+                fd = os.open(os.path.join(self.folder, name),
+                             os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                with os.fdopen(fd, "rb") as fh:
+                    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                        continue
                     fh.seek(self.offsets.get(name, 0))
-                    chunk = fh.read()
+                    chunk = fh.read(TAIL_READ_BYTES)
             except OSError:
                 continue
             if not chunk:
                 continue
+            more = more or len(chunk) == TAIL_READ_BYTES
             self.offsets[name] = self.offsets.get(name, 0) + len(chunk)
+            if name in self.skipping:  # the rest of an over-long line
+                cut = chunk.find(b"\n")
+                if cut < 0:
+                    continue
+                self.skipping.discard(name)
+                chunk = chunk[cut + 1:]
             lines = (self.partial.pop(name, b"") + chunk).split(b"\n")
-            if lines[-1]:
+            if len(lines[-1]) > TAIL_LINE_BYTES:
+                self.skipping.add(name)
+            elif lines[-1]:
                 self.partial[name] = lines[-1]
             head = self.marker + b" R " + name.encode() + b" "
             batch = b"".join(head + raw + b"\n" for raw in lines[:-1] if raw.strip())
             if batch:
                 _write(batch)
+        return more
 
 
 def _write_pid_file(records: str, prefix: str) -> None:
@@ -211,7 +239,8 @@ def main() -> None:
     code = _proc.returncode
     _kill(signal.SIGKILL)  # as for a local run: nothing the run started outlives it
     pump.join(timeout=5)
-    tail.poll()
+    while tail.poll():
+        pass
     _write(marker + b" X " + str(code).encode() + b"\n")
     _drop_pid_file()
     if not job.get("keep"):  # one copy of the folder per run: a long session must not fill the disk
