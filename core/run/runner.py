@@ -558,8 +558,8 @@ class _Watch:
         if self.flooded:
             self._tamper(self.out.parent, f"over {MAX_PROBE_ENTRIES} entries or "
                          f"{MAX_PROBE_FILES} record files in the probe folder: no new file read")
-            known = sorted({*self.files, *found}, key=lambda p: (p != self.out, p))
-            found = known[:MAX_PROBE_FILES]  # the rank-0 file first: it is never left out
+            # The rank-0 file first, listed or not yet: a flood never hides the run's own.
+            found = [self.out, *sorted({*self.files, *found} - {self.out})][:MAX_PROBE_FILES]
         self.files = sorted(found)
         return self.files
 
@@ -871,7 +871,8 @@ class _Watch:
     def _finish(
         self, code: int | None, sig: int | None, reason: str, wall: float, et: str, em: str
     ) -> RunResult:
-        files = [str(p) for p in self.files if p.name.startswith(self.out.stem)]
+        files = [str(p) for p in self.files
+                 if p.name.startswith(self.out.stem) and os.path.lexists(p)]
         return RunResult(
             run_id=self.spec.run_id,
             exit_code=code,
