@@ -48,3 +48,18 @@ def test_the_remote_tail_ships_regular_record_files_only(tmp_path: Path) -> None
     assert sent[1:] == [b'MARK R cand.jsonl {"type": "step", "step": 1}\n',
                         b'MARK R cand.jsonl {"step": 2}\n']
     assert b"SENTINEL" not in b"".join(sent)
+
+
+@pytest.mark.timeout(20)  # before: the keeper waited in open() on the FIFO for ever
+def test_the_keeper_reads_only_regular_pid_files(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("ssh_keeper_under_test",
+                                                  SHIPPED.with_name("ssh_keeper.py"))
+    assert spec is not None and spec.loader is not None
+    keeper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(keeper)
+    rec = tmp_path / "records"
+    rec.mkdir()
+    os.mkfifo(rec / "a.pid")
+    (rec / "b.pid").symlink_to("/dev/zero")
+    (rec / "c.pid").write_text("999999999\n")  # no such process: nothing to stop
+    keeper.stop_agents(str(tmp_path))

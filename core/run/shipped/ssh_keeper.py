@@ -20,6 +20,7 @@ import shutil
 import signal
 import sys
 import time
+from stat import S_ISREG
 
 AGENT_END_S = 5.0  # how long an agent told to stop gets to kill its run and exit
 
@@ -42,8 +43,15 @@ def stop_agents(folder: str) -> None:
         return
     for name in names:
         try:
-            with open(os.path.join(records, name)) as fh:
-                pid = int(fh.read().strip())
+            # The run writes records/: no link followed, no FIFO waited on (open() held the
+            # keeper for ever, the folder never removed), a regular file's first bytes only.
+            fd = os.open(os.path.join(records, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                pid = int(os.read(fd, 32).strip()) if S_ISREG(os.fstat(fd).st_mode) else 0
+            finally:
+                os.close(fd)
+            if pid <= 0:
+                continue
             if os.readlink(f"/proc/{pid}/cwd") != folder:
                 continue
             os.kill(pid, signal.SIGTERM)
