@@ -85,9 +85,14 @@ def test_runs_are_folded_not_held(harness: _Harness) -> None:
         written = [x for w in lines for x in _packed.expand(w)]
         logged = [rec for e in harness.sink.events if isinstance(e, ev.RunRecord)
                   and e.run_id == r.run_id for rec in e.records]
-        # The log holds what the probe wrote (its seal checked and dropped), the metrics parsed
-        # from the output and portside's own view of the run's processes.
-        assert [x for x in logged if x.get("source") not in ("output", "portside")] == written != []
+        # The log holds what the probe wrote (its seal checked and dropped; a facts record
+        # stamped with when portside read it, by portside's clock: issue 38.2), the metrics
+        # parsed from the output and portside's own view of the run's processes.
+        probe_side = [dict(x) for x in logged if x.get("source") not in ("output", "portside")]
+        for x in probe_side:
+            if x["type"] == "facts":
+                assert isinstance(x.pop("received_at"), float)
+        assert probe_side == written != []
         assert [x["type"] for x in logged if x.get("source") == "portside"][-1] == "observed"
         assert r.result.records == [] and r.result.record_count == len(logged)
         rebuilt = RunRecords.from_records(logged)
