@@ -206,6 +206,15 @@ CASES: tuple[Case, ...] = (
         ("accelerate max_norm 0.1", "--max-norm 0.1", "clipping-changed !global-batch-changed"),
         ("accelerate accumulation 2, same lr", "--accum 2", "global-batch-changed"),
     ), candidate_launcher=_xla_cpu, target="xla:cpu"),
+    # The GPU script ported to accelerate (its plain loop -> Accelerator on the CPU): its
+    # prepared DataLoader reads one batch ahead, so counted where the DataLoader yields the
+    # port's first step took two batches: a live global-batch-changed, withdrawn at the end
+    # (the harness bans a withdrawn alarm too).
+    Case("accelerate-cpu", "accelerate_train.py", "--plain", (
+        ("accelerate on the cpu", "--cpu", "pass !global-batch-changed"),
+        ("accelerate on the cpu, max_norm 0.1", "--cpu --max-norm 0.1",
+         "clipping-changed !global-batch-changed"),
+    )),
     # The HF Trainer itself (transformers 5.25): a tiny GPT-2 from a config, its own loop,
     # loader (MpDeviceLoader on XLA), clipping and accumulation.
     Case("hf-trainer-xla", "hf_trainer_train.py", "--cpu", (

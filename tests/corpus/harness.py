@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.log.criteria import parse_criteria
 from portside.core.session.verify import Verifier
@@ -33,6 +34,9 @@ class Row:
     titles: list[str] = field(default_factory=list)
     steps: int = 0
     reference_steps: list[int] = field(default_factory=list)
+    # raised on the run while it ran and cleared by the final judgement ("severity:kind"):
+    # shown to the reviewer for a while all the same, so a "!kind" row bans them too
+    withdrawn: list[str] = field(default_factory=list)
 
     @property
     def got(self) -> str:
@@ -40,7 +44,7 @@ class Row:
 
     @property
     def ok(self) -> bool:
-        kinds = {a.split(":", 1)[1] for a in self.alarms}
+        kinds = {a.split(":", 1)[1] for a in self.alarms + self.withdrawn}
         want = [w for w in self.expected.split() if not w.startswith("!")]
         banned = [w[1:] for w in self.expected.split() if w.startswith("!")]
         if any(b in kinds for b in banned):
@@ -56,7 +60,8 @@ def _command(case: Case, flags: str, nproc: int = 0, candidate: bool = False) ->
 
 async def run_case(case: Case, root: Path, slots: asyncio.Semaphore) -> list[Row]:
     crit = parse_criteria(case.criteria, f"corpus:{case.name}")
-    v = Verifier(EventBus(MemorySink()), f"corpus-{case.name}", crit, case.target,
+    sink = MemorySink()
+    v = Verifier(EventBus(sink), f"corpus-{case.name}", crit, case.target,
                  root / case.name, timeout_s=600 if case.xla else 300, stall_s=240 if case.xla else 120)
     refs = []
     for _ in range(REFERENCES):
@@ -72,12 +77,18 @@ async def run_case(case: Case, root: Path, slots: asyncio.Semaphore) -> list[Row
                         [a.kind for a in rep.alarms if a.is_error],
                         [f"{a.severity}:{a.kind}" for a in rep.alarms],
                         [f"[{a.severity}] {a.kind}: {a.title}" for a in rep.alarms],
-                        rep.records.n, ref_steps))
+                        rep.records.n, ref_steps, _withdrawn(sink, rep.run_id)))
     if any(r.alarms and r.alarms[0].startswith("error:reference") for r in rows) or any(
             a.kind == "reference-failed" for r in refs for a in r.alarms):
         raise RuntimeError(f"{case.name}: a reference run failed: "
                            f"{[r.result.tail[-5:] for r in refs]}")
     return rows
+
+
+def _withdrawn(sink: MemorySink, run_id: str) -> list[str]:
+    cleared = {e.alarm_id for e in sink.events if isinstance(e, ev.AlarmCleared)}
+    return [f"{e.severity}:{e.check}" for e in sink.events
+            if isinstance(e, ev.AlarmRaised) and e.run_id == run_id and e.alarm_id in cleared]
 
 
 async def run_all(names: list[str] | None = None, parallel: int = 2,
@@ -103,5 +114,6 @@ def table(rows: list[Row]) -> str:
     for r in rows:
         others = [a for a in r.alarms if not a.startswith(("error:", "critical:"))]
         lines.append(f"{r.case:<14} {r.candidate:<28} {r.expected:<34} {r.got:<36} "
-                     f"{'yes' if r.ok else 'NO ':<3} {', '.join(others) or '-'}")
+                     f"{'yes' if r.ok else 'NO ':<3} {', '.join(others) or '-'}"
+                + (f"; withdrawn {', '.join(r.withdrawn)}" if r.withdrawn else ""))
     return "\n".join(lines)
