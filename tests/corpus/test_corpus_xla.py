@@ -52,44 +52,21 @@ def _has(python: str, module: str) -> bool:
     return subprocess.run([python, "-c", f"import {module}"], capture_output=True).returncode == 0
 
 
-def test_accelerate_ports_are_judged_through_the_real_library() -> None:
-    """Issue 37.5, HF accelerate 1.16 itself: the correct torch_xla port passes with no
-    global-batch-changed beside it; a tightened max_grad_norm and an accumulation that doubles
-    the batch without the lr are each named by their own kind."""
+@pytest.mark.parametrize(("case", "module"), [
+    ("accelerate-xla", "accelerate"),  # HF accelerate 1.16
+    ("hf-trainer-xla", "transformers"),  # the HF Trainer, transformers 5.25
+    ("lightning-xla", "lightning"),  # Lightning 2.6: its XLA accelerator, single-device strategy
+])
+def test_library_ports_are_judged_through_the_real_library(case: str, module: str) -> None:
+    """Issue 37.5, each library itself, ported to XLA:CPU: the correct port passes with no
+    global-batch-changed beside it; a tightened clipping and an accumulation that doubles the
+    batch without the lr are each named by their own kind, with no false
+    global-batch-changed."""
     import sys
 
-    if not (_has(sys.executable, "accelerate") and _has(str(XLA_PYTHON), "accelerate")):
-        pytest.skip("accelerate is not installed in both venvs (make venv / make xla-venv)")
-    rows, _ = run(["accelerate-xla"], parallel=2, xla=True)
-    print("\n" + table(rows))
-    bad = [r for r in rows if not r.ok]
-    assert len(rows) == 3 and not bad, "\n" + table(bad) + "\n" + "\n".join(
-        t for r in bad for t in r.titles)
-
-
-def test_hf_trainer_ports_are_judged_through_the_real_library() -> None:
-    """Issue 37.5, the HF Trainer (transformers 5.25) itself, as for accelerate above."""
-    import sys
-
-    if not (_has(sys.executable, "transformers") and _has(str(XLA_PYTHON), "transformers")):
-        pytest.skip("transformers is not installed in both venvs (make venv / make xla-venv)")
-    rows, _ = run(["hf-trainer-xla"], parallel=2, xla=True)
-    print("\n" + table(rows))
-    bad = [r for r in rows if not r.ok]
-    assert len(rows) == 3 and not bad, "\n" + table(bad) + "\n" + "\n".join(
-        t for r in bad for t in r.titles)
-
-
-def test_lightning_xla_ports_are_judged_through_the_real_library() -> None:
-    """Issue 37.5, Lightning 2.6 itself on torch_xla (its XLA accelerator and single-device XLA
-    strategy, on XLA:CPU): the correct port passes with no global-batch-changed; a tightened
-    gradient_clip_val and accumulate_grad_batches 2 with the same lr are named by their own
-    kind, neither with a false global-batch-changed beside it."""
-    import sys
-
-    if not (_has(sys.executable, "lightning") and _has(str(XLA_PYTHON), "lightning")):
-        pytest.skip("lightning is not installed in both venvs (make venv / make xla-venv)")
-    rows, _ = run(["lightning-xla"], parallel=2, xla=True)
+    if not (_has(sys.executable, module) and _has(str(XLA_PYTHON), module)):
+        pytest.skip(f"{module} is not installed in both venvs (make venv / make xla-venv)")
+    rows, _ = run([case], parallel=2, xla=True)
     print("\n" + table(rows))
     bad = [r for r in rows if not r.ok]
     assert len(rows) == 3 and not bad, "\n" + table(bad) + "\n" + "\n".join(
