@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .acceptance import t_ppf  # Student's t, the goal test's
+
 SCALE_QUANTILES = 32  # points of the χ² mixture over the scale's uncertainty
 TESTS = 2  # a series' share of the rate is split between the excursion and the level test
 
@@ -73,59 +75,6 @@ def threshold(alpha: float, points: int, rho: float, df: float) -> float:
         else:
             hi = u
     return hi
-
-
-def t_sf(u: float, nu: float) -> float:
-    """P(T > u) for Student's t with nu degrees of freedom (the regularised incomplete beta
-    by its continued fraction: stdlib only, as the rest of this module)."""
-    if nu > 1e6:
-        return normal_sf(u)
-    x = nu / (nu + u * u)
-    return 0.5 * _betainc(nu / 2.0, 0.5, x) if u >= 0 else 1.0 - t_sf(-u, nu)
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    lbeta = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-    front = math.exp(lbeta + a * math.log(x) + b * math.log1p(-x))
-    if x > (a + 1.0) / (a + b + 2.0):
-        return 1.0 - _betainc(b, a, 1.0 - x)
-    # Lentz's continued fraction
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((a + m2 - 1.0) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-12:
-            break
-    return front * h / a
-
-
-def t_ppf(q: float, nu: float) -> float:
-    """The q quantile (q > 0.5) of Student's t with nu degrees of freedom."""
-    lo, hi = 0.0, 1e4
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        if t_sf(mid, nu) > 1.0 - q:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
 
 
 def mean_var(points: int, rho: float) -> float:

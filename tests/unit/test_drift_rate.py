@@ -9,14 +9,13 @@ import numpy as np
 import pytest
 
 from portside.core.checks import RunRecords
+from portside.core.checks.acceptance import t_cdf, t_ppf
 from portside.core.checks.drift import check_drift
 from portside.core.checks.drift_rate import (
     chi2_ppf,
     level_threshold,
     max_tail,
     normal_ppf,
-    t_ppf,
-    t_sf,
     threshold,
 )
 from portside.core.log.criteria import parse_criteria
@@ -152,6 +151,6 @@ def test_quantiles_match_published_tables() -> None:
     # the whole-run tail of a single point is the two-sided normal tail
     assert max_tail(1.95996, 1, 0.5) == pytest.approx(0.05, abs=1e-4)
     # Student's t (tables): P(T_5 > 2.015) = 0.05, P(T_10 > 3.169) = 0.005
-    assert t_sf(2.015, 5) == pytest.approx(0.05, abs=2e-4)
-    assert t_sf(3.169, 10) == pytest.approx(0.005, abs=1e-4)
+    assert 1 - t_cdf(2.015, 5) == pytest.approx(0.05, abs=2e-4)
+    assert 1 - t_cdf(3.169, 10) == pytest.approx(0.005, abs=1e-4)
     assert t_ppf(0.975, 5) == pytest.approx(2.5706, abs=1e-3)
