@@ -66,10 +66,9 @@ def _positive(runs: list[RunRecords], name: str) -> bool:
         x = r.series(name)
         live = r.derived.live
         if live is None:
-            got = r.derived.smooth.get((name, 0, "min"))
-            if got is None:
-                got = r.derived.smooth[name, 0, "min"] = np.array([_least(x)])
-            least = float(got[0])
+            least = r.derived.least.get(name, math.nan)
+            if math.isnan(least):
+                least = r.derived.least[name] = _least(x)
         else:
             st = live.roll.get(("min", name))
             if st is None or st["n"] > x.size:

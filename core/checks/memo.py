@@ -70,6 +70,7 @@ class Derived:
     smooth: dict[tuple[Any, ...], np.ndarray] = field(default_factory=dict)  # (series, window[, how])
     noise: dict[tuple[Any, ...], np.ndarray] = field(default_factory=dict)  # +gap[, log]
     gap: dict[str, int] = field(default_factory=dict)
+    least: dict[str, float] = field(default_factory=dict)  # a series' least finite value
     # drift_rate calibrations over the reference set this run heads, with that set
     drift_cal: dict[Hashable, tuple[list[RunRecords], Calibration | None]] = field(
         default_factory=dict)
