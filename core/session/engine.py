@@ -551,12 +551,15 @@ class SessionEngine:
             # Live without an agent: the reviewer may re-run, abort, and gives the verdict.
             assert self._decided is not None and self._rerun is not None
             while not self._stop_reason and self.ledger.verdict is None:
+                if self.config.agent is None:
+                    self.gate.verdict_waits()  # the reviewer's attention counts from here
                 waiter = asyncio.create_task(self._decided.wait())
                 rerun = asyncio.create_task(self._rerun.get())
                 finished, pending = await asyncio.wait({waiter, rerun},
                                                        return_when=asyncio.FIRST_COMPLETED)
                 for task in pending:
                     task.cancel()
+                self.gate.verdict_waits(False)
                 if waiter in finished:
                     break
                 await self.run_candidate(cwd)

@@ -23,6 +23,7 @@ from portside.core.log.ledger import AlarmEntry, Ledger
 
 Policy = Literal["ask", "runs-only", "auto"]
 POLICIES: tuple[str, ...] = ("ask", "runs-only", "auto")
+VERDICT_ITEM = "verdict"  # the pending item of a session without an agent whose runs all ended
 
 
 class GateError(RuntimeError):
@@ -40,7 +41,7 @@ class Decision:
 @dataclass
 class Pending:
     item_id: str
-    kind: Literal["edit", "claim", "budget"]
+    kind: Literal["edit", "claim", "budget", "verdict"]
     answers: int | None
     created_at: float
     shown_at: float | None = None
@@ -169,7 +170,18 @@ class ReviewGate:
         return [p for p in self.pending.values() if p.kind == "edit"]
 
     def pending_claim(self) -> Pending | None:
-        return next((p for p in self.pending.values() if p.kind in ("claim", "budget")), None)
+        return next((p for p in self.pending.values()
+                     if p.kind in ("claim", "budget", "verdict")), None)
+
+    def verdict_waits(self, waits: bool = True) -> None:
+        """A session without an agent has nothing left to run: from now the verdict is what the
+        reviewer has in front of them, and its attention starts here, as an agent's claim's
+        does (a verdict given at once counted 0 s however long the screen sat at `awaiting
+        verdict`). ``False``: it waits no more (a rerun started)."""
+        if not waits:
+            self.pending.pop(VERDICT_ITEM, None)
+        elif self.pending_claim() is None:
+            self.pending[VERDICT_ITEM] = Pending(VERDICT_ITEM, "verdict", None, ev.now())
 
     def _edit_item(self, edit_id: str | None) -> Pending:
         edits = self.pending_edits()
@@ -328,7 +340,8 @@ class ReviewGate:
         started = (claim.shown_at or claim.created_at) if claim else ev.now()
         rec = self._record("verdict", started, steering=against_checks,
                            answers=claim.answers if claim else None,
-                           target_id=claim.item_id if claim else "", note=note, verdict=verdict)
+                           target_id=claim.item_id if claim and claim.kind != "verdict" else "",
+                           note=note, verdict=verdict)
         if claim is not None and claim.future is not None and not claim.future.done():
             claim.future.set_result(Decision(verdict, note=note))
         if self.hooks.verdict:
