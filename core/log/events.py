@@ -225,6 +225,12 @@ class RunStarted(Event, tag="run.started"):
     cwd: str = ""
     seed_offset: Int = 0
     threads: Int = 0  # OMP_NUM_THREADS portside gave it (runs sharing a machine); 0: none
+    # A reference: the digest of what decides its result (core/session/reference_reuse.py);
+    # "" when not keyed. A later session finds it by this and reuses it.
+    reuse_key: str = ""
+    # Set when this run is not run again but copied from a stored one with the same key:
+    # {session, run_id, finished_at, host} of the run that computed it (its compute counts there).
+    reused_from: dict[str, Any] = {}
 
 
 class RunOutput(Event, tag="run.output"):

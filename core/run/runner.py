@@ -112,6 +112,7 @@ class RunSpec:
     # Runs sharing this machine: each one's OpenMP threads (torch's intra-op pool), unless its
     # environment sets them. 0: the run's own default (a core each; shared, they thrash).
     threads: int = 0
+    reuse_key: str = ""  # a reference's key (core/session/reference_reuse.py), for run.started
 
 
 @dataclass
@@ -339,6 +340,7 @@ class Runner:
                 cwd=str(spec.cwd),
                 seed_offset=spec.seed_offset,
                 threads=threads,
+                reuse_key=spec.reuse_key,
             )
         )
         watch = _Watch(self, spec, out, redactor_for(source, spec.command), key.encode())
