@@ -42,15 +42,7 @@ from portside.core.log import events as ev
 SEVERITIES = ev.SEVERITIES  # one severity table: core/log/events.py
 SEVERITY_RANK = ev.SEVERITY_RANK
 
-KINDS = (
-    "numeric-drift", "goal-regression", "clipping-changed", "lr-schedule-changed", "non-finite",
-    "wrong-hardware", "unverified-hardware", "recompilation", "cpu-fallback", "stalled",
-    "timed-out", "crashed", "no-metrics", "slow", "agent-claim-contradicted", "budget-exhausted",
-    "reference-failed", "ranks-diverged", "step-count-differs", "edit-mismatch",
-    "outside-workspace", "global-batch-changed", "rank-averaging-changed", "evidence-tampered",
-    "memory-peak",
-    "optimizer-changed", "data-changed", "precision-changed", "too-few-references",
-)
+KINDS = ev.ALARM_KINDS
 #: Alarms a reviewer cannot override: the evidence they would be weighed against is forged.
 UNOVERRIDABLE = frozenset({"evidence-tampered"})
 

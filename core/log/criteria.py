@@ -134,6 +134,20 @@ class AcceptanceCriteria:
     drift_alpha: float = 0.05
 
 
+#: What later steps cannot undo: a setting the run trains with (clipping, optimizer, precision,
+#: data), the hardware it runs on, a non-finite value. Drift and the goal can still come back
+#: (or go) before the end: they are judged then unless listed.
+DEFAULT_STOP_ALARMS = ("clipping-changed", "optimizer-changed", "precision-changed",
+                       "data-changed", "wrong-hardware", "non-finite")
+
+
+@dataclass(frozen=True)
+class StopCriteria:
+    # Alarm kinds that end a candidate run at once when raised error-level or worse; empty:
+    # every candidate trains to its end (core/log/decided.py).
+    alarms: tuple[str, ...] = DEFAULT_STOP_ALARMS
+
+
 @dataclass(frozen=True)
 class BudgetCriteria:
     max_attempts: int = 10  # 0: no limit
@@ -186,6 +200,7 @@ class Criteria:
     hosts: HostsCriteria = field(default_factory=HostsCriteria)
     settings: SettingsCriteria = field(default_factory=SettingsCriteria)
     acceptance: AcceptanceCriteria = field(default_factory=AcceptanceCriteria)
+    stop: StopCriteria = field(default_factory=StopCriteria)
     prices: tuple[tuple[str, float], ...] = ()  # overrides of core/log/prices.toml
     output: tuple[OutputPattern, ...] = ()
     source: str = "<defaults>"
@@ -231,6 +246,7 @@ class Criteria:
             hosts=build(HostsCriteria, data.get("hosts", {})),
             settings=build(SettingsCriteria, data.get("settings", {})),
             acceptance=build(AcceptanceCriteria, data.get("acceptance", {})),
+            stop=build(StopCriteria, data.get("stop", {})),
             prices=tuple(sorted((data.get("prices") or {}).items())),
             output=tuple(OutputPattern(o["name"], o["pattern"]) for o in data.get("output", [])),
             source=data.get("source", "<log>"),
@@ -332,6 +348,17 @@ def _setting_list(v: Any) -> str | None:
     return None
 
 
+def _alarm_kinds(v: Any) -> str | None:
+    from portside.core.log.events import ALARM_KINDS
+
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        return f"must be a list of alarm kinds, got {v!r}"
+    bad = [x for x in v if x not in ALARM_KINDS]
+    if bad:
+        return f"unknown alarm kind {', '.join(map(repr, bad))} (known: {', '.join(ALARM_KINDS)})"
+    return None
+
+
 def _alpha(v: Any, zero: bool = False) -> str | None:
     if zero and _is_num(v) and v == 0:
         return None
@@ -370,6 +397,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
               "overlap": _bool},
     "settings": {"allow": _setting_list},
     "acceptance": {"alpha": _alpha, "drift_alpha": lambda v: _alpha(v, zero=True)},
+    "stop": {"alarms": _alarm_kinds},
 }
 LARGER_KEYS: dict[str, Check] = {"command": _str, "steps": _int(1),
                                  "max_step_time_ratio": _num()}
@@ -422,7 +450,8 @@ def parse_criteria(text: str, source: str = "<string>") -> Criteria:
     classes = {"goal": GoalCriteria, "drift": DriftCriteria, "compile": CompileCriteria,
                "performance": PerformanceCriteria, "hardware": HardwareCriteria,
                "budget": BudgetCriteria, "sandbox": SandboxCriteria, "hosts": HostsCriteria,
-               "settings": SettingsCriteria, "acceptance": AcceptanceCriteria}
+               "settings": SettingsCriteria, "acceptance": AcceptanceCriteria,
+               "stop": StopCriteria}
     for section, schema in SCHEMA.items():
         body = data.get(section, {})
         types = {f.name: f.type for f in fields(classes[section])}

@@ -34,6 +34,18 @@ Seq = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
 Ts = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_TS)]
 
 SEVERITIES: tuple[str, ...] = ("info", "warning", "error", "critical")
+
+#: Every alarm kind the checks raise (core/checks/alarms.py keeps it true): vocabulary, so the
+#: criteria can name kinds ([stop]) without importing the checks.
+ALARM_KINDS: tuple[str, ...] = (
+    "numeric-drift", "goal-regression", "clipping-changed", "lr-schedule-changed", "non-finite",
+    "wrong-hardware", "unverified-hardware", "recompilation", "cpu-fallback", "stalled",
+    "timed-out", "crashed", "no-metrics", "slow", "agent-claim-contradicted", "budget-exhausted",
+    "reference-failed", "ranks-diverged", "step-count-differs", "edit-mismatch",
+    "outside-workspace", "global-batch-changed", "rank-averaging-changed", "evidence-tampered",
+    "memory-peak",
+    "optimizer-changed", "data-changed", "precision-changed", "too-few-references",
+)
 SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
 
 INTERVENTION_KINDS = (

@@ -21,6 +21,10 @@ What counts, decided once here:
   (``engine-killed``: not the agent's attempt; the run is made again on resume, and its compute
   still counts); failures are outcomes ``failed-*``; silent ones ``failed-silent``. A **valid reference** is a reference run that finished ``passed`` (an
   aborted or engine-killed one never counts).
+- A candidate **stopped** by the criteria's ``[stop]`` (``run.finished`` reason ``stopped``,
+  outcome ``failed-silent``) is a failed attempt; the **compute it saved** is the references'
+  step count (their median) less its steps, times its steady step time (the references' where
+  it stopped inside its warm-up), priced from its device facts.
 - **Open alarms** are raised and not cleared (an override clears); acknowledging keeps one open.
 - A run portside itself was killed during is **superseded** by its rerun
   (:meth:`Ledger.superseded_by`): a reference by the next one with its attempt (its seed
@@ -47,6 +51,7 @@ from portside.core.log import events as ev
 from portside.core.log.busy_time import BusyWindows
 
 ENGINE_KILLED = "engine-killed"  # the reason resume gives a run its killed engine left live
+STOPPED = "stopped"  # the reason of a candidate run ended by [stop] (core/log/decided.py)
 LEDGER_KINDS: frozenset[str] = frozenset({
     "session.started", "session.ended", "agent.usage", "run.started", "run.finished",
     "alarm.raised", "alarm.updated", "alarm.acknowledged", "alarm.cleared", "intervention",
@@ -72,6 +77,10 @@ class RunEntry:
     @property
     def engine_killed(self) -> bool:
         return self.finished is not None and self.finished.reason == ENGINE_KILLED
+
+    @property
+    def stopped(self) -> bool:
+        return self.finished is not None and self.finished.reason == STOPPED
 
     @property
     def valid_reference(self) -> bool:
@@ -265,6 +274,38 @@ class Ledger:
     def compute_usd(self) -> float:
         return sum(r.compute_usd or 0.0 for r in self.runs.values())
 
+    def expected_steps(self) -> int | None:
+        """A candidate's steps had it trained to its end: the valid references' (their median)."""
+        steps = sorted(r.finished.steps for r in self.valid_references()
+                       if r.finished is not None and r.finished.steps > 0)
+        return steps[len(steps) // 2] if steps else None
+
+    def saved_s(self, run: RunEntry) -> float:
+        """The run seconds a stopped candidate did not spend (0 for any other run)."""
+        fin, expected = run.finished, self.expected_steps()
+        if not run.stopped or fin is None or expected is None or fin.steps >= expected:
+            return 0.0
+        step_s = fin.steady_step_s
+        if not step_s:  # stopped inside its warm-up: the references' steady step
+            refs = [r.finished.steady_step_s for r in self.valid_references()
+                    if r.finished is not None and r.finished.steady_step_s]
+            step_s = sum(refs) / len(refs) if refs else None
+        return (expected - fin.steps) * step_s if step_s and math.isfinite(step_s) else 0.0
+
+    @property
+    def compute_saved_s(self) -> float:
+        return sum(self.saved_s(r) for r in self.candidates())
+
+    @property
+    def compute_saved_usd(self) -> float:
+        total = 0.0
+        for r in self.candidates():
+            saved = self.saved_s(r)
+            if saved and r.finished is not None:
+                total += costs.run_cost_from_facts(saved, r.finished.device or None,
+                                                   self.prices) or 0.0
+        return total
+
     def unpriced_runs(self) -> list[str]:
         return [r.run_id for r in self.runs.values()
                 if r.finished is not None and r.compute_usd is None]
@@ -342,6 +383,10 @@ class Ledger:
             "attempts": self.attempts,
             "failed_attempts": self.attempts - self.successful_runs,
             "successful_runs": self.successful_runs,
+            # [stop]: candidates ended at their first decisive alarm, and what they did not run
+            "stopped_runs": sum(1 for r in self.candidates() if r.stopped),
+            "compute_saved_s": self.compute_saved_s,
+            "compute_saved_usd": self.compute_saved_usd,
             "cost_per_successful_run_usd": costs.cost_per_successful_run(
                 total, self.successful_runs),
             "unpriced_models": sorted(self.unpriced_models),

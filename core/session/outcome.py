@@ -13,9 +13,13 @@ from portside.core.checks.memory import peak_memory
 
 
 def classify_outcome(exit_code: int | None, timed_out: bool, stalled: bool,
-                     alarms: Iterable[Alarm]) -> str:
+                     alarms: Iterable[Alarm], stopped: bool = False) -> str:
     """failed-timeout (wall limit or stall) before failed-error (non-zero or unknown exit: a
-    killed run also exits non-zero) before failed-silent (exit 0 with an error-or-worse alarm)."""
+    killed run also exits non-zero) before failed-silent (exit 0 with an error-or-worse alarm).
+    A run portside stopped at an alarm that decided it ([stop]) is failed-silent: the run raised
+    no error of its own; the alarm, error-level by the rule, is why it failed."""
+    if stopped:
+        return "failed-silent"
     if timed_out or stalled:
         return "failed-timeout"
     if exit_code != 0:

@@ -27,7 +27,8 @@ from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.log.costs import PriceTable, load_prices, run_cost_from_facts
 from portside.core.log.criteria import Criteria
-from portside.core.log.ledger import ENGINE_KILLED, Ledger
+from portside.core.log.decided import stop_message, stops
+from portside.core.log.ledger import ENGINE_KILLED, STOPPED, Ledger
 from portside.core.run.runner import TAIL_LINES, Executor, OutputPattern, Runner, RunResult, RunSpec
 from portside.core.session.outcome import classify_outcome, summarize_run
 from portside.core.session.run_slots import RunSlots
@@ -298,7 +299,8 @@ class Verifier:
         summary = summarize_run(records, result.exit_code, result.wall_s,
                                 self.criteria.compile.warmup_steps)
         outcome = classify_outcome(
-            result.exit_code, result.reason == "timeout", result.reason == "stalled", alarms
+            result.exit_code, result.reason == "timeout", result.reason == "stalled", alarms,
+            stopped=result.reason == STOPPED,
         )
         if result.reason == "aborted":
             outcome = "aborted"
@@ -437,6 +439,7 @@ class Verifier:
         pending: list[dict[str, Any]] = []  # records not yet folded into `live`
         live = LiveRecords()
         stats = self.live_stats = LiveCheckStats()
+        stopped_by: list[tuple[Alarm, int | None]] = []  # [stop]: the alarm that decided it
         dirty = asyncio.Event()
         all_in = asyncio.get_running_loop().create_future()
 
@@ -529,6 +532,14 @@ class Verifier:
                 elif (due := refresh.due(alarm, step, now, final)) is not None:
                     alarm_id, raised[alarm.key] = due
                     self.bus.publish(raised[alarm.key].updated(self.session_id, alarm_id, step))
+            # [stop]: an alarm later steps cannot undo ends the run now. Only once every
+            # reference is in: one raised against some of them may yet be cleared.
+            if not final and all_in.done() and not stopped_by and not self.halted:
+                hit = next((a for a in sort_alarms(found) if a.key in raised
+                            and stops(a.kind, a.severity, self.criteria.stop.alarms)), None)
+                if hit is not None:
+                    stopped_by.append((hit, step))
+                    self.runner.abort(spec.run_id)
 
         async def live_checks() -> None:
             # Judge partial series while the run is live, at most once a second and the checks
@@ -568,7 +579,11 @@ class Verifier:
             finally:
                 if slots is not None:
                     slots.release()
-            if result.reason != "aborted":
+            if stopped_by and result.reason == "aborted":  # ended by [stop], not by a person
+                alarm, at_step = stopped_by[0]
+                result.reason, result.error_type = STOPPED, "Stopped"
+                result.error_message = stop_message(alarm.kind, alarm.title, at_step)
+            if result.reason not in ("aborted", STOPPED):
                 await all_in  # the live checks go on judging the whole run as references end
         finally:
             checker.cancel()
@@ -581,7 +596,7 @@ class Verifier:
         # (tests/unit/test_records_live.py).
         fold()
         final = live.snapshot(_end(result, spec.stall_s), spec.run_id)
-        if result.reason != "aborted":
+        if result.reason not in ("aborted", STOPPED):  # a stopped run's alarms decided it
             judge(final, final=True)
         report = self._finish(spec, result, sort_alarms(list(raised.values())), final)
         self.candidates.append(report)
@@ -644,7 +659,10 @@ class Verifier:
         lines = [f"candidate attempt #{report.attempt}: {report.outcome} "
                  f"(exit {report.result.exit_code}, {report.result.wall_s:.1f} s, "
                  f"{report.summary.get('steps')} steps)"]
-        if report.result.error_type or report.result.error_message:
+        if report.result.reason == STOPPED:
+            lines.append(f"{report.result.error_message} (portside ended the run there: later "
+                         "steps cannot undo this; a failed attempt)")
+        elif report.result.error_type or report.result.error_message:
             lines.append(f"error: {report.result.error_type}: {report.result.error_message}")
         metrics = report.summary.get("metrics") or {}
         if metrics:
