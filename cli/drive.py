@@ -63,6 +63,10 @@ def drive(engine: Any, store: Any, *, headless: bool, as_json: bool = False,
         data = result.to_json()
         # Said, not silent: the default criteria name no goal metric, so no goal was checked.
         data["goal_metric"] = getattr(getattr(engine.criteria, "goal", None), "metric", "") or None
+        # Whether the verdict was decided before the run's end, and by what: the log's fold.
+        from portside.core.log.decided import decided
+
+        data["decided"] = decided(engine.ledger).to_json()
         return emit_result(data, as_json)
     from portside.tui.app import make_app
 
@@ -159,4 +163,8 @@ def new_engine(config: Any, store: Any, session_id: str | None = None) -> Any:
 
     if config.workdir is None and config.work_root is None:
         config.work_root = Path(store.path).resolve().parent / "work"  # durable: --resume
-    return SessionEngine(config, store.recorder, session_id=session_id)
+    from .stored_references import reuse_references
+
+    engine = SessionEngine(config, store.recorder, session_id=session_id)
+    reuse_references(engine, store)  # references stored in this database, reused by key
+    return engine
