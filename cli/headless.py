@@ -127,6 +127,12 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
     if "goal_metric" in result and not result["goal_metric"]:
         console.print(Text("goal: none checked (the criteria name no [goal] metric; set "
                            "metric and pattern to check one)", style="yellow"))
+    if cost.get("stopped_runs"):  # [stop]: what the candidates stopped early did not spend
+        console.print(Text(f"stopped: {cost['stopped_runs']} candidate run(s) at a decisive "
+                           f"alarm; compute saved {cost.get('compute_saved_s', 0.0):.1f} s "
+                           f"(${cost.get('compute_saved_usd', 0.0):.4f})"))
+    if (result.get("decided") or {}).get("line"):
+        console.print(Text(_safe(str(result["decided"]["line"])), style="dim"))
     verdict = result["verdict"]
     console.print(Text(_safe(f"verdict: {verdict.upper()} ({result['outcome']}; "
                              f"{result.get('reason', '')})"),
