@@ -163,4 +163,8 @@ def new_engine(config: Any, store: Any, session_id: str | None = None) -> Any:
 
     if config.workdir is None and config.work_root is None:
         config.work_root = Path(store.path).resolve().parent / "work"  # durable: --resume
-    return SessionEngine(config, store.recorder, session_id=session_id)
+    from .stored_references import reuse_references
+
+    engine = SessionEngine(config, store.recorder, session_id=session_id)
+    reuse_references(engine, store)  # references stored in this database, reused by key
+    return engine

@@ -35,6 +35,7 @@ from .options import (
 )
 from .options import db_option as _db_option
 from .options import open_store as _open_store
+from .stored_references import fresh_option as _fresh_option
 
 
 def _when(ts: float | None) -> str:
@@ -379,6 +380,7 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
 @click.option("--trust", is_flag=True, help="With --resume: allow resuming an imported recording "
               "(it runs the recording's commands).")
 @host_options
+@_fresh_option
 @_db_option
 @click.pass_context
 def run_cmd(ctx: click.Context, project: Path | None, target: str | None, reference: str | None,
@@ -388,7 +390,8 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
             resume: str | None, no_sandbox: bool, db: Path | None, task: str | None = None,
             task_file: Path | None = None, trust: bool = False,
             reference_host: str | None = None, candidate_host: str | None = None,
-            ssh_config: Path | None = None, keep_remote: bool = False) -> None:
+            ssh_config: Path | None = None, keep_remote: bool = False,
+            fresh_references: bool = False) -> None:
     """Review a live migration session (with an agent, or verification runs only)."""
     if resume:
         sys.exit(_resume(ctx, resume, db, headless=headless, as_json=as_json, trust=trust))
@@ -411,6 +414,8 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
         policy=policy, mode="headless" if headless else "live", agent=agent)
     config.sandbox = not no_sandbox
     config.meta.update(meta)
+    if fresh_references:
+        config.meta["fresh_references"] = True
     hosts = remote_hosts("run", *config_hosts(config, reference_host, candidate_host), ssh_config)
     sys.exit(run_with_hosts(config, open_store(ctx, db), hosts, ssh_config, keep_remote,
                             headless=headless, as_json=as_json))
@@ -473,6 +478,7 @@ VERIFY_STALL_S = 1800.0
               "the folder it ran in).")
 @click.option("--before", type=click.Path(file_okay=False, exists=True, path_type=Path),
               default=None, callback=recorded_path, help="With --session: the project as it was before the session.")
+@_fresh_option
 @_db_option
 @click.pass_context
 def verify_cmd(ctx: click.Context, reference: str, candidate: str | None, target: str,
@@ -480,7 +486,8 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str | None, target
                timeout_s: float | None, stall_s: float | None, as_json: bool, verbose: bool,
                reference_host: str | None, candidate_host: str | None, ssh_config: Path | None,
                keep_remote: bool, localize_: bool, db: Path | None, session: str | None = None,
-               tree: Path | None = None, before: Path | None = None) -> None:
+               tree: Path | None = None, before: Path | None = None,
+               fresh_references: bool = False) -> None:
     """Verify a candidate run against reference runs, headless (exit 0 pass, 1 fail, 2 usage)."""
     stall_s = VERIFY_STALL_S if stall_s is None else stall_s
     if session is None and (tree or before):
@@ -500,6 +507,8 @@ def verify_cmd(ctx: click.Context, reference: str, candidate: str | None, target
             reference_runs=reference_runs, reference_target=reference_target,
             timeout_s=timeout_s, stall_s=stall_s, policy="auto", mode="verify")
         config.localize = localize_
+        if fresh_references:
+            config.meta["fresh_references"] = True
         if trees:
             trees.apply(config)
         hosts = remote_hosts("verify", *config_hosts(config, reference_host, candidate_host),

@@ -49,6 +49,9 @@ def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: b
             engine = engine_from_log(log, store.recorder, policy=policy,
                                      mode="headless" if headless else "live")
             engine.lock()  # refused while the first engine still runs
+            from .stored_references import reuse_references
+
+            reuse_references(engine, store)
         except (ResumeError, SessionLocked) as exc:
             raise click.ClickException(f"cannot resume {sid}: {exc}") from None
         last = log[-1].seq

@@ -15,6 +15,7 @@ from typing import Any
 from portside.core.checks.side_by_side import StepColumns
 from portside.core.log import events as ev
 from portside.core.log.ledger import LEDGER_KINDS, AlarmEntry, Ledger
+from portside.core.log.render import reused_text
 
 from .linestore import LineStore
 
@@ -44,6 +45,7 @@ class RunView:
     grad_norms: array = field(default_factory=lambda: array("d"))
     table: StepColumns = field(default_factory=StepColumns)  # main rank, for the compare view
     version: int = 0  # bumped on every change, so widgets redraw only what moved
+    reused_from: dict[str, Any] = field(default_factory=dict)  # a stored reference, not run
 
     @property
     def label(self) -> str:
@@ -57,7 +59,8 @@ class RunView:
     def mark(self) -> str:
         if self.finished is None:
             return "●"
-        return "✓" if self.finished.outcome == "passed" else "✖"
+        done = "✓" if self.finished.outcome == "passed" else "✖"
+        return done + "↺" if self.reused_from else done
 
     def steps_per_s(self) -> float | None:
         step_s = self.last_step.get("step_s")
@@ -68,6 +71,8 @@ class RunView:
     def status_line(self, now: float) -> str:
         s = self.last_step
         parts = [f"{self.label} {self.mark} {self.finished.outcome if self.finished else 'running'}"]
+        if self.reused_from:
+            parts.append(reused_text(self.reused_from))
         if "step" in s:
             parts.append(f"step {s['step']}")
         loss = _num(s.get("loss"))
@@ -182,7 +187,8 @@ class SessionModel:
             case ev.EditApplied() if e.edit_id in self.edits:
                 self.edits[e.edit_id].applied = True
             case ev.RunStarted():
-                self.runs[e.run_id] = RunView(e.run_id, e.role, e.attempt, e.command, e.target, e.ts)
+                self.runs[e.run_id] = RunView(e.run_id, e.role, e.attempt, e.command, e.target, e.ts,
+                                              reused_from=dict(e.reused_from))
             case ev.RunOutput() if e.run_id in self.runs:
                 run = self.runs[e.run_id]
                 run.lines.extend(e.lines)

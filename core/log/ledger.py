@@ -17,6 +17,8 @@ What counts, decided once here:
   total). Usage with tokens but no cost is listed in ``unpriced_models``.
 - **Compute $** prices each finished run from the device facts it finished with, with the price
   table the session recorded (the shipped table plus the criteria's ``[prices]`` overrides).
+  A reference reused from a stored run (``run.started`` ``reused_from``) costs 0 here: its
+  compute counts once, in the session that ran it.
 - **Attempts** are candidate runs, except those portside itself was killed during
   (``engine-killed``: not the agent's attempt; the run is made again on resume, and its compute
   still counts); failures are outcomes ``failed-*``; silent ones ``failed-silent``. A **valid reference** is a reference run that finished ``passed`` (an
@@ -69,6 +71,7 @@ class RunEntry:
     finished: ev.RunFinished | None = None
     compute_usd: float | None = None  # None: unfinished, or a device without a price row
     threads: int = 0  # OMP threads portside gave it: runs at once shared this machine
+    reused_from: dict[str, Any] = field(default_factory=dict)  # a reference copied, not run
 
     @property
     def outcome(self) -> str:
@@ -179,12 +182,14 @@ class Ledger:
                     self.unpriced_models.add(e.model)
             case ev.RunStarted():
                 self.runs[e.run_id] = RunEntry(e.run_id, e.role, e.attempt, e.target, e.seq, e.ts,
-                                               threads=e.threads)
+                                               threads=e.threads,
+                                               reused_from=dict(e.reused_from))
             case ev.RunFinished() if e.run_id in self.runs:
                 run = self.runs[e.run_id]
                 run.finished = e
-                run.compute_usd = costs.run_cost_from_facts(e.wall_s, e.device or None,
-                                                            self.prices)
+                # A reused reference was computed (and is counted) in the session it came from.
+                run.compute_usd = 0.0 if run.reused_from else costs.run_cost_from_facts(
+                    e.wall_s, e.device or None, self.prices)
             case ev.AlarmRaised():
                 self.alarms[e.alarm_id] = AlarmEntry(e.alarm_id, e.seq, e.check, e.severity,
                                                      e.title, e.run_id, e.ts,

@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import json
+import time
+from typing import Any
 
 from portside.core.log import events as ev
 from portside.core.safety.terminal_text import clean_line
+
+
+def reused_text(reused_from: dict[str, Any]) -> str:
+    """"reused from <session> <when>": a reference copied from a stored run (the console,
+    the live screen and replay say it the same way)."""
+    when = reused_from.get("finished_at")
+    at = (time.strftime(" %Y-%m-%d %H:%M UTC", time.gmtime(when))
+          if isinstance(when, int | float) else "")
+    host = reused_from.get("host")
+    return (f"reused from {clean_line(str(reused_from.get('session', '?')), 40)}{at}"
+            + (f" on {clean_line(str(host), 60)}" if host else ""))
 
 
 def _clip(text: str, n: int = 100) -> str:
@@ -56,9 +69,10 @@ def _describe(event: ev.Event) -> str:
         case ev.RunStarted():
             shared = (f" ({event.threads} thread{'s' if event.threads > 1 else ''}: the machine "
                       f"shared)") if event.threads else ""
+            reused = f" ({reused_text(event.reused_from)})" if event.reused_from else ""
             return (
                 f"run {event.run_id} started: {event.role} #{event.attempt} on {event.target}"
-                f"{shared}: {_clip(event.command, 60)}"
+                f"{shared}{reused}: {_clip(event.command, 60)}"
             )
         case ev.RunOutput():
             last = _clip(event.lines[-1], 80) if event.lines else ""

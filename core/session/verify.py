@@ -31,6 +31,7 @@ from portside.core.log.decided import stop_message, stops
 from portside.core.log.ledger import ENGINE_KILLED, STOPPED, Ledger
 from portside.core.run.runner import TAIL_LINES, Executor, OutputPattern, Runner, RunResult, RunSpec
 from portside.core.session.outcome import classify_outcome, summarize_run
+from portside.core.session.reference_reuse import ReferenceReuse, copy_into
 from portside.core.session.run_slots import RunSlots
 
 LIVE_CHECK_S = 1.0
@@ -66,6 +67,8 @@ class RunReport:
     cost_usd: float | None = None
     host: str = ""  # where it ran, when not here (a remote executor's label)
     localize: dict[str, Any] | None = None  # set by `verify --localize` (core/localize/runs.py)
+    # A reference copied from a stored run (core/session/reference_reuse.py): where it came from.
+    reused_from: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         s = self.summary
@@ -94,6 +97,7 @@ class RunReport:
             "settings": settings_summary(self.records.facts),
             "cost_usd": self.cost_usd,
             **({"host": self.host} if self.host else {}),
+            **({"reused_from": self.reused_from} if self.reused_from else {}),
         }
 
 
@@ -169,6 +173,9 @@ class Verifier:
         # Set when portside itself is ending (a signal): an aborted run was cut off, not judged.
         self.cut_off = ""
         self.halted = False  # abort() of everything: the session is ending
+        # References keyed, and reused from the store when the key is there (the engine sets
+        # it; None: every reference runs, unkeyed).
+        self.reuse: ReferenceReuse | None = None
 
     def abort(self, run_id: str | None = None) -> bool:
         """Abort that run; without one, every run under way, and a candidate still waiting
@@ -363,6 +370,9 @@ class Verifier:
         n = next(i for i in range(1, len(taken) + 2) if i not in taken)
         self._ref_numbers.add(n)
         spec = self._spec("reference", n, command, cwd, target, n - 1, env)
+        reused = await self._reused(spec)
+        if reused is not None:
+            return reused
         live = LiveRecords()
         self.current_run = spec.run_id
         result = await self._run_folding(spec, lambda recs: live.add(recs))
@@ -386,6 +396,32 @@ class Verifier:
         report = self._finish(spec, result, alarms, records)
         self.references.append(report)
         self.references.sort(key=lambda r: r.attempt)  # one that started later may end first
+        return report
+
+    async def _reused(self, spec: RunSpec) -> RunReport | None:
+        """Key the reference (spec.reuse_key); a stored run of that key, copied into this
+        session's log, instead of running it, where there is one that may stand in."""
+        if self.reuse is None:
+            return None
+        parts = await self.reuse.parts(
+            spec.command, spec.cwd, target=spec.target, env=spec.env, threads=spec.threads,
+            patterns=spec.patterns, timeout_s=spec.timeout_s, stall_s=spec.stall_s,
+            executor=spec.executor or self.runner.executor)
+        if parts is None:
+            return None
+        spec.reuse_key = parts.key(spec.seed_offset)
+        stored = await self.reuse.find(spec.reuse_key, command=spec.command,
+                                       seed_offset=spec.seed_offset, target=spec.target)
+        if stored is None:
+            return None
+        host = str(getattr(spec.executor, "label", ""))
+        started, finished, records, tail = copy_into(
+            self.bus, self.session_id, spec.run_id, spec.attempt, spec.cwd, spec.reuse_key,
+            stored, host)
+        report = self.restore_run(started, finished, records, tail, [])
+        report.reused_from, report.host, report.cost_usd = dict(started.reused_from), host, 0.0
+        self.references.sort(key=lambda r: r.attempt)
+        self._close_superseded(spec)
         return report
 
     async def _run_folding(self, spec: RunSpec,

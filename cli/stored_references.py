@@ -1,0 +1,28 @@
+"""Wire an engine's references to the database it records into: a reference whose key is
+stored there (a passed, sealed run of the same project, command, seed and environment) is
+reused instead of run again (core/session/reference_reuse.py), unless the session was started
+with --fresh-references (``session.started`` meta ``fresh_references``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+fresh_option = click.option(
+    "--fresh-references", "fresh_references", is_flag=True,
+    help="Run every reference afresh, even where a stored one of the same project, command, "
+         "seed and environment could be reused.")
+
+
+def reuse_references(engine: Any, store: Any) -> None:
+    from portside.core.session.reference_reuse import ReferenceReuse
+    from portside.store.reference_runs import StoredReferences
+
+    config = engine.config
+    root = Path(config.work_root) if config.work_root else Path(store.path).resolve().parent
+    engine.verifier.reuse = ReferenceReuse(
+        Path(config.project), StoredReferences(store.path),
+        cache_file=root / "interpreters.json",
+        fresh=bool(config.meta.get("fresh_references")))
