@@ -264,10 +264,11 @@ def start(key: str, limits: Limits) -> list[str]:
 _ENOSPC = re.compile(r"No space left on device|ENOSPC|Errno 28\b")
 
 
-def finish(key: str, output: str = "") -> str:
+def finish(key: str, output: str = "", clean: bool = False) -> str:
     """Which limit the run ``key`` hit ("" if none or unknown), from its cgroup's counters,
     or from ``output`` (the last lines it printed) saying a write found no space, where its
-    tmpfs mounts were sized. Its cgroups are removed."""
+    tmpfs mounts were sized. ``clean``: the run exited 0, and only the counters (facts the
+    run cannot print) say it hit one. Its cgroups are removed."""
     run = _RUNS.pop(key, None)
     if run is None:
         return ""
@@ -275,7 +276,7 @@ def finish(key: str, output: str = "") -> str:
         hit = run.hit()
     finally:
         run.remove()
-    if not hit and run.limits.tmp_size and _ENOSPC.search(output):
+    if not hit and not clean and run.limits.tmp_size and _ENOSPC.search(output):
         hit = (f"no space left: a private tmpfs (/tmp, /dev/shm, /run, /var/tmp, the home) "
                f"holds [sandbox] tmp_size_fraction = {run.limits.tmp_size / GiB:.2f} GiB, or "
                "the disk of the workspace is full")

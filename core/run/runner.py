@@ -843,8 +843,11 @@ class _Watch:
             limits,  # a sandboxed run's cgroup counters; its cgroup goes here
         )
 
-        hit = limits.finish(os.path.abspath(self.out), text)
-        if reason == "exit" and (code or sig) and hit:
+        # An exit 0 counts too when the kernel held the run (a fork bomb that catches EAGAIN
+        # and returns): what it printed alone does not override a clean exit.
+        hit = limits.finish(os.path.abspath(self.out), text,
+                            clean=reason == "exit" and not (code or sig))
+        if reason == "exit" and hit:
             reason, err_type = "resource-limit", err_type or "ResourceLimit"
             err_msg = f"{hit}; {err_msg}" if err_msg else hit
         elif reason == "exit":
