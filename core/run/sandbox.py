@@ -1,13 +1,21 @@
 """The OS sandbox around commands that run agent-written code (bubblewrap on Linux).
 
-Inside it: the whole filesystem read-only; the user's project (and its git repo), their home
-directory and portside's work root hidden behind empty tmpfs; a private ``/tmp`` and ``/run``
-(no host sockets, e.g. docker's); the run's working directory and the probe's output directory
-read-write; the Python the command uses re-exposed read-only where it lives under a hidden
-directory (a venv in the home or the project). Its own PID namespace: when the command ends,
-or portside dies (``--die-with-parent``), every process it started dies with it, including
-those that ``setsid()`` or double-fork. No network unless asked for (criteria
-``[sandbox] network``); loopback always works.
+Inside it, an allow-list: the root is an empty read-only tmpfs into which only what a run needs
+is bound. Read-only: the system (``/usr``, ``/etc``, ``/sys`` and the ``/bin``, ``/sbin`` and
+``/lib*`` beside them, ``/nix/store`` where there is one), the Python(s) the command uses
+(prefixes, site-packages, environments on PYTHONPATH: found from outside, see
+:meth:`Sandbox.readable_for`) and portside's probe. Read-write: the run's working directory and
+the probe's output directory. Private and empty: ``/tmp``, ``/run``, ``/var/tmp``, ``/dev/shm``
+and the user's home (a writable scratch tmpfs: tools keep caches there). Nothing else of the host
+exists in it: not portside's database wherever ``--db`` put it, not other sessions' folders, not
+another study task's project. The user's project (and its git repo) and portside's work root
+are also covered by an empty read-only tmpfs wherever one of the binds above would show them.
+``/dev`` is read-only: the standard nodes (null, zero, full, random, urandom, tty, a private
+pts) and the host's accelerator nodes, so no file can be made there (a regular file named
+``/dev/accel0`` is no TPU). Its own PID namespace: when the command ends, or portside dies
+(``--die-with-parent``), every process it started dies with it, including those that
+``setsid()`` or double-fork. No network unless asked for (criteria ``[sandbox] network``);
+loopback always works.
 
 Hardened for portside running as root too: a user namespace (root maps to ``nobody`` inside;
 on the host the run's files stay root's, see below), every capability dropped (bubblewrap
@@ -21,7 +29,7 @@ lose what root's runs need (the workspace and probe files it writes, ``/dev/vfio
 (core/run/limits.py) and sized private tmpfs mounts come from criteria ``[sandbox]``.
 
 Nothing the agent can write is run or read as a program outside the sandbox: finding which
-Python a command uses (to re-expose it) never looks at a path under the run's writable
+Python a command uses (to expose it) never looks at a path under the run's writable
 directories or portside's work root.
 
 :func:`unavailable` says why a sandbox cannot be made here (not Linux, no ``bwrap``, no user
@@ -40,6 +48,7 @@ import pwd
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -52,13 +61,18 @@ from portside.core.run.limits import Limits
 __all__ = ["SECCOMP_FD", "Confinement", "Sandbox", "auto_refusal", "bwrap_path",
            "hardening", "limits_of", "register_workspace", "session_sandbox", "unavailable", "wrap_shell"]
 
-#: Device nodes accelerators need, bound through when present (the rest of /dev is minimal).
+#: Device nodes accelerators need, bound through when present (the rest of /dev is minimal):
+#: character devices, or folders of them, of the host only.
 DEVICE_GLOBS = (
     "/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri", "/dev/accel*", "/dev/vfio", "/dev/kfd",
     "/dev/infiniband",
 )
 #: Always private inside the sandbox.
 PRIVATE_DIRS = ("/tmp", "/run", "/var/run", "/var/tmp", "/dev/shm")
+#: The system a run sees, read-only (where a top-level one is a link, as with a merged /usr,
+#: the link is made instead). Everything else is bound in by name or does not exist inside.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys",
+               "/nix/store")
 _PYTHON = re.compile(r"^python[0-9.]*$")
 _QUERY = (
     "import json, sys; print(json.dumps([sys.executable, sys.prefix, sys.exec_prefix,"
@@ -160,6 +174,27 @@ def _within(path: str, root: str) -> bool:
     return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
 
 
+@functools.lru_cache(maxsize=1)
+def _system() -> tuple[str, ...]:
+    """The system folders bound into every sandbox (real folders, not the links to them)."""
+    return tuple(d for d in SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d))
+
+
+def _devices() -> list[str]:
+    """Binds of the host's accelerator nodes: character devices or folders of them only (a
+    regular file or a link planted under /dev on the host is not a device)."""
+    out: list[str] = []
+    for pattern in DEVICE_GLOBS:
+        for dev in sorted(glob.glob(pattern)):
+            try:
+                mode = os.lstat(dev).st_mode
+            except OSError:
+                continue
+            if stat.S_ISCHR(mode) or stat.S_ISDIR(mode):
+                out += ["--dev-bind-try", dev, dev]
+    return out
+
+
 def _project_roots(project: str | os.PathLike[str]) -> list[str]:
     """The project and the git repository around it (its .git holds the user's config)."""
     proj = _real(project)
@@ -180,11 +215,12 @@ def _homes() -> list[str]:
 
 @dataclass(frozen=True)
 class Sandbox:
-    """A bubblewrap profile. ``hidden``: directories replaced by an empty read-only tmpfs (a
-    write there fails loudly: "Read-only file system"); ``scratch``: replaced by an empty
-    writable tmpfs that vanishes with the run (the home: tools keep caches there);
-    ``writable``: bound read-write (the run's cwd is always added); ``network``: share the
-    host's network."""
+    """A bubblewrap profile. The run sees the system (SYSTEM_DIRS), ``readable`` and the
+    Python it uses read-only, ``writable`` (the run's cwd is always added) read-write, and
+    nothing else. ``hidden``: directories covered by an empty read-only tmpfs where a bind
+    would show them (a venv's folder inside the project), never shown by the Python's
+    discovery; ``scratch``: an empty writable tmpfs that vanishes with the run (the home:
+    tools keep caches there); ``network``: share the host's network."""
 
     hidden: tuple[str, ...] = ()
     scratch: tuple[str, ...] = ()
@@ -223,10 +259,14 @@ class Sandbox:
         return any(_within(path, h) for h in self._hidden_all())
 
     def _exposable(self, path: str) -> bool:
-        """Under a hidden dir, and not itself holding one (never re-expose the project or home)."""
-        if not path or not os.path.exists(path) or not self._is_hidden(path):
+        """Not shown by the system binds already (or under a hidden dir there), and not
+        itself holding a hidden dir: never expose the project, the home or the work root,
+        nor a folder around them that would show their neighbours (other tasks' projects)."""
+        if not path or path == "/" or not os.path.exists(path):
             return False
-        return not any(_within(h, path) for h in (*self.hidden, *self.scratch))
+        if any(_within(h, path) for h in self._hidden_all()):
+            return False
+        return self._is_hidden(path) or not any(_within(path, d) for d in _system())
 
     def agent_writable(self, cwd: str) -> list[str]:
         """Where the agent's code can write, now or in an earlier run: the run's cwd, the
@@ -279,33 +319,49 @@ class Sandbox:
                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.network:
             out.append("--unshare-net")
-        out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        for pattern in DEVICE_GLOBS:
-            for dev in sorted(glob.glob(pattern)):
-                out += ["--dev-bind-try", dev, dev]
-        hidden = sorted(dict.fromkeys(self._hidden_all()), key=lambda p: p.count("/"))
-        done: list[str] = []
-        for h in hidden:
-            if any(_within(h, d) for d in done):
-                continue  # already inside a hidden directory
-            if os.path.isdir(h) and not os.path.islink(h):
-                out += self._tmpfs(h, profile)
-                done.append(h)
-            elif os.path.lexists(h) and not os.path.islink(h):
-                out += ["--ro-bind", "/dev/null", h]
+        # An allow-list: the root is bubblewrap's empty tmpfs, made read-only last; only the
+        # system, the Python, the probe and the run's own folders are bound into it.
+        for d in SYSTEM_DIRS:
+            if os.path.islink(d):
+                out += ["--symlink", os.readlink(d), d]
+            elif os.path.isdir(d):
+                out += ["--ro-bind", d, d]
+        out += ["--dev", "/dev", "--proc", "/proc"]
+        out += _devices()
+        # Parents before children, so a bind inside a hidden dir (the workspace inside the
+        # work root) lands on top of it, and a hidden dir inside a bind (the project inside
+        # the folder of a venv) covers what the bind showed; at one path the later kind wins.
+        plan: list[tuple[str, int, list[str]]] = []
+        shown = self.readable_for(argv, cwd_r, env)
+        rw = list(dict.fromkeys((*self.writable, cwd_r)))
         if self.network:
             # /etc/resolv.conf often points into /run (systemd-resolved): keep DNS working.
             resolv = os.path.realpath("/etc/resolv.conf")
             if _within(resolv, "/run"):
-                out += ["--ro-bind-try", os.path.dirname(resolv), os.path.dirname(resolv)]
-        for p in self.readable_for(argv, cwd_r, env):
-            out += ["--ro-bind-try", p, p]
-        for w in dict.fromkeys((*self.writable, cwd_r)):
-            out += ["--bind", w, w]
+                shown.append(os.path.dirname(resolv))
+        binds = [*_system(), *shown, *rw]
+        covered: list[str] = []
+        for h in dict.fromkeys(self._hidden_all()):
+            private = h in PRIVATE_DIRS or h in self.scratch
+            # A hidden dir no bind shows is not there at all: nothing to cover.
+            if not private and not any(_within(h, b) and h != b for b in binds):
+                continue
+            if private and os.path.islink(h):  # /var/run -> /run: the same private folder
+                plan.append((h, 0, ["--symlink", os.readlink(h), h]))
+            elif private or os.path.isdir(h) and not os.path.islink(h):
+                plan.append((h, 0, self._tmpfs(h, profile)))
+                if not private:
+                    covered.append(h)
+            elif os.path.lexists(h) and not os.path.islink(h):
+                plan.append((h, 0, ["--ro-bind", "/dev/null", h]))
+        plan += [(p, 1, ["--ro-bind-try", p, p]) for p in shown]
+        plan += [(w, 2, ["--bind", w, w]) for w in rw]
+        for _, _, args in sorted(plan, key=lambda m: (m[0].rstrip("/").count("/"), m[1])):
+            out += args
         # Last: the mount points of the binds above had to be made in these first.
-        for h in done:
-            if h in self.hidden and not any(_within(h, s) for s in self.scratch):
-                out += ["--remount-ro", h]
+        for h in covered:
+            out += ["--remount-ro", h]
+        out += ["--remount-ro", "/dev", "--remount-ro", "/"]
         out += ["--setenv", "TMPDIR", "/tmp", "--chdir", cwd_r, "--", *argv]
         if seccomp_fd is None and "--seccomp" in flags:
             # The filter on SECCOMP_FD, opened by a shell that then becomes bwrap.
