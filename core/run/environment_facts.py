@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -58,6 +59,7 @@ VOLATILE = frozenset({
 VOLATILE_PREFIXES = ("VSCODE_", "TERMINAL_", "KONSOLE_", "ITERM_", "WT_", "LC_TERMINAL")
 
 _ASSIGNMENT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_PYTHON = re.compile(r"python[0-9.]*$")
 _WRAPPERS = frozenset({"env", "exec", "nice", "nohup", "time", "stdbuf", "taskset", "numactl"})
 
 
@@ -73,19 +75,33 @@ def run_variables(env: Mapping[str, str]) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def _first_program(command: str) -> str | None:
+_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "\n"})
+
+
+def _programs(command: str) -> list[str]:
+    """The words of a shell command in a program's place: first, and after ; && || | &."""
+    lex = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
     try:
-        words = shlex.split(command)
+        words = list(lex)
     except ValueError:
-        return None
+        return []
+    out: list[str] = []
+    at_start = True
     for w in words:
+        if w in _SEPARATORS:
+            at_start = True
+            continue
+        if not at_start:
+            continue
         name, eq, _ = w.partition("=")
         if eq and name and set(name) <= _ASSIGNMENT and not name[0].isdigit():
             continue  # VAR=value before the program
         if w in _WRAPPERS or w.startswith("-"):
             continue
-        return w
-    return None
+        out.append(w)
+        at_start = False
+    return out
 
 
 def _shebang_python(path: str) -> str | None:
@@ -97,7 +113,7 @@ def _shebang_python(path: str) -> str | None:
             if line and os.path.basename(line[0]) == "env" and len(line) > 1:
                 line = line[1:]
             if line and os.path.basename(line[0]).startswith("python"):
-                return line[0] if os.path.isabs(line[0]) else None
+                return line[0]
     return None
 
 
@@ -105,15 +121,15 @@ def command_interpreter(command: str, env: Mapping[str, str]) -> str | None:
     """The Python the command runs, found on the run's PATH (see the module's note); None
     where there is none."""
     path = env.get("PATH", os.defpath)
-    prog = _first_program(command)
-    if prog is not None:
+    for prog in _programs(command):  # `cd x && python t.py`, `echo >> f; python t.py`
         found = shutil.which(prog, path=path)
-        if found is not None:
-            if os.path.basename(found).startswith("python"):
-                return found
-            script = _shebang_python(found)
-            if script is not None:
-                return script
+        if found is None:
+            continue
+        if _PYTHON.match(os.path.basename(found)):
+            return found
+        script = _shebang_python(found)  # torchrun, accelerate: scripts of an interpreter
+        if script is not None:
+            return script if os.path.isabs(script) else shutil.which(script, path=path)
     return shutil.which("python3", path=path) or shutil.which("python", path=path)
 
 
@@ -214,8 +230,8 @@ async def remote_facts(executor: Any, command: str) -> list[Any]:
 
     from portside.core.run.ssh import ssh_argv
 
-    prog = _first_program(command) or ""
-    python = prog if os.path.basename(prog).startswith("python") else "python3"
+    python = next((p for p in _programs(command) if _PYTHON.match(os.path.basename(p))),
+                  "python3")
     out: list[Any] = []
     for one in getattr(executor, "executors", None) or [executor]:
         remote = f"cd / && {shlex.quote(python)} -E -c {shlex.quote(LIST_PACKAGES + REMOTE_ACCELERATORS)}"

@@ -9,6 +9,7 @@ from typing import Any
 from portside.core.log import events as ev
 from portside.core.log.ledger import Ledger
 from portside.core.log.performance import larger_inputs, performance
+from portside.core.log.render import reused_text
 from portside.core.safety.terminal_text import clean_text
 from portside.core.workspace.risk import linked_edits_for
 from portside.store.exports.formats import md_cell, usd
@@ -91,6 +92,13 @@ def report_md(store: Store, session_id: str) -> str:
                 f"| {_num(r['compile_s'], '.1f')} | {_num(steady, '.1f')} | {_num(r['steps'], 'd')} "
                 f"| {usd(r['compute_usd'])} |"
             )
+        reused = [(r.run_id, r.reused_from) for r in ledger.runs.values() if r.reused_from]
+        if reused:
+            out.append("")
+        for run_id, origin in reused:  # not run again: said, and why its compute is $0 here
+            out.append(f"- {run_id}: {md_cell(reused_text(origin))} (run "
+                       f"{md_cell(str(origin.get('run_id', '?')))}; the same key, so not run "
+                       "again: its compute counts in that session)")
     else:
         out.append("No runs.")
     out += _output_cuts(store, session_id)
