@@ -55,6 +55,7 @@ class Decided:
     alarm_id: str = ""  # the alarm that decided it early
     at: float | None = None  # when it was decided (the alarm's or the run's end's ts)
     after_s: float | None = None  # how far into the candidate run that was
+    cause: str = ""  # `by` in a few words (the alarm's kind), for a narrow column
 
     @property
     def decided(self) -> bool:
@@ -62,6 +63,10 @@ class Decided:
 
     def line(self) -> str:
         return f"decided: {self.verdict} — {self.by}" if self.verdict else f"not decided: {self.by}"
+
+    def short(self) -> str:
+        what = self.cause or self.by
+        return f"decided: {self.verdict} — {what}" if self.verdict else f"not decided: {what}"
 
     def to_json(self) -> dict[str, Any]:
         return {"decided": self.decided, "verdict": self.verdict or None, "by": self.by,
@@ -98,7 +103,8 @@ def decided(ledger: Ledger) -> Decided:
                     key=lambda a: a.seq, default=None)
         if first is not None:
             return Decided("fail", f"{first.check}: {first.title}", run.run_id,
-                           first.alarm_id, first.raised_at, first.raised_at - run.started_at)
+                           first.alarm_id, first.raised_at, first.raised_at - run.started_at,
+                           first.check)
         return Decided("", _pending(kinds, goal), run.run_id)
     return _ended(run, errors, kinds)
 
@@ -113,14 +119,15 @@ def _ended(run: RunEntry, errors: list[AlarmEntry], kinds: tuple[str, ...]) -> D
                     default=None)
         if first is not None:
             return Decided("fail", fin.error_message, run.run_id, first.alarm_id,
-                           first.raised_at, first.raised_at - run.started_at)
+                           first.raised_at, first.raised_at - run.started_at,
+                           f"{first.check}, run stopped")
         return Decided("fail", fin.error_message or "stopped", run.run_id, at=fin.ts,
-                       after_s=after)
+                       after_s=after, cause="run stopped")
     if fin.outcome == "passed" and not errors:
         return Decided("pass", "the candidate passed with no error alarm", run.run_id,
-                       at=fin.ts, after_s=after)
+                       at=fin.ts, after_s=after, cause="no error alarm")
     if fin.outcome in ("aborted", "running"):
         return Decided("", f"the candidate was {fin.outcome}", run.run_id)
     why = ", ".join(sorted({a.check for a in errors})) or fin.reason or fin.outcome
     return Decided("fail", f"candidate {fin.outcome}: {why}", run.run_id, at=fin.ts,
-                   after_s=after)
+                   after_s=after, cause=why)

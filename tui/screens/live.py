@@ -317,6 +317,7 @@ class LiveScreen(Screen[None]):
         if self._facts_dirty:
             self._facts_dirty = False
             self.query_one(ChecksPanel).refresh_facts()
+        self.query_one(ChecksPanel).refresh_decided()  # a few runs and alarms: cheap each tick
         self.query_one(RunsPanel).sync(now)
         if self._runs_ended:
             self._runs_ended = False

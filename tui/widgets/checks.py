@@ -13,6 +13,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from portside.core.checks.wanted_hardware import is_wanted_hardware
+from portside.core.log.decided import Decided, decided
 from portside.core.safety.terminal_text import clean_line
 from portside.core.workspace.risk import linked_edits_for
 
@@ -41,6 +42,18 @@ def alarm_prompt(a: AlarmView, width: int = 40) -> Text:
     if room > 4:
         title = clean_line(a.title)
         t.append(f"  {title if len(title) <= room else title[: room - 1] + '…'}", style="dim")
+    return t
+
+
+def decided_text(fact: Decided) -> Text:
+    """The Checks column's first line: is the verdict already decided, and by what."""
+    mark, style = {"fail": ("✖", "bold red"), "pass": ("✓", "bold green")}.get(
+        fact.verdict, ("…", "dim"))
+    t = Text()
+    t.append(f"{mark} ", style=style)
+    head, _, rest = fact.short().partition(": ")
+    t.append(head, style=style)
+    t.append(f": {clean_line(rest)}", style="" if fact.verdict else "dim")
     return t
 
 
@@ -141,8 +154,10 @@ class ChecksPanel(Vertical):
         self._wanted: str | None = None
         self._alarm_order: list[str] = []
         self._chart_key: tuple[Any, ...] = ()
+        self._decided: Decided | None = None
 
     def compose(self) -> ComposeResult:
+        yield Static(id="decided")
         yield OptionList(id="alarms")
         with VerticalScroll(id="evidence-scroll"):
             yield Static(Text("no alarms", style="dim"), id="evidence")
@@ -201,6 +216,13 @@ class ChecksPanel(Vertical):
             self._chart_key = ()
             self.refresh_chart()
             self.post_message(AlarmSelected(alarm_id))
+
+    def refresh_decided(self) -> None:
+        """The log's fold (core/log/decided.py), as verify --json and replay read it."""
+        fact = decided(self.model.ledger)
+        if fact != self._decided:
+            self._decided = fact
+            self.query_one("#decided", Static).update(decided_text(fact))
 
     # --- chart, hardware, compile -----------------------------------------------------------
 
