@@ -111,14 +111,11 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
             f"human ${cost['human_usd']:.2f}  total ${cost['total_usd']:.4f}  "
             f"per successful run {'-' if per is None else f'${per:.4f}'}"
         )
-        vs = cost.get("candidate_vs_reference") or {}
-        if vs.get("line"):
-            console.print(Text(f"candidate vs reference: {_safe(vs['line'])}"))
         for big in cost.get("larger") or []:
             console.print(Text(f"larger inputs: {_safe(big['line'])}"))
         perf = cost.get("performance") or {}
         if perf.get("line"):
-            console.print(Text(f"performance: {_safe(perf['line'])}"))
+            console.print(Text(f"performance: {_safe(perf['line'])}"), soft_wrap=True)
     if cost.get("human_usd_per_hour") is not None:
         console.print(Text(f"human time {cost.get('human_minutes', 0):.1f} min (busy time, "
                            f"overlaps counted once) at ${cost['human_usd_per_hour']:.0f}/h "

@@ -224,25 +224,3 @@ def token_cost(model: str, tokens_in: int, tokens_out: int, table: PriceTable,
 def cost_per_successful_run(total_usd: float, successes: int) -> float | None:
     """Total cost divided by successful runs; None (not infinity: JSON) when nothing passed."""
     return total_usd / successes if successes > 0 else None
-
-
-def compare(ref_s: float, ref_usd: float, cand_s: float, cand_usd: float) -> dict[str, Any]:
-    """Speed-up and cost ratio of a candidate against its reference, for the same work
-    (whole runs, or per step with per-step costs): the study's "1.86× faster, 25% cheaper"."""
-    speedup = ref_s / cand_s if cand_s > 0 and ref_s > 0 else None
-    cost_ratio = cand_usd / ref_usd if ref_usd > 0 else None
-    parts = []
-    if speedup is not None:
-        if speedup >= 1:
-            parts.append(f"{speedup:.2f}× faster")
-        else:
-            parts.append(f"{1 / speedup:.2f}× slower")
-    if cost_ratio is not None:
-        pct = round((1 - cost_ratio) * 100)
-        if pct > 0:
-            parts.append(f"{pct}% cheaper")
-        elif pct < 0:
-            parts.append(f"{-pct}% dearer")
-        else:
-            parts.append("same cost")
-    return {"speedup": speedup, "cost_ratio": cost_ratio, "line": ", ".join(parts)}

@@ -2,17 +2,26 @@
 
 "candidate 1.9× the reference's steady throughput, 24% cheaper per successful run; 41 s of
 compilation first" — folded from the log's run.finished events (the Ledger), so the live
-header, `verify --json` and the report print the same figures.
+header, `verify --json`, the headless summary and the report print the same figures, and no
+other line states a speed or a cost ratio (whole-run wall times mix compilation, imports and
+the machine's load into one number that contradicted this one).
 
-Speed is steady-state step time (the probe's median step after warm-up), apart from
-preparation (compilation, and whatever ran before the first step); throughput is steps/s of
-that steady state (the same work per step on both sides). Cost per successful run
-is every attempt's device cost (failed ones and their preparation included) over the runs that
-passed, priced from the recorded price table (core/log/costs.py).
+Speed is the steady state, apart from preparation (compilation, and whatever ran before the
+first step): a run's steady step time is the median of its step times after warm-up, compiled
+steps left out (core/checks/slow.py); a side's is the median over its passed runs. Throughput
+is steps/s of that steady state (the same work per step on both sides). A busy machine moves
+whole runs, not single steps, so the median of one run does not see it; the references (the
+same command, seeds apart) do: when their steady step times lie more than
+:data:`SPREAD_LIMIT` × apart the speed ratio is said to be not meaningful, with their range.
+Cost per successful run is every attempt's device cost (failed ones and their preparation
+included) over the runs that passed, priced from the recorded price table (core/log/costs.py);
+prices are printed with 3 significant digits, which show the difference they claim.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from typing import Any
 
 from portside.core.log.ledger import Ledger, RunEntry
@@ -22,6 +31,11 @@ def _devices(run: RunEntry) -> int:
     facts = run.finished.device if run.finished is not None else {}
     n = facts.get("device_count") if isinstance(facts, dict) else None
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+
+
+# Steady step times of one command more than this far apart (max / min over the references):
+# the machine, not the code, decides the speed, and a ratio would state noise.
+SPREAD_LIMIT = 1.5
 
 
 def _mean(values: list[float]) -> float | None:
@@ -36,11 +50,12 @@ def _side(runs: list[RunEntry]) -> dict[str, Any]:
     prep = [r.finished.compile_s for r in passed if r.finished is not None]
     priced = [r.compute_usd for r in runs if r.compute_usd is not None]
     total = sum(priced) if priced and len(priced) == len(runs) else None
-    step = _mean([float(s) for s in steady])
+    step = statistics.median([float(s) for s in steady]) if steady else None
     return {
         "runs": len(runs),
         "passed": len(passed),
         "steady_step_s": step,
+        "steady_range_s": [min(steady), max(steady)] if steady else None,
         "steps_per_s": 1.0 / step if step else None,
         "compile_s": _mean([float(p) for p in prep]),
         "devices": max((_devices(r) for r in passed), default=None),
@@ -59,16 +74,29 @@ def performance(ledger: Ledger) -> dict[str, Any] | None:
         return None
     speed = (ref["steady_step_s"] / cand["steady_step_s"]
              if ref["steady_step_s"] and cand["steady_step_s"] else None)
+    noisy = _too_wide(ref)
     cost = (cand["usd_per_successful_run"] / ref["usd_per_successful_run"]
             if cand["usd_per_successful_run"] is not None and ref["usd_per_successful_run"]
             else None)
-    return {"reference": ref, "candidate": cand, "throughput_ratio": speed,
-            "cost_ratio": cost, "line": _sentence(ref, cand, speed, cost)}
+    return {"reference": ref, "candidate": cand,
+            "throughput_ratio": None if noisy else speed, "speed_not_meaningful": noisy,
+            "cost_ratio": cost, "line": _sentence(ref, cand, speed, cost, noisy)}
+
+
+def _too_wide(side: dict[str, Any]) -> str:
+    """Why this side's steady step time says nothing (its runs too far apart), or ""."""
+    lo_hi = side["steady_range_s"]
+    if not lo_hi or lo_hi[0] <= 0 or lo_hi[1] / lo_hi[0] <= SPREAD_LIMIT:
+        return ""
+    return (f"the references' own steady steps range {_ms(lo_hi[0])} to {_ms(lo_hi[1])} "
+            f"(more than {SPREAD_LIMIT:g}× apart: the machine was busy)")
 
 
 def _sentence(ref: dict[str, Any], cand: dict[str, Any], speed: float | None,
-              cost: float | None) -> str:
-    if speed is None:
+              cost: float | None, noisy: str = "") -> str:
+    if noisy:
+        parts = [f"steady speed not meaningful here: {noisy}"]
+    elif speed is None:
         parts = ["steady step time unknown (no step records)"]
     else:
         parts = [f"candidate {speed:.2g}× the reference's steady throughput "
@@ -83,8 +111,8 @@ def _sentence(ref: dict[str, Any], cand: dict[str, Any], speed: float | None,
         times = f"{cost:.1f}" if cost < 10 else f"{cost:,.0f}"
         word = (f"{times}× the cost" if cost >= 2 else f"{pct}% cheaper" if pct > 0
                 else f"{-pct}% dearer" if pct < 0 else "the same cost")
-        parts.append(f"{word} per successful run (${cand['usd_per_successful_run']:.4f} vs "
-                     f"${ref['usd_per_successful_run']:.4f}{retries})")
+        parts.append(f"{word} per successful run ({usd(cand['usd_per_successful_run'])} vs "
+                     f"{usd(ref['usd_per_successful_run'])}{retries})")
     head = ", ".join(parts)
     tail = [f"{cand['compile_s']:.1f} s of preparation first (reference "
             f"{ref['compile_s']:.1f} s)"] if cand["compile_s"] is not None else []
@@ -95,6 +123,13 @@ def _sentence(ref: dict[str, Any], cand: dict[str, Any], speed: float | None,
         tail.append("step times from runs that shared this machine ([hosts] parallel; "
                     "1 compares them alone)")
     return "; ".join([head, *tail])
+
+
+def usd(x: float) -> str:
+    """A price with 3 significant digits (at least 2 decimals): two of them show the difference
+    a "20% dearer" claims ($0.000120 vs $0.000100, not $0.0001 vs $0.0001)."""
+    places = 2 if not x else min(12, max(2, 2 - math.floor(math.log10(abs(x)))))
+    return f"${x:.{places}f}"
 
 
 def _ms(s: float | None) -> str:

@@ -229,7 +229,6 @@ class SessionEngine:
 
     def cost(self) -> dict[str, Any]:
         cost = self.ledger.cost()
-        cost["candidate_vs_reference"] = self._compare()
         from portside.core.log.performance import larger_inputs, performance
 
         cost["performance"] = performance(self.ledger)
@@ -593,20 +592,6 @@ class SessionEngine:
                                     list(self.verifier.references), list(cands), cost,
                                     list(self.verifier.larger))
         return self.result
-
-    def _compare(self) -> dict[str, Any] | None:
-        """The study's "N× faster, M% cheaper": last candidate vs the mean passed reference,
-        whole runs (wall time and device cost)."""
-        from portside.core.log.costs import compare
-
-        refs = [r for r in self.verifier.references if r.outcome == "passed"]
-        cands = self.verifier.candidates
-        if not refs or not cands or cands[-1].outcome != "passed":
-            return None
-        ref_s = sum(r.result.wall_s for r in refs) / len(refs)
-        ref_usd = sum(r.cost_usd or 0.0 for r in refs) / len(refs)
-        cand = cands[-1]
-        return compare(ref_s, ref_usd, cand.result.wall_s, cand.cost_usd or 0.0)
 
     # --- agent sessions ----------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ import pytest
 
 from portside.core.log.costs import (
     PriceError,
-    compare,
     cost_per_successful_run,
     default_prices,
     device_price_name,
@@ -82,14 +81,3 @@ def test_token_cost_by_model_prefix():
 def test_no_success_has_no_cost_per_success():
     assert cost_per_successful_run(10.0, 0) is None
     assert cost_per_successful_run(10.0, 4) == 2.5
-
-
-def test_compare_line():
-    r = compare(ref_s=186.0, ref_usd=4.0, cand_s=100.0, cand_usd=3.0)
-    assert r["speedup"] == pytest.approx(1.86) and r["cost_ratio"] == pytest.approx(0.75)
-    assert r["line"] == "1.86× faster, 25% cheaper"
-    assert compare(100.0, 1.0, 200.0, 1.5)["line"] == "2.00× slower, 50% dearer"
-    assert compare(0.0, 0.0, 1.0, 1.0)["line"] == ""
-    # per step: 0.03 s on one H100 ($6.88/h) vs 0.02 s on one v5e chip ($1.20/h)
-    s = compare(0.03, 0.03 * 6.88 / 3600, 0.02, 0.02 * 1.20 / 3600)
-    assert s["speedup"] == pytest.approx(1.5) and s["cost_ratio"] == pytest.approx(0.02 * 1.2 / (0.03 * 6.88))
