@@ -208,8 +208,8 @@ def report_cmd(ctx: click.Context, manifest: Path, fmt: str, output: Path | None
     sys.stdout.write(text)
 
 
-COLUMNS = ("task", "project", "outcome", "attempts", "failures", "silent", "interventions",
-           "human_minutes", "compile_s", "steady_step_ms", "reference_steady_step_ms",
+COLUMNS = ("task", "project", "outcome", "attempts", "failures", "silent", "stopped",
+           "saved_s", "interventions", "human_minutes", "compile_s", "steady_step_ms", "reference_steady_step_ms",
            "total_usd", "cost_per_successful_run_usd", "retries", "where", "session")
 
 
@@ -218,7 +218,8 @@ def report_csv(report: dict[str, Any]) -> str:
 
     t = report["total"]
     total = {"task": "total", "attempts": t["attempts"], "failures": t["failures"],
-             "silent": t["silent"], "interventions": t["interventions"],
+             "silent": t["silent"], "stopped": t["stopped"], "saved_s": t["saved_s"],
+             "interventions": t["interventions"],
              "human_minutes": t["human_minutes"], "total_usd": t["total_usd"],
              "cost_per_successful_run_usd": t["cost_per_successful_task_usd"],
              "retries": t["retries"], "outcome": f"{t['passed']} of {t['tasks']} passed"}
@@ -235,7 +236,8 @@ def _cell(v: Any) -> str:
 
 def report_md(report: dict[str, Any], image: str | None) -> str:
     t = report["total"]
-    cols = ("project", "outcome", "attempts", "failures", "silent", "interventions", "human min",
+    cols = ("project", "outcome", "attempts", "failures", "silent", "stopped (s saved)",
+            "interventions", "human min",
             "compile s", "steady ms/step (ref)", "$ total", "$/successful run", "retries")
     lines = [f"# Study {report['study']}", "",
              f"**{t['summary']}.** Outcomes: "
@@ -245,7 +247,8 @@ def report_md(report: dict[str, Any], image: str | None) -> str:
         steady = f"{_cell(r['steady_step_ms'])} ({_cell(r['reference_steady_step_ms'])})"
         lines.append("| " + " | ".join([
             _cell(r["task"]), _cell(r["outcome"] or r["state"]), _cell(r["attempts"]),
-            _cell(r["failures"]), _cell(r["silent"]), _cell(r["interventions"]),
+            _cell(r["failures"]), _cell(r["silent"]),
+            f"{r['stopped']} ({r['saved_s']:.1f})", _cell(r["interventions"]),
             f"{r['human_minutes']:.1f}", _cell(r["compile_s"]), steady,
             f"{r['total_usd']:.4f}", _cell(r["cost_per_successful_run_usd"]),
             _cell(r["retries"])]) + " |")
@@ -253,7 +256,7 @@ def report_md(report: dict[str, Any], image: str | None) -> str:
     lines.append("| " + " | ".join([
         f"**total ({t['tasks']} tasks)**", f"{t['passed']} passed", str(t["attempts"]),
         f"{t['failures']} ({'-' if share is None else f'{share:.0%}'})", str(t["silent"]),
-        str(t["interventions"]), f"{t['human_minutes']:.1f}", "-", "-",
+        f"{t['stopped']} ({t['saved_s']:.1f})", str(t["interventions"]), f"{t['human_minutes']:.1f}", "-", "-",
         f"{t['total_usd']:.4f}", _cell(t["cost_per_successful_task_usd"]) + " per task",
         str(t["retries"])]) + " |")
     if image is not None:

@@ -94,6 +94,10 @@ def task_row(task: Task, session_id: str, log: list[ev.Event]) -> dict[str, Any]
         "attempts": led.attempts,
         "failures": led.failures,
         "silent": led.silent_failures,
+        # [stop]: attempts ended at their first decisive alarm, and the run time they did not use
+        "stopped": c["stopped_runs"],
+        "saved_s": round(c["compute_saved_s"], 3),
+        "saved_usd": round(c["compute_saved_usd"], 6),
         "interventions": led.interventions,
         "steering": led.steering,
         "human_minutes": round(led.human_minutes, 3),
@@ -107,6 +111,14 @@ def task_row(task: Task, session_id: str, log: list[ev.Event]) -> dict[str, Any]
         "retries": st.retries,
         "where": st.where,
     }
+
+
+def _stopped_clause(rows: list[dict[str, Any]]) -> str:
+    stopped = sum(r["stopped"] for r in rows)
+    if not stopped:
+        return ""
+    return (f"; {stopped} attempt(s) stopped at a decisive alarm, "
+            f"{sum(r['saved_s'] for r in rows):.1f} run-seconds saved")
 
 
 def _ms(s: float | None) -> float | None:
@@ -146,12 +158,15 @@ def study_report(manifest: Manifest, sessions: dict[str, str],
         "interventions_per_task": sum(r["interventions"] for r in rows) / n if n else None,
         "human_minutes": round(sum(r["human_minutes"] for r in rows), 3),
         "compute_usd": round(sum(r["compute_usd"] for r in rows), 6),
+        "stopped": sum(r["stopped"] for r in rows),
+        "saved_s": round(sum(r["saved_s"] for r in rows), 3),
+        "saved_usd": round(sum(r["saved_usd"] for r in rows), 6),
         "total_usd": round(total_usd, 6),
         "cost_per_successful_task_usd": _round(costs.cost_per_successful_run(total_usd, passed),
                                                6),
         "retries": sum(r["retries"] for r in rows),
         "summary": (f"{failures} of {attempts} attempts failed, {silent} of them silently; "
-                    f"{passed} of {n} tasks passed"),
+                    f"{passed} of {n} tasks passed" + _stopped_clause(rows)),
     }
     return {"study": manifest.name, "manifest": manifest.path, "tasks": rows, "total": total}
 
