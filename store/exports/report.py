@@ -99,6 +99,10 @@ def report_md(store: Store, session_id: str) -> str:
             out.append(f"- {run_id}: {md_cell(reused_text(origin))} (run "
                        f"{md_cell(str(origin.get('run_id', '?')))}; the same key, so not run "
                        "again: its compute counts in that session)")
+        for run in ledger.runs.values():
+            if run.stopped and run.finished is not None:  # why it has fewer steps than its refs
+                out.append(f"- {run.run_id}: {md_cell(run.finished.error_message)} (ended by "
+                           f"[stop]; {ledger.saved_s(run):.1f} run-seconds not spent)")
     else:
         out.append("No runs.")
     out += _output_cuts(store, session_id)
@@ -180,6 +184,10 @@ def report_md(store: Store, session_id: str) -> str:
     perf = performance(ledger)
     if perf is not None:
         out.append(f"- Performance: {md_cell(perf['line'])}")
+    if cost.get("stopped_runs"):  # [stop]: what the attempts ended early did not run
+        out.append(f"- Stopped at a decisive alarm: {cost['stopped_runs']} candidate run(s); "
+                   f"compute saved {cost['compute_saved_s']:.1f} s "
+                   f"({usd(cost['compute_saved_usd'])})")
     if cost["unpriced_runs"]:
         out.append(f"- Runs on devices without a price (counted $0): {', '.join(cost['unpriced_runs'])}")
     if cost["unpriced_models"]:
