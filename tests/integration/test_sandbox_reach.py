@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from portside.core.log import events as ev
 from portside.core.run.limits import Limits, mechanism
 from portside.core.run.runner import Runner, RunResult, RunSpec
 from portside.core.run.sandbox import Sandbox, unavailable
@@ -233,3 +234,65 @@ def test_a_fork_bomb_that_exits_0_ends_as_resource_limit(tmp_path: Path, kind: s
     assert res.reason == "resource-limit", (res.reason, res.exit_code, res.tail)
     assert "max_processes = 40" in res.error_message, res.error_message
     assert res.error_type == "ResourceLimit"
+
+
+# --- item 8 end to end: the database beside --db, through the real CLI ---------------------
+
+PEEK = """
+import os
+def attempt(name, fn):
+    try:
+        print("ATTACK", name, "->", fn(), flush=True)
+    except Exception as e:
+        print("ATTACK", name, "-> ERROR", type(e).__name__, e, flush=True)
+for suffix in ("", "-wal", "-shm"):
+    attempt("read-db" + suffix, lambda: len(open({db!r} + suffix, "rb").read()))
+attempt("list-db-dir", lambda: sorted(os.listdir({dbdir!r})))
+exec(open("train_tiny.py").read())
+"""
+
+
+def test_a_candidate_reads_no_database_beside_db(srv: Path, tmp_path: Path) -> None:
+    """`portside run --db /srv/x/portside.db` under --policy auto, portside as root: the
+    candidate read the whole database (the references' records too) before; now it is not
+    there, and the candidate (the tiny trainer after its attempts) still trains."""
+    import json
+
+    from portside.store import Store
+
+    tiny = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "train_tiny.py"
+    project = srv / "proj"
+    project.mkdir()
+    (project / "train.py").write_text(tiny.read_text())
+    (project / "train_tiny.py").write_text(tiny.read_text())
+    db = srv / "x" / "portside.db"
+    db.parent.mkdir()
+    body = PEEK.format(db=str(db), dbdir=str(db.parent))
+    agent = tmp_path / "agent.jsonl"
+    agent.write_text("\n".join(json.dumps(x) for x in [
+        {"read": "train.py"},
+        {"write": {"path": "train.py", "content": body, "rationale": "port"}},
+        {"run": "candidate"}, {"claim": "ported"}]) + "\n")
+    res = subprocess.run(
+        [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
+         "--agent", f"scripted:{agent}", "--reference", f"{PY} train.py", "--reference-runs", "1",
+         "--headless", "--policy", "auto", "--json", "--db", str(db), "--stall", "60"],
+        capture_output=True, text=True, timeout=600,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1"})
+    assert res.returncode in (0, 1), res.stderr[-3000:]
+    assert "runs in bubblewrap" in res.stderr, res.stderr[-3000:]
+    sid = json.loads(res.stdout)["session"]
+    with Store(db) as store:
+        events = list(store.events(sid))
+        runs = {r["run_id"]: r for r in store.runs(sid)}
+    out = [line for e in events if isinstance(e, ev.RunOutput) for line in e.lines
+           if line.startswith("ATTACK")]
+    attacks = {line.split()[1]: line.split(" -> ", 1)[1] for line in out}
+    assert set(attacks) == {"read-db", "read-db-wal", "read-db-shm", "list-db-dir"}, out
+    for name in ("read-db", "read-db-wal", "read-db-shm"):
+        assert attacks[name].startswith("ERROR FileNotFoundError"), attacks
+    assert attacks["list-db-dir"] == "['work']", attacks  # only the way to its own folder
+    cand = [r for r in runs.values() if r["role"] == "candidate"]
+    refs = [r for r in runs.values() if r["role"] == "reference"]
+    assert refs and refs[0]["outcome"] == "passed" and (refs[0]["steps"] or 0) > 0, refs
+    assert cand and (cand[0]["steps"] or 0) > 0, cand  # it trained, in the sandbox
