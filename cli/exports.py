@@ -231,7 +231,7 @@ def stats(store: Any, project: str | None, since: str | None, fmt: str) -> None:
     from portside.store import exports as ex
 
     data = ex.stats(store, project=project, since=parse_since(since) if since else None)
-    if not data["sessions"]:
+    if not data["sessions"] and not data["abandoned"]:
         click.echo("no sessions match", err=True)
     render = {"md": ex.stats_md, "csv": ex.stats_csv, "json": ex.stats_json}[fmt]
     sys.stdout.write(render(data))

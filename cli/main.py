@@ -160,9 +160,10 @@ def _listed(store: Any, session_costs: Any) -> list[dict[str, Any]]:
             if r.get("verdict") != "pass" and waits_for_reviewer(store, r["session_id"]):
                 r["verdict"] = "review"  # enter opens it live, to decide its cards
         try:
-            r["compute_usd"] = session_costs(store, r["session_id"])["compute_usd"]
+            cost = session_costs(store, r["session_id"])
+            r["compute_usd"], r["total_usd"] = cost["compute_usd"], cost["total_usd"]
         except Exception:  # a cost is a nicety here, never a reason not to list
-            r["compute_usd"] = None
+            r["compute_usd"] = r["total_usd"] = None
     return rows
 
 

@@ -29,7 +29,7 @@ COLUMNS: list[tuple[str, str]] = [
     ("silent_failures", "silent"),
     ("interventions", "interv."),
     ("human_s", "human min"),
-    ("cost", "cost $"),
+    ("cost", "total $"),  # show's total: compute + tokens + human time
     ("duration", "min"),
     ("started_at", "started UTC"),
     ("agent", "agent"),
@@ -51,7 +51,9 @@ def _row_values(r: dict[str, Any]) -> dict[str, Any]:
         "project": Path(r.get("project") or "").name or "-",
         "agent": _short_agent(str(r.get("agent") or "")),
         "duration": (ended - started) if started and ended else None,
-        "cost": float(r.get("token_usd") or 0.0) + float(r.get("compute_usd") or 0.0),
+        # `show`'s total (the ledger's: human $ included); compute + tokens where not priced.
+        "cost": (float(r["total_usd"]) if r.get("total_usd") is not None
+                 else float(r.get("token_usd") or 0.0) + float(r.get("compute_usd") or 0.0)),
         "verdict": r.get("verdict") or "open",
     }
 

@@ -57,9 +57,14 @@ def stats(store: Store, project: str | None = None, since: float | None = None) 
 
     ``failure_share`` is failures / attempts; ``silent_share`` is silent failures / failures
     (the study's "half of those failures raised no error"). Interventions exclude review notes
-    made during replay. A migration is a session.
+    made during replay. A migration is a session with at least one execution attempt (a
+    candidate run): the study counts attempts. A session with none (a closed browser tab, a
+    quit `attach`, an agent that never started, one still at its references) is kept apart in
+    ``abandoned``, its cost in ``total.abandoned_usd``: counted as a failed migration it
+    inflated the failures and thinned every per-migration figure.
     """
-    rows = []
+    rows: list[dict[str, Any]] = []
+    abandoned: list[dict[str, Any]] = []
     for s in sorted(store.sessions(), key=lambda r: (r["started_at"] or 0, r["session_id"])):
         if project and project not in (s["project"], Path(s["project"] or "").name):
             continue
@@ -67,7 +72,7 @@ def stats(store: Store, project: str | None = None, since: float | None = None) 
             continue
         led = store.ledger(s["session_id"])
         c = led.cost()
-        rows.append(
+        (rows if led.attempts else abandoned).append(
             {
                 "session": s["session_id"],
                 "project": s["project"],
@@ -123,8 +128,10 @@ def stats(store: Store, project: str | None = None, since: float | None = None) 
         "goal_met": sum(1 for r in rows if r["goal_met"]),
         "goal_decided": sum(1 for r in rows if r["goal_met"] is not None),
         "causes": _sum_counts(r["causes"] for r in rows),
+        "abandoned": len(abandoned),
+        "abandoned_usd": sum(r["total_usd"] for r in abandoned),
     }
-    return {"sessions": rows, "total": total}
+    return {"sessions": rows, "abandoned": abandoned, "total": total}
 
 
 
@@ -144,6 +151,12 @@ def _sum_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:
         for k, n in c.items():
             out[k] = out.get(k, 0) + n
     return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _some(names: Iterable[str], at_most: int = 5) -> str:
+    names = list(names)
+    more = f" and {len(names) - at_most} more" if len(names) > at_most else ""
+    return ", ".join(names[:at_most]) + more
 
 
 def _pct(x: float | None) -> str:
@@ -184,6 +197,10 @@ def stats_md(data: dict[str, Any]) -> str:
            if t["causes"] else "")
         + ".\n"
     )
+    if t["abandoned"]:
+        summary += (f"{t['abandoned']} session(s) without an execution attempt kept apart "
+                    f"(abandoned or not started: {_some(r['session'] for r in data['abandoned'])}"
+                    f"; {usd(t['abandoned_usd'])} spent on them, not in the figures above).\n")
     return clean_text("\n".join(lines) + "\n" + summary)
 
 

@@ -88,3 +88,26 @@ async def test_sessions_are_grouped_by_study(tmp_path: Path) -> None:
         order = [str(table.coordinate_to_cell_key((i, 0)).row_key.value) for i in range(4)]
         assert order == ["x-4", "x-1", "x-3", "x-2"]  # alpha newest first, beta, then none
         assert str(table.get_row("x-4")[-1]) == "alpha · t4"
+
+
+async def test_cost_column_is_shows_total(tmp_path: Path) -> None:
+    """Issue 41.7: the list said 0.00 where `show` said total $1.55 (human $ left out)."""
+    from portside.cli.main import _listed
+    from portside.store.exports import session_costs
+
+    with Store(tmp_path / "s.db") as store:
+        _rows(tmp_path)  # s-a: a reviewer's 40 s, no run, no token
+        rows = _listed(store, session_costs)
+        total = session_costs(store, "s-a")["total_usd"]
+    assert total > 1.0  # 40 s at the default $100/h
+    app = SessionsApp(rows, "s.db")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        table = app.query_one(DataTable)
+        keys = [k for k, _ in app.columns]
+        row = next(i for i in range(table.row_count)
+                   if str(table.coordinate_to_cell_key((i, 0)).row_key.value) == "s-a")
+        cell = table.get_cell_at((row, keys.index("cost")))
+        assert str(cell) == f"{total:.2f}", (str(cell), total)
+        title = str(table.ordered_columns[keys.index("cost")].label)
+        assert "total" in title, title

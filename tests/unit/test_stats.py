@@ -127,3 +127,44 @@ def test_the_report_names_the_crash_cause(db: Path) -> None:
     with Store(db) as store:
         text = report_md(store, "20260302-study-0002")
     assert "  - cause: **out-of-memory** — `DefaultCPUAllocator: can't allocate`" in text
+
+
+def _abandoned(i: int, how: str) -> list[ev.Event]:
+    """A session with no execution attempt: closed before any run, or stopped at a reference."""
+    sid = f"20260310-gone-{i:04d}"
+    out: list[ev.Event] = [ev.SessionStarted(session_id=sid, project="/work/mnist",
+                                             target="tpu:v5e")]
+    if how == "reference":
+        out += [ev.RunStarted(session_id=sid, run_id=f"{sid}-r1", role="reference", attempt=1,
+                              command="python train.py", target="cpu"),
+                ev.RunFinished(session_id=sid, run_id=f"{sid}-r1", exit_code=None,
+                               outcome="aborted", wall_s=60.0,
+                               device={"device_kind": "TPU", "device_name": "TPU v5e",
+                                       "device_count": 1})]
+    out.append(ev.SessionEnded(session_id=sid, verdict="fail", outcome="failed-error",
+                               reason="agent did not start"))
+    for n, e in enumerate(out, start=1):
+        e.seq, e.ts = n, T0 + 20 * 86400 + i * 100 + n
+    return out
+
+
+def test_sessions_without_an_attempt_are_kept_apart(tmp_path: Path) -> None:
+    # Issue 41.7: 7 of 21 sessions had 0 attempts (a closed tab, a quit attach, an agent that
+    # never started) and counted as failed migrations.
+    path = tmp_path / "s.db"
+    with Store(path) as store:
+        for i in range(10):
+            import_events(store, _migration(i))
+        for i, how in enumerate(("none", "none", "reference")):
+            import_events(store, _abandoned(i, how))
+    data = json.loads(_stats(path, "--format", "json"))
+    t = data["total"]
+    assert (t["sessions"], t["attempts"], t["failures"], t["successful_tasks"]) == (10, 70, 53, 9)
+    assert t["steering_per_migration"] == pytest.approx(2.4)
+    assert t["abandoned"] == 3 and len(data["abandoned"]) == 3
+    assert t["abandoned_usd"] == pytest.approx(60 / 3600 * 1.20)  # the aborted reference
+    out = _stats(path)
+    assert "| 70 | 53 (76%) | 26 (49%) | 24 / 34 |" in next(
+        line for line in out.splitlines() if line.startswith("| **total (10 migrations)"))
+    assert "3 session(s) without an execution attempt kept apart" in out
+    assert "20260310-gone" not in out.split("\n\n")[0]  # not rows of the migrations' table
