@@ -162,6 +162,7 @@ class SandboxCriteria:
     max_processes: int = 16384  # tasks (processes and threads) of one run; 0: no limit
     max_memory_fraction: float = 0.9  # of this machine's RAM, per run; 0: no limit
     tmp_size_fraction: float = 0.25  # of RAM, each private tmpfs of a run; 0: the kernel's half
+    readable: tuple[str, ...] = ()  # host folders a sandboxed run may read (data sets)
 
 
 @dataclass(frozen=True)
@@ -319,6 +320,13 @@ def _hosts(v: Any) -> str | None:
     return None
 
 
+def _abs_paths(v: Any) -> str | None:
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        return f"must be a list of paths, got {v!r}"
+    rel = [x for x in v if not x.startswith("/")]
+    return f"must be absolute paths (the runs' cwd is a copy), got {rel[0]!r}" if rel else None
+
+
 def _one_of(*choices: str) -> Check:
     def check(v: Any) -> str | None:
         return None if v in choices else f"must be one of {', '.join(choices)}, got {v!r}"
@@ -392,7 +400,8 @@ SCHEMA: dict[str, dict[str, Check]] = {
     "hardware": {"devices": _int(0)},
     "budget": {"max_attempts": _int(0), "max_cost_usd": _num(), "max_human_minutes": _num()},
     "sandbox": {"network": _bool, "secrets": _bool, "max_processes": _int(0),
-                "max_memory_fraction": _fraction, "tmp_size_fraction": _fraction},
+                "max_memory_fraction": _fraction, "tmp_size_fraction": _fraction,
+                "readable": _abs_paths},
     "hosts": {"reference": _hosts, "candidate": _hosts, "parallel": _int(1),
               "overlap": _bool},
     "settings": {"allow": _setting_list},

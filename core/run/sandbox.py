@@ -539,6 +539,21 @@ def _confined(sb: Sandbox) -> str:
     return ", ".join(parts)
 
 
+def _readable_note(sb: Sandbox, readable: Sequence[str]) -> str:
+    """What the state line says of ``[sandbox] readable``: the folders shown, and those not
+    (missing, or holding the project, the home or portside's folders: never shown whole)."""
+    if not readable:
+        return ""
+    shown = [p for p in readable if os.path.exists(p)
+             and not any(_within(h, _real(p)) for h in sb._hidden_all())]
+    refused = [p for p in readable if p not in shown]
+    note = f" and {', '.join(shown)}" if shown else ""
+    if refused:
+        note += (f" (not {', '.join(refused)}: missing, or holding the project, the home "
+                 "or portside's folders)")
+    return note
+
+
 @dataclass(frozen=True)
 class Confinement:
     """What an agent session's runs get: the sandbox (None: unconfined), a session.state for
@@ -553,10 +568,12 @@ class Confinement:
 def session_sandbox(project: str | os.PathLike[str], work_root: str | os.PathLike[str] | None,
                     *, network: bool, wanted: bool, policy: str, has_agent: bool,
                     writable: Sequence[str | os.PathLike[str]] = (),
-                    withheld: Sequence[str] = (), limits: Limits | None = None) -> Confinement:
+                    withheld: Sequence[str] = (), limits: Limits | None = None,
+                    readable: Sequence[str] = ()) -> Confinement:
     """The sandbox of an agent session's runs (references and candidates alike, so both run
     in the same world). ``wanted`` False: the user said --no-sandbox. ``limits``: each run's
-    (criteria ``[sandbox]``, see :func:`limits_of`)."""
+    (criteria ``[sandbox]``, see :func:`limits_of`); ``readable``: host folders the runs may
+    read besides (criteria ``[sandbox] readable``: data sets)."""
     kept = ""
     if withheld:
         names = ", ".join(withheld[:5]) + (f" and {len(withheld) - 5} more" if len(withheld) > 5
@@ -567,8 +584,11 @@ def session_sandbox(project: str | os.PathLike[str], work_root: str | os.PathLik
         sb = Sandbox.for_project(project, work_root, network=network,
                                  limits=limits).with_writable(*writable)
         net = "network on" if network else "no network"
-        return Confinement(sb, "sandboxed", f"runs in bubblewrap: project and home hidden, "
-                                            f"only the workspace writable, {net}, "
+        extra = _readable_note(sb, readable)
+        sb = sb.with_readable(*readable)
+        return Confinement(sb, "sandboxed", f"runs in bubblewrap: they see the system, their "
+                                            f"Python and the workspace{extra}, project and "
+                                            f"home hidden, only the workspace writable, {net}, "
                                             f"{_confined(sb)}{kept}")
     refused = auto_refusal(policy, has_agent, not wanted)
     return Confinement(None, "unsandboxed", f"runs are NOT sandboxed: {reason}; the agent's "

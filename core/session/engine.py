@@ -529,7 +529,8 @@ class SessionEngine:
                             # The demo's recording and code ship with portside: not refused.
                             has_agent=self.config.agent is not None and self.config.mode != "demo",
                             writable=[self.workspace.tree], withheld=self.workspace.withheld,
-                            limits=limits_of(self.criteria.sandbox))
+                            limits=limits_of(self.criteria.sandbox),
+                            readable=self.criteria.sandbox.readable)
         self.sandbox = c.sandbox
         register_workspace(self.workspace.tree, c.sandbox)  # the agent's commands: wrap_shell
         self.verifier.runner.use_sandbox(c.sandbox)

@@ -296,3 +296,36 @@ def test_a_candidate_reads_no_database_beside_db(srv: Path, tmp_path: Path) -> N
     refs = [r for r in runs.values() if r["role"] == "reference"]
     assert refs and refs[0]["outcome"] == "passed" and (refs[0]["steps"] or 0) > 0, refs
     assert cand and (cand[0]["steps"] or 0) > 0, cand  # it trained, in the sandbox
+
+
+def test_criteria_readable_shows_a_data_folder_read_only(srv: Path, tmp_path: Path) -> None:
+    """`[sandbox] readable`: what the allow-list takes away (a data set under /srv) is given
+    back by name, read-only; a folder that would show the project whole ("/") is not, and
+    the state line says so."""
+    from portside.core.log.criteria import parse_criteria
+    from portside.core.run.sandbox import session_sandbox
+
+    data = srv / "data"
+    data.mkdir()
+    (data / "train.csv").write_text("1,2\n")
+    project, tree = srv / "proj", tmp_path / "ws"
+    project.mkdir()
+    tree.mkdir()
+    crit = parse_criteria(f'[sandbox]\nreadable = ["{data}", "/", "{srv}/none"]\n')
+    c = session_sandbox(project, None, network=False, wanted=True, policy="auto",
+                        has_agent=True, writable=[tree], readable=crit.sandbox.readable)
+    assert c.sandbox is not None, c.detail
+    assert f"and {data} (not /, {srv}/none: missing" in c.detail, c.detail
+    (tree / "read.py").write_text(textwrap.dedent(f"""
+        print("DATA", open({str(data / 'train.csv')!r}).read().strip(), flush=True)
+        try:
+            open({str(data / 'x')!r}, "w")
+        except OSError as e:
+            print("WRITE refused", e.errno, flush=True)
+        import os
+        print("PROJ", os.path.exists({str(project)!r}), flush=True)
+    """))
+    res = _run(c.sandbox, f"{PY} read.py", tree, tmp_path / "probe")
+    assert res.exit_code == 0, res.tail
+    assert "DATA 1,2" in res.tail and "WRITE refused 30" in res.tail, res.tail
+    assert "PROJ False" in res.tail, res.tail

@@ -155,7 +155,9 @@ def test_sandbox_limits_have_defaults_and_are_checked_with_their_line() -> None:
                        ("max_processes = 1.5", "must be an integer"),
                        ("max_memory_fraction = 1.5", "must be a number from 0 to 1"),
                        ("tmp_size_fraction = nan", "must be a number from 0 to 1"),
-                       ("tmp_size_fraction = true", "must be a number from 0 to 1")):
+                       ("tmp_size_fraction = true", "must be a number from 0 to 1"),
+                       ('readable = ["data"]', "must be absolute paths"),
+                       ('readable = "/data"', "must be a list of paths")):
         with pytest.raises(CriteriaError) as e:
             parse_criteria(f"[goal]\nmetric = 'x'\n[sandbox]\nnetwork = false\n{body}\n", "c.toml")
         key = body.split()[0]
