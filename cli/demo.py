@@ -3,22 +3,44 @@
 from __future__ import annotations
 
 import shlex
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-DEMO = REPO / "sessions" / "demo"
-
 
 def demo_dir() -> Path:
-    if not (DEMO / "project" / "train.py").exists():
+    """The demo's files: package data of `portside.demo` (sessions/demo in a checkout, the
+    installed copy after `pip install`): the session copies the project before any run, so a
+    read-only site-packages is fine."""
+    from importlib.resources import files
+
+    try:
+        d = Path(str(files("portside.demo")))
+    except ModuleNotFoundError:  # an install from before the demo was package data
+        d = Path(__file__).resolve().parents[1] / "sessions" / "demo"
+    if not (d / "project" / "train.py").is_file():
         raise FileNotFoundError(
-            f"{DEMO}: the demo files are not here (portside demo runs from a source checkout; "
-            "`make demo` sets that up)"
+            f"{d}: the demo's files are missing from this install (reinstall portside: "
+            "`pip install --force-reinstall portside`, or `make venv` in a checkout)"
         )
-    return DEMO
+    return d
+
+
+def demo_project(d: Path) -> Path:
+    """The demo project where its runs can read it. Installed, it lies inside the venv, and a
+    sandboxed run hides its project and everything around it (the venv with it): so it is
+    copied to portside's cache first, afresh each time. A checkout's copy is used as it is."""
+    src = d / "project"
+    if Path(sys.prefix).resolve() not in src.resolve().parents:
+        return src
+    import platformdirs
+
+    dst = Path(platformdirs.user_cache_dir("portside", appauthor=False)) / "demo-project"
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    return dst
 
 
 def find_xla_python() -> str | None:
@@ -81,7 +103,7 @@ def demo_config(*, policy: str, speed: float, xla_python: str | None, headless: 
                   "candidate runs on the CPU and the target is set to cpu "
                   "(set PORTSIDE_XLA_PYTHON, or `make xla-venv`, for XLA:CPU)")
     config = SessionConfig(
-        project=d / "project",
+        project=demo_project(d),
         target=target,
         reference_command=reference,
         candidate_command=candidate,

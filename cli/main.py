@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -323,6 +324,11 @@ def demo_cmd(ctx: click.Context, headless: bool, policy: str | None, speed: floa
     from .xla_check import quick_xla_python
 
     policy = headless_policy(policy, headless)
+    if importlib.util.find_spec("torch") is None:  # the runs need it: say so before any run
+        raise UsageFailure(
+            f"torch is not installed in {sys.executable} (the demo's training runs use it): "
+            "`pip install torch` (a CPU build is enough: `pip install torch --index-url "
+            "https://download.pytorch.org/whl/cpu`)")
     store = open_store(ctx, db)
     # On the screen, torch_xla found on disk is enough to start: its import (~20 s) is checked
     # behind the first frame. Headless, it is checked first, and the wait is said.
