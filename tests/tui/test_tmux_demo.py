@@ -230,3 +230,25 @@ def test_replay_from_a_point_the_session_lacks_says_so_once(tmp_path: Path) -> N
     said = "--from intervention:99: the session has no interventions"  # found by the thread
     assert "EXITED-2" in screen, screen
     assert screen.count(said) == 1, screen
+
+
+def test_demo_without_torch_xla_says_so_on_the_screen(tmp_path: Path) -> None:
+    """Without torch_xla the demo's candidate runs on the CPU: the screen says so and keeps
+    saying it (it was printed to the terminal and covered by the app 0.3 s later)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    py = shlex.quote(sys.executable)
+    cmd = f"{py} -m portside.cli --db {shlex.quote(str(tmp_path / 'd.db'))} demo"
+    env = f"HOME={shlex.quote(str(home))} PORTSIDE_XLA_PYTHON={shlex.quote(str(tmp_path / 'none'))}"
+    session = "noxla"
+    _tmux("kill-server")
+    _start(session, cmd, tmp_path, env)
+    try:
+        _wait_for("live ·", session, timeout=60)
+        time.sleep(3)  # long after the first frame: still on the screen
+        screen = _wait_for("torch_xla not found", session, timeout=10)
+        assert "→ cpu" in screen.splitlines()[0], screen
+        _tmux("send-keys", "-t", session, "q")
+    finally:
+        time.sleep(0.5)
+        _tmux("kill-server")

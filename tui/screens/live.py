@@ -151,9 +151,13 @@ class LiveScreen(Screen[None]):
                                   " · not a live model: its edits were recorded in advance ",
                                   style="bold black on #e5c07b"), id="banner")
             banner = str(self.model.info.get("banner") or "")
-            if banner and not agent.startswith("scripted"):
+            if agent.startswith("scripted"):
+                # the line above says it is scripted; what else the banner says (the demo's
+                # "torch_xla not found: the candidate runs on the CPU") gets a line of its own
+                banner = banner.partition(" · ")[2]
+            if banner:
                 yield Static(Text(f" {clean_line(banner)} ", style="bold black on #e5c07b"),
-                             id="banner")
+                             id="banner-note" if agent.startswith("scripted") else "banner")
             yield Static(id="performance")
             yield Static(id="failure")
         with Horizontal(id="columns"):
