@@ -130,7 +130,19 @@ def headless_policy(policy: str | None, headless: bool) -> str:
 
 
 def agent_from_option(spec: str, model: str | None) -> Any:
-    """`claude[:MODEL]`, `claude-code[:MODEL]` or `scripted:FILE` → an Agent; bad specs are usage errors."""
+    """`claude[:MODEL]`, `claude-code[:MODEL]` or `scripted:FILE` → an Agent; bad specs are usage
+    errors, and so is an agent that cannot start (no key, no CLI, logged out): said before any
+    run, with what to do (cli/preflight.py)."""
+    from .exit_codes import UsageFailure
+    from .preflight import preflight
+
+    agent = _agent(spec, model)
+    if agent is not None and (problem := preflight(agent)):
+        raise UsageFailure(problem)
+    return agent
+
+
+def _agent(spec: str, model: str | None) -> Any:
     if spec == "none":
         return None
     if spec.startswith("scripted:"):
