@@ -14,6 +14,11 @@ The decision has no reason field, so a rejection's reason (or the reviewer's edi
 reaches the model as a ``turn/steer`` message sent before the decline. No answer = no: when
 portside dies, Codex's pipe closes and it exits; an error in the gate declines.
 
+The reader never dies quietly: a line over :data:`MAX_LINE`, one that is not a JSON object, the
+pipe's end or any error reading ends the turn at once, and the session ends on
+``agent API error: <why>`` (a reviewer may resume: a new app-server and thread on the
+workspace as it is), never a turn that waits forever.
+
 When a turn completes, its last message is the claim, checked as Claude Code's is
 (core/agent/stop_check.py): error alarms open → a new turn with the evidence, at most
 ``max_stop_blocks`` times, then the claim goes to the reviewer. Usage comes from
@@ -33,12 +38,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from portside.core.agent.base import AgentHost, AgentStopped, EditOutcome
+from portside.core.agent.base import AgentAPIError, AgentHost, AgentStopped, EditOutcome
 from portside.core.claude_code.live import MAX_STOP_BLOCKS, default_task
 from portside.core.log import events as ev
 from portside.core.safety.secrets import redact_agent_event, replace_secrets
 
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+# One JSON-RPC line at most (the pipe's buffer bound too). Codex's own messages are far
+# smaller (it truncates command output); a line past it ends the turn rather than the reader.
+MAX_LINE = 16 * 1024 * 1024
 
 
 class CodexError(Exception):
@@ -133,6 +141,7 @@ class CodexAgent:
         self._secrets = [v for k, v in os.environ.items()
                          if len(v) >= 8 and re.search(r"KEY|TOKEN|SECRET|PASSWORD", k.upper())]
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._broken = ""  # why the reader stopped ("" while it reads)
 
     # ---- the Agent protocol ------------------------------------------------------------------
 
@@ -165,6 +174,8 @@ class CodexAgent:
         await self._proc.stdin.drain()
 
     async def _call(self, method: str, params: dict[str, Any]) -> Any:
+        if self._broken:  # nobody would read the answer
+            raise CodexError(self._broken)
         self._next_id += 1
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[self._next_id] = fut
@@ -173,31 +184,61 @@ class CodexAgent:
 
     async def _read(self, host: AgentHost) -> None:
         assert self._proc is not None and self._proc.stdout is not None
+        try:
+            reason = await self._read_lines(host, self._proc.stdout)
+        except Exception as exc:  # a message that broke the dispatch: the turn still ends
+            reason = f"portside's Codex reader failed: {type(exc).__name__}: {exc}"
+        if reason == "exited":
+            with contextlib.suppress(TimeoutError):  # its exit status, when it has one
+                await asyncio.wait_for(self._proc.wait(), 2)
+            code = self._proc.returncode
+            reason = "codex app-server exited" + (f" (status {code})" if code is not None
+                                                  else " (its stdout closed)")
+        self._broken = reason
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.set_exception(CodexError(reason))
+        self._waiting.clear()
+        if self._turn_done is not None:
+            self._turn_done.set()
+
+    async def _read_lines(self, host: AgentHost, stdout: asyncio.StreamReader) -> str:
+        """Dispatch messages until the stream fails; why it stopped ("exited": its end)."""
+        no = 0
         while True:
-            line = await self._proc.stdout.readline()
-            if not line:
-                break
+            try:
+                line = await stdout.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                return "exited" if not exc.partial.strip() else \
+                    "codex app-server exited in the middle of a line"
+            except asyncio.LimitOverrunError:
+                return f"codex app-server sent a line over {MAX_LINE // 2**20} MiB (not read)"
+            no += 1
+            if not line.strip():
+                continue
             try:
                 msg = json.loads(line)
-            except ValueError:
-                continue  # not protocol: Codex logs go to stderr, this is noise
+            except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+                return (f"codex app-server broke the protocol: line {no} is not JSON "
+                        f"({type(exc).__name__}: {str(exc)[:120]})")
+            if not isinstance(msg, dict):
+                return f"codex app-server broke the protocol: line {no} is not a JSON object"
             if "method" in msg and "id" in msg:  # a request from the server: an approval
                 task = asyncio.create_task(self._answer(host, msg))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             elif "method" in msg:
-                self._notified(host, msg["method"], msg.get("params") or {})
+                params = msg.get("params") or {}
+                if not isinstance(params, dict):
+                    return (f"codex app-server broke the protocol: line {no}: params of "
+                            f"{str(msg['method'])[:80]!r} is not an object")
+                self._notified(host, str(msg["method"]), params)
             elif msg.get("id") in self._waiting:
                 fut = self._waiting.pop(msg["id"])
                 if "error" in msg:
                     fut.set_exception(CodexError(f"codex app-server: {msg['error']}"))
                 else:
                     fut.set_result(msg.get("result"))
-        for fut in self._waiting.values():
-            if not fut.done():
-                fut.set_exception(CodexError("codex app-server exited"))
-        if self._turn_done is not None:
-            self._turn_done.set()
 
     # ---- the session -------------------------------------------------------------------------
 
@@ -217,14 +258,24 @@ class CodexAgent:
             # Codex's sandbox re-executes its binary as codex-linux-sandbox, found on PATH.
             bindir = Path(tmp)
             (bindir / "codex-linux-sandbox").symlink_to(native_binary(self.cli_path))
+            self._broken = ""
+            self._waiting, self._changes, self._approved = {}, {}, {}
             self._proc = await asyncio.create_subprocess_exec(
                 self.cli_path, "app-server", cwd=root, env=self._env(bindir),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL, limit=64 * 1024 * 1024)
+                stderr=asyncio.subprocess.DEVNULL, limit=MAX_LINE)
             reader = asyncio.create_task(self._read(host))
+            failed: Exception | None = None
             try:
                 await self._session(host, root)
+            except (CodexError, OSError) as exc:  # OSError: the pipe lost under a write
+                failed = exc
             finally:
+                if failed is not None and not self._broken:
+                    # The reader sees the same end a moment later: let it name the reason.
+                    with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                        await asyncio.wait_for(asyncio.shield(reader), 5)
+                broken = self._broken  # before the terminate below ends the reader too
                 if self._proc.returncode is None:
                     with contextlib.suppress(ProcessLookupError):
                         self._proc.terminate()
@@ -240,6 +291,12 @@ class CodexAgent:
             raise AgentStopped(host.stopping)  # type: ignore[attr-defined]
         if self._done:
             raise AgentStopped("claimed")
+        if broken:  # the turn ended because the reader did: a classified end, named
+            self._publish(host, ev.SessionState(session_id=host.session_id,
+                                                state="agent-error", detail=broken))
+            raise AgentAPIError(broken)
+        if failed is not None:
+            raise failed  # an error answer from a server still reading: as before
 
     async def _session(self, host: AgentHost, root: str) -> None:
         await self._call("initialize", {"clientInfo": {"name": "portside", "version": "1"}})
@@ -260,7 +317,7 @@ class CodexAgent:
         prompt = "\n\n".join(x for x in (self.task or default_task("tpu"), brief) if x)
         while True:
             await self._turn(host, prompt)
-            if getattr(host, "stopping", "") or self._proc is None \
+            if getattr(host, "stopping", "") or self._proc is None or self._broken \
                     or self._proc.returncode is not None:
                 return
             from portside.core.agent.stop_check import refuse_stop
