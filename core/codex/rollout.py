@@ -12,7 +12,11 @@ with the original timestamps, in the shapes the live agent (core/codex/live.py) 
   only each patch's hunks: the whole texts come from the session's folder as it is now (the
   state after the session), the applied patches undone in reverse order. Where that folder is
   gone or has changed since, the edit keeps its hunks alone (meta ``partial_edits``) and
-  verify --session cannot rebuild that file.
+  verify --session cannot rebuild that file. Only the session's folder is read, and only
+  regular files in it (no link followed, no FIFO waited on, at most :data:`MAX_READ`): a path
+  the rollout names outside it (``..``, an absolute path, a link leading out, or a folder of
+  ``/``) is never opened; its edit keeps its hunks, marked "outside the project, not read"
+  (meta ``outside_edits``).
 - ``token_usage_record`` → ``agent.usage`` (cached input apart, as live).
 
 Decisions are Codex's run's, never a reviewer's: ``by: "policy"``, reason ``imported: …``, no
@@ -27,6 +31,7 @@ import datetime as dt
 import json
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,8 @@ from portside.core.log.costs import default_prices, token_cost
 from portside.core.workspace.risk import risk_marks
 
 IMPORTED = "imported: Codex ran it; no portside reviewer decided"
+OUTSIDE = "outside the project, not read"
+MAX_READ = 16 * 1024 * 1024  # a source file larger than this keeps its hunks alone
 
 
 def _ts(value: Any, where: str) -> float:
@@ -240,23 +247,65 @@ def _file_change(events: list[ev.Event], sid: str, ts: float, item: dict[str, An
     return out
 
 
+def _inside(root: str, full: str) -> str:
+    """``full`` with every link on the way resolved, when that is under ``root``; else ""."""
+    real = os.path.realpath(full)
+    return real if real.startswith(root.rstrip("/") + "/") else ""
+
+
+def _read_inside(real: str) -> str | None:
+    """The text of the regular file at ``real`` (resolved by :func:`_inside`); None when it
+    is not one, is larger than :data:`MAX_READ` or is not UTF-8. Opened without following a
+    link (one made since it was resolved is refused) and without blocking on a FIFO."""
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_READ:
+            return None
+        data = os.read(fd, MAX_READ + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_READ:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _whole_texts(changes: list[tuple[ev.EditProposed, str, str, bool]], cwd: str,
                  meta: dict[str, Any]) -> None:
-    """Each update's whole before/after, walking back from the folder as it is now."""
+    """Each update's whole before/after, walking back from the folder as it is now. Nothing
+    outside the folder is read: the rollout names the paths, and whoever wrote it chose them."""
+    # A folder that is not an absolute directory, or is the filesystem's root, is no project:
+    # then every update keeps its hunks.
+    root = os.path.realpath(cwd) if os.path.isabs(cwd) and os.path.isdir(cwd) else ""
+    if root == "/":
+        root = ""
     state: dict[str, str | None] = {}
     partial: list[str] = []
+    outside: list[str] = []
     for proposed, abs_path, diff, applied in reversed(changes):
         full = abs_path if os.path.isabs(abs_path) else os.path.join(cwd, abs_path)
+        inside = _inside(root, full) if root else ""
         if full not in state:
-            try:
-                state[full] = Path(full).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                state[full] = None
+            state[full] = _read_inside(inside) if inside else None
         now = state[full]
         if not diff:  # add / delete: whole already; the walk back goes through it
             if applied:
                 state[full] = proposed.before if proposed.before or now is None else ""
             continue
+        if not inside:
+            outside.append(proposed.path)
+            proposed.rationale += f" (only the diff: {OUTSIDE})"
+            state[full] = None
+            continue
+        now = state[full]
         try:
             if now is None:
                 raise ValueError("file not in the folder")
@@ -274,6 +323,8 @@ def _whole_texts(changes: list[tuple[ev.EditProposed, str, str, bool]], cwd: str
         proposed.risks = risk_marks(proposed.path, proposed.before, proposed.after)
     if partial:
         meta["partial_edits"] = sorted(set(partial))
+    if outside:
+        meta["outside_edits"] = sorted(set(outside))
 
 
 __all__ = ["read_codex", "reverse_diff"]
