@@ -157,3 +157,7 @@ def test_failed_or_unsealed_references_are_never_reused(tmp_path: Path) -> None:
         assert _reused(out) == [False, False]
         assert [r["outcome"] for r in out["reference"]] == ["passed", "passed"]
     assert _count(counter) == 8
+    # the control: the same run, sealed and passed, vouches the second time
+    assert [_reused(_verify(db, project, _fast_ref(counter), "true")) for _ in range(2)] == \
+        [[False, False], [True, True]]
+    assert _count(counter) == 10
