@@ -71,6 +71,8 @@ def emit_result(data: dict[str, Any], as_json: bool) -> int:
 
 
 def print_summary(console: Console, result: dict[str, Any]) -> None:
+    from portside.core.log.evidence_text import evidence_line
+
     # Every value may come from a run or a recording: cleaned, and Text (never markup).
     runs = Table(title=Text(f"session {_safe(result['session'])}"), title_justify="left")
     for col in ("run", "role", "outcome", "exit", "wall s", "compile s", "steady step s",
@@ -95,10 +97,9 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
     for a in alarms:
         console.print(Text(_safe(f"  {a['severity']:8} {a['kind']}: {a['title']}"),
                            style=_STYLE.get(a["severity"], "")))
-        evidence = json.dumps(a.get("evidence", {}), sort_keys=True, default=str)
-        if len(evidence) > 300:
-            evidence = evidence[:300] + "…"
-        console.print(Text(f"           evidence {_safe(evidence)}", style="dim"), soft_wrap=True)
+        evidence = evidence_line(a.get("evidence") or {})
+        if evidence:
+            console.print(Text(f"           {_safe(evidence)}", style="dim"))
     loc = result.get("localize")
     if loc:
         console.print(Text(f"localize ({loc.get('alarm', '-')}): "

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any
 
 from portside.core.log import events as ev
+from portside.core.log.evidence_text import evidence_line
 from portside.core.log.ledger import Ledger
 from portside.core.log.performance import larger_inputs, performance
 from portside.core.log.render import reused_text
@@ -24,9 +24,8 @@ def _num(value: Any, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _evidence(evidence: dict[str, Any], limit: int = 240) -> str:
-    text = json.dumps(evidence, sort_keys=True, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _evidence(evidence: dict[str, Any]) -> str:
+    return evidence_line(evidence)
 
 
 def _when(ts: float | None) -> str:
@@ -144,7 +143,7 @@ def report_md(store: Store, session_id: str) -> str:
                 out.append(f"  - cause: **{cause[0]}**"
                            + (f" — `{md_cell(cause[1])}`" if cause[1] else ""))
             if a["evidence"]:
-                out.append(f"  - evidence: `{_evidence(a['evidence'])}`")
+                out.append(f"  - evidence: {md_cell(_evidence(a['evidence']))}")
             loc = localized.get(a["alarm_id"])
             if loc is not None:  # portside verify --localize
                 out.append(f"  - where it diverged: {md_cell(loc.summary or loc.error)}")

@@ -47,3 +47,36 @@ async def test_scan_card_lists_each_place_and_what_to_do(harness):
         assert zoomed.count("float64 — float64: TPUs have no native float64") == 1
         assert zoomed.count("recompile — host sync in the step") == 1
         await pilot.press("z")
+
+
+async def test_scan_card_without_an_agent_names_no_agent_task() -> None:
+    """Issue 41 item 11: verification only, the card said "the agent's task holds the same
+    list" (there is no agent, and no task)."""
+    import sys
+
+    from conftest import FROZEN
+    from screen_text import screen_lines
+
+    from portside.core.log.bus import EventBus
+    from portside.core.session.review import ReviewGate
+    from portside.tui.app import make_app
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from doubles import MemorySink
+
+    start = session_start()
+    start.agent = "none"
+    sink = MemorySink()
+    history = [sink.append(e) for e in (start, scan(FIXTURES / PROJECT).to_event(SID))]
+    bus = EventBus(sink)
+    info = {"project": "/p/tsp", "target": "tpu", "agent": "none", "mode": "live",
+            "title": "tsp", "criteria": {}}
+    app = make_app(bus=bus, gate=ReviewGate(bus, SID, reviewer="t"), info=info,
+                   history=history, clock=lambda: FROZEN)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.screen.query(ScanCard))
+        await pilot.press("z")
+        await pilot.pause(0.3)
+        text = "\n".join(screen_lines(app))
+        assert "7 place(s)" in text
+        assert "agent's task" not in text and "`portside scan` prints the same list" in text, text

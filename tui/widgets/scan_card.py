@@ -12,8 +12,9 @@ from portside.core.safety.terminal_text import clean_line
 SHOWN = 40  # places listed on the card; the report and `portside scan` list every one
 
 
-def scan_text(e: ev.ProjectScanned, shown: int = SHOWN) -> Text:
-    """The card's text (plain Text: every path and construct comes from the project)."""
+def scan_text(e: ev.ProjectScanned, shown: int = SHOWN, agent: bool = True) -> Text:
+    """The card's text (plain Text: every path and construct comes from the project); the
+    agent's task carries the list only where there is an agent."""
     t = Text()
     t.append("⌕ portability scan", style="bold #61afef")
     if not e.total:
@@ -34,11 +35,13 @@ def scan_text(e: ev.ProjectScanned, shown: int = SHOWN) -> Text:
     left = e.total - min(shown, len(e.findings))
     if left > 0:
         t.append(f"… {left} more: the report lists them, `portside scan` too\n", style="dim")
-    t.append("z zooms this column · the agent's task holds the same list", style="dim")
+    t.append("z zooms this column" + (" · the agent's task holds the same list" if agent
+                                      else " · `portside scan` prints the same list"),
+             style="dim")
     return t
 
 
 class ScanCard(Static):
-    def __init__(self, e: ev.ProjectScanned) -> None:
-        super().__init__(scan_text(e), classes="scan-card")
+    def __init__(self, e: ev.ProjectScanned, agent: bool = True) -> None:
+        super().__init__(scan_text(e, agent=agent), classes="scan-card")
         self.event = e

@@ -289,7 +289,12 @@ class Transcript(VerticalScroll, can_focus=True):
                 t.append_text(safe_text(e.note))
                 self._put(Static(t, classes="agent-message"))
             case ev.ProjectScanned():
-                self._put(ScanCard(e))
+                # The screen knows whether the session has an agent (whose task holds the list).
+                try:
+                    agent = bool(self.screen.has_agent())  # type: ignore[attr-defined]
+                except Exception:  # no screen (yet), or one that does not say: as before
+                    agent = True
+                self._put(ScanCard(e, agent=agent))
             case ev.SessionState() if e.state not in ("running", "paused"):
                 self._put(Static(Text(f"· {clean_line(e.state)} {clean_line(e.detail)}",
                                        style="dim"), classes="agent-state"))
