@@ -419,7 +419,7 @@ class Verifier:
             self.bus, self.session_id, spec.run_id, spec.attempt, spec.cwd, spec.reuse_key,
             stored, host)
         report = self.restore_run(started, finished, records, tail, [])
-        report.reused_from, report.host, report.cost_usd = dict(started.reused_from), host, 0.0
+        report.host = host
         self.references.sort(key=lambda r: r.attempt)
         self._close_superseded(spec)
         return report
@@ -686,6 +686,8 @@ class Verifier:
                                 self.criteria.compile.warmup_steps)
         report = RunReport(started.run_id, started.role, started.attempt, finished.outcome,
                            result, recs, summary, sort_alarms(alarms), self._cost(result, recs))
+        if started.reused_from:  # a reused reference (resumed too): its compute counted there
+            report.reused_from, report.cost_usd = dict(started.reused_from), 0.0
         {"reference": self.references, "larger": self.larger}.get(
             started.role, self.candidates).append(report)
         return report
