@@ -15,8 +15,10 @@ not stated and how many references would state it.
 
 Power: the smallest change these references detect half the time at alpha is the interval's
 half-width, t₁₋α·s·√(1 + 1/n); detected 80% of the time: (t₁₋α + t₀.₈)·s·√(1 + 1/n). When that
-80% size exceeds the tolerance the criteria care about, the `too-few-references` warning says
-so and how many references would do (None: not even many, one candidate run is too noisy).
+80% size exceeds the tolerance the criteria care about, `too-few-references` says so in plain
+words with what to do: a warning naming how many references would do, or, where no number
+would (one candidate run varies more than the tolerance), information (nothing a rerun
+changes) asking for a larger tolerance or a more stable metric.
 With fewer than two references (no s) or s = 0 the practical rule applies too; the evidence's
 `rule` says which decided.
 """
@@ -175,15 +177,25 @@ def check_goal_stat(refs: list[RunRecords], cand: RunRecords, criteria: Criteria
     two = g.direction == "both"
     if test["p"] is not None and tol > 0 and test["detectable"] > tol:
         need = references_needed(test["sd"], tol, alpha, two)
-        more = (f"{need} references would ({need - len(ref_vals)} more)" if need else
-                f"not even {MAX_REFERENCES} references would: one candidate run varies more "
-                "than that")
+        seen = test["detectable"]
+        n = len(ref_vals)
+        if need:  # more references would do: a warning with the number
+            severity = "warning"
+            title = (f"{n} references cannot tell a {g.metric} change of {tol:.3g} from seed "
+                     f"noise (they see {seen:.3g} or more): run {need} "
+                     f"(--reference-runs {need}) or allow a larger [goal] tolerance "
+                     f"(≥ {seen:.3g})")
+        else:  # no number of references would: said as information, with what would help
+            severity = "info"
+            title = (f"{g.metric} varies too much from seed to seed (sd {test['sd']:.3g}) to "
+                     f"test a change of {tol:.3g}: allow a larger [goal] tolerance "
+                     f"(≥ {seen:.3g} with these references) or choose a more stable goal "
+                     "metric (e.g. measured on more evaluation data); meanwhile a candidate "
+                     "fails when worse than the tolerance and the references' spread")
         alarms.append(Alarm(
-            "too-few-references", "warning",
-            f"{len(ref_vals)} references detect a {g.metric} change of {test['detectable']:.3g} "
-            f"(80% of the time at alpha {alpha:g}), more than the tolerance {tol:.3g}: {more}",
-            {"metric": g.metric, "references": len(ref_vals), "sd": test["sd"],
-             "detectable": test["detectable"], "tolerance": tol, "alpha": alpha,
+            "too-few-references", severity, title,
+            {"metric": g.metric, "references": n, "sd": test["sd"],
+             "detectable": seen, "tolerance": tol, "alpha": alpha,
              "power": POWER, "references_needed": need},
             key=f"too-few-references:{g.metric}"))
     return alarms

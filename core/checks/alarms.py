@@ -22,8 +22,9 @@ Severities (why each is what it is):
   `optimizer-changed`, `data-changed`, `precision-changed`: a setting the run trained with
   (the probe's facts) differs from the references'; error, info where `settings.allow` lists
   it (checks/optimizer.py, data.py, precision.py).
-  `too-few-references` (warning): the goal test over these references cannot detect a change
-  of the goal's tolerance (checks/acceptance.py says how many would).
+  `too-few-references` (warning; info where no number of references would do): the goal test
+  over these references cannot detect a change of the goal's tolerance (checks/acceptance.py
+  says how many would, or asks for a larger tolerance or a more stable metric).
 
 `key` is stable across incremental calls (kind plus the series or aspect), so a live caller can
 keep the newest alarm per key and raise each key once.
