@@ -15,7 +15,6 @@ from typing import Any
 from portside.core.checks.side_by_side import StepColumns
 from portside.core.log import events as ev
 from portside.core.log.ledger import LEDGER_KINDS, AlarmEntry, Ledger
-from portside.core.log.render import reused_text
 
 from .linestore import LineStore
 
@@ -71,8 +70,6 @@ class RunView:
     def status_line(self, now: float) -> str:
         s = self.last_step
         parts = [f"{self.label} {self.mark} {self.finished.outcome if self.finished else 'running'}"]
-        if self.reused_from:
-            parts.append(reused_text(self.reused_from))
         if "step" in s:
             parts.append(f"step {s['step']}")
         loss = _num(s.get("loss"))

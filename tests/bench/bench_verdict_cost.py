@@ -44,17 +44,25 @@ ATTEMPTS = [  # (what, candidate flags): 5 wrong in different ways, then 2 corre
 
 
 def _timed(command: str, cpu_log: Path) -> str:
-    """The command, then its processes' CPU appended to cpu_log; its own exit status kept."""
-    return f"{command}; rc=$?; times | tail -n 1 >> {cpu_log}; exit $rc"
+    """The command, then its processes' CPU appended to cpu_log (also when portside stops it
+    with SIGTERM: a candidate ended at its decisive alarm); its own exit status kept. `times`
+    is the shell's builtin, not in a pipeline (a subshell would count its own children)."""
+    return (f"trap 'times >> {cpu_log}; exit 143' TERM; {command}; rc=$?; "
+            f"times >> {cpu_log}; exit $rc")
 
 
-def _seconds(text: str) -> float:
-    """`times`' children line, '0m12.340s 0m1.200s': user + system seconds."""
-    total = 0.0
-    for part in text.split():
-        m, _, s = part.rstrip("s").partition("m")
-        total += float(m) * 60 + float(s)
-    return total
+def _cpu(log: Path) -> list[float]:
+    """Each `times` report's second line, the children's '0m12.340s 0m1.200s': user +
+    system seconds of the run's processes."""
+    lines = log.read_text().splitlines() if log.exists() else []
+    out = []
+    for line in lines[1::2]:
+        total = 0.0
+        for part in line.split():
+            m, _, sec = part.rstrip("s").partition("m")
+            total += float(m) * 60 + float(sec)
+        out.append(total)
+    return out
 
 
 def iteration(tmp: Path, name: str, steps: int, fresh: bool) -> dict[str, Any]:
@@ -78,8 +86,7 @@ def iteration(tmp: Path, name: str, steps: int, fresh: bool) -> dict[str, Any]:
         outs.append(json.loads(done.stdout))
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    refs = [_seconds(ln) for ln in ref_cpu.read_text().splitlines()] if ref_cpu.exists() else []
-    cands = [_seconds(ln) for ln in cand_cpu.read_text().splitlines()]
+    refs, cands = _cpu(ref_cpu), _cpu(cand_cpu)
     return {
         "wall_s": wall,
         "verify_cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),

@@ -14,6 +14,8 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Input, Static
 
+from portside.core.log.render import reused_text
+
 from ..model import RunView
 from .log_view import LogView
 from .run_tabs import RunTabs
@@ -45,7 +47,10 @@ class RunPane(Vertical):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield TextLine(classes="run-status")
-            yield Static(Text(run_command(self.run), style="dim"), classes="run-command")
+            command = Static(Text(run_command(self.run), style="dim"), classes="run-command")
+            if self.run.reused_from:  # where it came from, wrapped: not cut at the pane's width
+                command.styles.height = "auto"
+            yield command
             yield self.log_view
             yield Input(placeholder="search this log · enter next · esc close",
                         classes="run-search")
@@ -90,7 +95,8 @@ class RunPane(Vertical):
 
 def run_command(run: RunView) -> str:
     cmd = run.command if len(run.command) <= 200 else run.command[:199] + "…"
-    return f"$ {cmd}  ({run.target})"
+    reused = f"↺ {reused_text(run.reused_from)}, not run again\n" if run.reused_from else ""
+    return f"{reused}$ {cmd}  ({run.target})"
 
 
 class RunsPanel(Vertical):

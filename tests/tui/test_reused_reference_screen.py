@@ -1,0 +1,64 @@
+"""Issue 40.1 on the live screen at 120x40: references reused from a stored run are marked
+(✓↺ on their tab) and their pane says where they came from."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from conftest import FROZEN
+from scenario import SID, at, facts, run_started, session_start, steps
+from screen_text import screen_lines
+
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.session.review import ReviewGate
+from portside.tui.app import make_app
+from portside.tui.widgets.run_tabs import RunTabs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
+from doubles import MemorySink  # noqa: E402
+
+ORIGIN = {"session": "20260101-120000-abcd", "run_id": "ref1-aaaaaaaaaaaa",
+          "finished_at": 1_767_268_800.0, "host": "vm"}
+
+
+def _finished(run_id: str, dt: float) -> ev.RunFinished:
+    return ev.RunFinished(session_id=SID, ts=at(dt), run_id=run_id, exit_code=0,
+                          outcome="passed", wall_s=3.0, steps=5)
+
+
+async def test_reused_references_are_marked_and_say_where_from() -> None:
+    start = session_start()
+    start.agent = "none"
+    events: list[ev.Event] = [start]
+    for n in (1, 2):
+        st = run_started(f"ref-{n}", "reference", n, 1)
+        st.reused_from = dict(ORIGIN, run_id=f"ref{n}-aaaaaaaaaaaa")
+        events += [st, facts(f"ref-{n}", 1), steps(f"ref-{n}", 5, dt=1), _finished(f"ref-{n}", 1)]
+    events += [run_started("cand-1", "candidate", 1, 2), steps("cand-1", 5, dt=3)]
+    sink = MemorySink()
+    history = [sink.append(e) for e in events]
+    bus = EventBus(sink)
+    info = {"project": "/p/mnist", "target": "cpu", "agent": "none", "mode": "live",
+            "title": "mnist", "criteria": {}}
+    app = make_app(bus=bus, gate=ReviewGate(bus, SID, reviewer="t"), info=info,
+                   history=history, clock=lambda: FROZEN)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        app.live.flush()
+        await pilot.pause()
+        screen = "\n".join(screen_lines(app))
+        assert "ref#1 ✓↺" in screen and "ref#2 ✓↺" in screen, screen
+        assert "cand#1 ●" in screen, screen
+        tabs = app.live.query_one(RunTabs)
+        tabs.focus()
+        await pilot.press("home")  # the first run's pane, as the reviewer opens it
+        await pilot.pause()
+        app.live.flush()
+        await pilot.pause()
+        lines = screen_lines(app)
+    screen = "\n".join(lines)
+    # the pane of a reused reference, wrapped at its width: where it came from, and when
+    assert "↺ reused from 20260101-120000-abcd" in screen, screen
+    assert "2026-01-01 12:00 UTC on vm, not run again" in screen, screen
