@@ -54,7 +54,7 @@ def test_sessions_table_fits_120(snap_compare: Any, tmp_path: Path) -> None:
     assert snap_compare(SessionsApp(_sessions(tmp_path), "portside.db"), run_before=before,
                         terminal_size=SIZE)
     head = next(line for line in seen if "session" in line and "verdict" in line)
-    for title in ("interv.", "human min", "cost $", "verdict"):
+    for title in ("interv.", "human min", "total $", "verdict"):
         assert title in head, head
     row = next(line for line in seen if "20261201-031829-fe80" in line)
     assert "fail" in row and "0.5" in row and "0.42" in row, row  # verdict, human min, cost
