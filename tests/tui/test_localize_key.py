@@ -53,7 +53,7 @@ async def test_l_localizes_the_selected_alarm_and_the_checks_column_shows_it(
         await pilot.pause(0.3)
         evidence = str(app.live.query_one("#evidence").render())
         assert "⌖" in evidence and "clip" in evidence
-        await pilot.press("L")  # asked again while it is known: a fresh answer, never a crash
+        await pilot.press("L")  # asked again while it is known: the kept answer, never a crash
         await pilot.press("q")
     store.recorder.flush()
     store.close()

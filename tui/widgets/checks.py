@@ -72,13 +72,15 @@ def _pct(v: Any) -> str:
     return f"{v * 100:.0f}%" if isinstance(v, int | float) else "?"
 
 
-def evidence_text(a: AlarmView) -> Text:
+def evidence_text(a: AlarmView, under_title: Text | None = None) -> Text:
     e = a.event
     t = Text()
     mark, style = SEVERITY_MARK.get(e.severity, ("•", ""))
     t.append(f"{mark} {e.check}", style=style)
     t.append(f" ({e.severity})\n", style="dim")
     t.append(clean_line(a.title) + "\n")
+    if under_title is not None:
+        t.append_text(under_title)
     if a.evidence_step is not None:
         t.append(f"  evidence as of step {a.evidence_step}\n", style="dim")
     why = a.entry.cleared_reason if a.cleared and a.entry is not None else ""
@@ -208,8 +210,9 @@ class ChecksPanel(Vertical):
         self.selected = alarm_id
         alarm = self.model.alarms.get(alarm_id)
         if alarm is not None:
-            text = evidence_text(alarm)
-            text.append_text(localized_text(alarm))
+            # Where it diverged (L) under the title, above the evidence: appended below it,
+            # the answer was past the column's fold at 120x40.
+            text = evidence_text(alarm, localized_text(alarm))
             text.append_text(linked_text(self.model, alarm))
             self.query_one("#evidence", Static).update(text)
         if changed:
