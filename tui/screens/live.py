@@ -514,7 +514,7 @@ class LiveScreen(Screen[None]):
     def action_localize(self) -> None:
         known = self.model.alarms.get(self._selected_alarm() or "")
         done = known.localized if known is not None else None
-        if done is not None and not done.error:
+        if known is not None and done is not None and not done.error:
             # Asked again: the kept answer, not a second trace (minutes on a real project).
             self.query_one("#evidence").scroll_visible(animate=False, top=True)
             self.notify(clean_line(done.summary or "diverged", 200),
