@@ -154,3 +154,17 @@ def test_the_checker_finds_a_wrong_command() -> None:
     assert _check("portside study nosuch") is not None
     assert _check("portside --db x.db verify --reference 'python t.py' --target cpu") is None
     assert _check("portside study run manifest.toml") is None
+
+
+def test_every_criteria_key_is_documented() -> None:
+    """Every section and key of criteria_default.toml is named in the criteria pages (the
+    sandbox's and the TPU VM's keys live beside what they describe)."""
+    import tomllib
+
+    defaults = tomllib.loads((REPO / "core" / "log" / "criteria_default.toml").read_text())
+    text = "".join((REPO / "docs" / p).read_text(encoding="utf-8")
+                   for p in ("criteria.md", "sandbox.md", "tpu.md"))
+    missing = [f"[{sec}]" for sec in defaults if f"[{sec}]" not in text]
+    missing += [f"{sec}.{key}" for sec, keys in defaults.items() if isinstance(keys, dict)
+                for key in keys if key not in text]
+    assert not missing, f"undocumented criteria: {missing} (docs/criteria.md)"
