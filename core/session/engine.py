@@ -32,7 +32,9 @@ from portside.core.safety.secrets import redact_command
 from portside.core.session.config import INTERRUPTED, SessionConfig, SessionLocked
 from portside.core.session.review import ReviewGate
 from portside.core.session.verify import CandidateNotStarted, RunReport, Verifier
-from portside.core.workspace.copy import Workspace, WorkspaceError, git_repo
+from portside.core.workspace.git_view import git_repo
+from portside.core.workspace.names import WorkspaceError
+from portside.core.workspace.workspace import Workspace
 
 if TYPE_CHECKING:
     from portside.core.run.sandbox import Sandbox

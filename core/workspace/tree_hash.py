@@ -15,7 +15,8 @@ import os
 import stat
 from pathlib import Path
 
-from .copy import _visible_files, git_repo
+from .git_view import git_repo
+from .tree_listing import visible_files
 
 __all__ = ["BIG_FILE_BYTES", "tree_digest"]
 
@@ -40,7 +41,7 @@ def tree_digest(root: Path) -> str:
     root = Path(os.path.realpath(root))
     use_git = git_repo(root) is not None
     h = hashlib.sha256(b"portside tree v1\0" + (b"git" if use_git else b"all") + b"\0")
-    for rel in _visible_files(root, use_git, frozenset()):
+    for rel in visible_files(root, use_git, frozenset()):
         path = os.path.join(root, rel)
         try:
             st = os.lstat(path)
