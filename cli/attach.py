@@ -17,6 +17,7 @@ def attach(ctx: click.Context, tree: Path, *, reference: str, candidate: str | N
            timeout_s: float | None, stall_s: float | None, no_sandbox: bool,
            db: Path | None) -> None:
     from portside.core.claude_code.attach_settings import AttachError, install, uninstall
+    from portside.core.claude_code.attach_wait import wait_text
     from portside.core.claude_code.attached import AttachedClaudeCode
     from portside.core.run.sandbox import auto_refusal
 
@@ -35,6 +36,7 @@ def attach(ctx: click.Context, tree: Path, *, reference: str, candidate: str | N
         sys.exit(2)
     agent = AttachedClaudeCode(tree)
     if headless:  # on the screen the Agent column says it (stderr would tear the screen)
+        click.echo(f"portside attach: {wait_text(reference_runs)}", err=True)
         agent.on_ready = lambda url: click.echo(
             f"portside attach: hooks in {tree}/.claude/settings.local.json; run `claude` in "
             f"{tree} (it works in your own tree). Ends with that session, or Ctrl-C.", err=True)

@@ -183,6 +183,13 @@ class LiveScreen(Screen[None]):
                 "No agent in this session: portside is verifying the candidate command "
                 "against the reference runs.\n\nR re-runs the candidate · x aborts a run · "
                 "v gives the verdict", style="dim"), classes="agent-text"))
+        elif self.mode == "live" and self.model.info.get("agent") == "claude-code:attached":
+            from portside.core.claude_code.attach_wait import wait_text
+
+            # Until the references ran no hooks are installed: a `claude` started now would
+            # work unreviewed. The line goes when the session says "attached".
+            transcript.mount(Static(Text(wait_text(), style="bold #e5c07b"),
+                                    classes="agent-text", id="attach-wait"))
         transcript.focus()
 
     # --- events in ---------------------------------------------------------------------------
@@ -239,6 +246,9 @@ class LiveScreen(Screen[None]):
                     transcript.add_event(e)
                 case ev.Intervention() | ev.SessionState():
                     transcript.add_event(e)
+                    if isinstance(e, ev.SessionState) and e.state == "attached":
+                        for wait in self.query("#attach-wait"):
+                            wait.remove()
                 case ev.SessionEnded() if e.reason.startswith(FAILED_PREFIX):
                     self.show_failure(e.reason)
         if select:  # once for the batch: each card restyled at most once (a replay's load)
