@@ -16,7 +16,7 @@ from portside.core.log import events as ev
 
 if TYPE_CHECKING:
     from portside.core.log.costs import PriceTable
-    from portside.core.workspace.copy import Workspace
+    from portside.core.workspace.workspace import Workspace
 
 
 @dataclass

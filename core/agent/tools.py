@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from portside.core.workspace.copy import WorkspaceError
+from portside.core.workspace.names import WorkspaceError
 
 from .base import AgentHost, AgentStopped, EditOutcome
 

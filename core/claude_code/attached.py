@@ -59,7 +59,8 @@ def _swap(value: Any, old: str, new: str) -> Any:
 def sync_tree(src: Path, dst: Path) -> list[str]:
     """Make ``dst`` hold the project files of ``src`` (what changed is copied, what is gone is
     removed); the paths that changed. Secret-looking files stay out, as in any workspace."""
-    from portside.core.workspace.copy import SKIP_DIRS, is_secret
+    from portside.core.workspace.secret_files import is_secret
+    from portside.core.workspace.tree_listing import SKIP_DIRS
 
     def files(root: Path) -> dict[str, Path]:
         out: dict[str, Path] = {}

@@ -20,7 +20,8 @@ from portside.core.claude_code.transcript import edited_files
 from portside.core.claude_code.trees import TreeError
 from portside.core.log import events as ev
 from portside.core.workspace.baseline import Before, FileChange, changes_since, put_back
-from portside.core.workspace.copy import Workspace, WorkspaceError
+from portside.core.workspace.names import WorkspaceError
+from portside.core.workspace.workspace import Workspace
 
 
 @dataclass
@@ -55,7 +56,7 @@ def prepare_attached(events: list[ev.Event], dest: Path, tree_after: Path,
     if not any(isinstance(e, ev.SessionEnded) for e in events):
         raise TreeError("the attached session has not ended: verify it once it has")
     if tree_before is not None:
-        from portside.core.workspace.copy import git_repo
+        from portside.core.workspace.git_view import git_repo
 
         before = Before.of_tree(tree_before, git_repo(tree_before) is not None)
         use_git, before_is = git_repo(tree_after) is not None, str(tree_before)

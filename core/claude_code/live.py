@@ -466,7 +466,7 @@ class ClaudeCodeAgent:
 
     def _new_text(self, host: AgentHost, name: str, ti: dict[str, Any], rel: str) -> str:
         """The file's text once the tool ran: what the reviewer sees as a diff."""
-        from portside.core.workspace.copy import WorkspaceError
+        from portside.core.workspace.names import WorkspaceError
 
         if name == "Write":
             return str(ti.get("content", ""))

@@ -22,14 +22,14 @@ from typing import Any
 
 from portside.core.claude_code.transcript import edited_files
 from portside.core.log import events as ev
-from portside.core.workspace.copy import (
-    Workspace,
-    WorkspaceError,
+from portside.core.workspace.confine import (
     confined_parts,
     read_confined,
     unlink_confined,
     write_confined,
 )
+from portside.core.workspace.names import WorkspaceError
+from portside.core.workspace.workspace import Workspace
 
 
 class TreeError(ValueError):

@@ -1,6 +1,6 @@
 """The project as it was before a session, as portside kept it, against a tree after it.
 
-A workspace keeps a baseline when it is made (core/workspace/copy.py: every project file's
+A workspace keeps a baseline when it is made (core/workspace/workspace.py: every project file's
 entry, and the file itself up to ``BLOB_LIMIT``). For an attached session that is the user's
 tree before the session (the workspace followed the tree, and the user's own Claude Code wrote
 the tree itself), so the baseline against the tree now is the session's whole change: the card
@@ -16,20 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from portside.core.workspace.copy import (
-    BLOB_LIMIT,
-    Edit,
-    Workspace,
-    WorkspaceError,
-    _decode,
-    _entry,
-    _same,
-    _visible_files,
-    git_repo,
-    is_secret,
-    unlink_confined,
-    write_confined,
-)
+from .confine import unlink_confined, write_confined
+from .edits import Edit, decode_text
+from .file_entries import BLOB_LIMIT, file_entry, same_entry
+from .git_view import git_repo
+from .names import WorkspaceError
+from .secret_files import is_secret
+from .tree_listing import visible_files
+from .workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -96,8 +90,8 @@ class Before:
 def _entries(tree: Path, use_git: bool, known: dict[str, dict[str, Any]]
              ) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    for rel in _visible_files(tree, use_git and git_repo(tree) is not None, frozenset()):
-        if (e := _entry(tree, rel, known.get(rel))) is not None:
+    for rel in visible_files(tree, use_git and git_repo(tree) is not None, frozenset()):
+        if (e := file_entry(tree, rel, known.get(rel))) is not None:
             out[rel] = e
     return out
 
@@ -116,12 +110,12 @@ def changes_since(before: Before, after: Path, *, use_git: bool,
     out = []
     for rel in sorted(set(base) | set(now)):
         b, c = base.get(rel), now.get(rel)
-        if _same(b, c):
+        if same_entry(b, c):
             continue
-        old = _decode(data) if b is not None and (data := before.read(rel)) is not None else None
+        old = decode_text(data) if b is not None and (data := before.read(rel)) is not None else None
         new = None
         if c is not None and c["kind"] == "file" and c["size"] <= BLOB_LIMIT:
-            new = _decode((after / rel).read_bytes())
+            new = decode_text((after / rel).read_bytes())
         out.append(FileChange(rel, "added" if b is None else "deleted" if c is None
                               else "modified", old, new))
     return out

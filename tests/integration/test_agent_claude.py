@@ -23,7 +23,8 @@ from portside.core.agent.claude import ClaudeAgent, usage_cost
 from portside.core.agent.prompt import NUDGE
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
-from portside.core.workspace.copy import Edit, Workspace
+from portside.core.workspace.edits import Edit
+from portside.core.workspace.workspace import Workspace
 
 MODEL = "claude-haiku-4-5"  # priced in core/log/prices.toml, not deprecated in this SDK
 KEY = "sk-ant-api03-TESTKEY-0123456789abcdef"

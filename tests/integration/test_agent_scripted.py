@@ -14,7 +14,8 @@ from portside.core.agent.base import AgentStopped, EditOutcome
 from portside.core.agent.scripted import ScriptedAgent, ScriptError, load_script
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
-from portside.core.workspace.copy import Edit, Workspace
+from portside.core.workspace.edits import Edit
+from portside.core.workspace.workspace import Workspace
 
 TRAIN_PY = """\
 import torch

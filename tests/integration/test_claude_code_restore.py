@@ -8,7 +8,7 @@ from pathlib import Path
 
 from portside.core.claude_code.live import ClaudeCodeAgent
 from portside.core.log import events as ev
-from portside.core.workspace.copy import Workspace
+from portside.core.workspace.workspace import Workspace
 
 SID = "20261201-restore-0001"
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from portside.core.log import events as ev
-from portside.core.workspace.copy import Workspace, WorkspaceError, display_path, real_path
+from portside.core.workspace.names import WorkspaceError, display_path, real_path
+from portside.core.workspace.workspace import Workspace
 from portside.store import Store
 
 REPO = Path(__file__).resolve().parents[2]

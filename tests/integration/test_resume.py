@@ -247,7 +247,7 @@ def test_scripted_agent_continues_inside_a_rejection_chain(tmp_path: Path) -> No
 
 def test_claude_agent_conversation_is_rebuilt_from_the_log(tmp_path: Path) -> None:
     from portside.core.agent.claude import ClaudeAgent
-    from portside.core.workspace.copy import Workspace
+    from portside.core.workspace.workspace import Workspace
 
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "train.py").write_text("print(1)\n")

@@ -16,7 +16,7 @@ from cc_transcript import Session, text, tool
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.safety.secrets import is_secret_name, scrub_env
-from portside.core.workspace.copy import Workspace
+from portside.core.workspace.workspace import Workspace
 from portside.store import Store
 
 # Built from pieces so that this file itself holds no token a scanner would flag.

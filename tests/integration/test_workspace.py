@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 from treehash import tree_hash
 
-from portside.core.workspace import copy as wsmod
-from portside.core.workspace.copy import Edit, Workspace, WorkspaceError
+from portside.core.workspace import confine
+from portside.core.workspace.edits import Edit
+from portside.core.workspace.names import WorkspaceError
+from portside.core.workspace.workspace import Workspace
 
 GIT_ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
@@ -400,22 +402,22 @@ def test_swapped_components_are_not_followed(setup) -> None:
     (ws.root / "sub").mkdir()
     (ws.root / "sub" / "f.txt").write_text("SECRET\n")
     root = str(ws.root)
-    real, parts = wsmod._confine(root, "sub/f.txt")
+    real, parts = confine.confine(root, "sub/f.txt")
     shutil.rmtree(ws.root / "sub")
     (ws.root / "sub").symlink_to(outside)  # outside/f.txt does not exist; secret.txt does
     (outside / "f.txt").write_text("SECRET\n")
     with pytest.raises(WorkspaceError, match="symlink or not a directory"):
-        wsmod._read_at(root, parts, "sub/f.txt", None)
+        confine.read_at(root, parts, "sub/f.txt", None)
     with pytest.raises(WorkspaceError, match="symlink or not a directory"):
-        wsmod._write_at(root, parts, "sub/f.txt", b"pwned")
+        confine.write_at(root, parts, "sub/f.txt", b"pwned")
     assert (outside / "f.txt").read_text() == "SECRET\n"
     # The final component swapped for a symlink: O_NOFOLLOW refuses it.
     (ws.root / "g.txt").symlink_to(outside / "secret.txt")
     with pytest.raises(WorkspaceError, match="became a symlink"):
-        wsmod._read_at(root, ["g.txt"], "g.txt", None)
+        confine.read_at(root, ["g.txt"], "g.txt", None)
     # Writing where a symlink was swapped in is refused; the target is never written.
     with pytest.raises(WorkspaceError, match="it is a symlink"):
-        wsmod._write_at(root, ["g.txt"], "g.txt", b"pwned\n")
+        confine.write_at(root, ["g.txt"], "g.txt", b"pwned\n")
     assert (outside / "secret.txt").read_text() == "SECRET\n"
 
 

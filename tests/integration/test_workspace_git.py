@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from test_workspace import git, make_git_project, make_project
 
-from portside.core.workspace.copy import Workspace, WorkspaceError
+from portside.core.workspace.names import WorkspaceError
+from portside.core.workspace.workspace import Workspace
 
 
 def _plant(ws: Workspace, markers: Path) -> list[Path]:
