@@ -209,11 +209,22 @@ class RayStream:
                 ray.kill(mailbox)
 
 
+def _loopback(address: str) -> bool:
+    """Whether ``address`` (HOST:PORT) names this machine's loopback."""
+    host = address.rpartition(":")[0].strip("[]") if ":" in address else address
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
 class RayEngine:
     name = "ray"
     reviewable = True  # through each asking phase's mailbox
 
     def __init__(self, address: str | None, parallel: int | None = None) -> None:
+        if _loopback(address or os.environ.get("RAY_ADDRESS") or ""):
+            # Ray turns 127.0.0.1 into the host's outward IP (to be reachable from other
+            # machines), which a cluster bound to loopback does not listen on; its one-machine
+            # switch keeps 127.0.0.1 as given. Read when ray is first imported.
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         try:
             import ray
         except ImportError:

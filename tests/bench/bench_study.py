@@ -173,6 +173,7 @@ def main() -> int:
         out[f"local x{args.parallel}"] = run_study(
             manifest(n, False), make_engine("local", parallel=args.parallel), t, "par")
         try:
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # ray_cluster.py: loopback
             import ray  # noqa: F401
         except ImportError:
             args.no_ray = True

@@ -1,6 +1,16 @@
 """A real local Ray cluster for tests and benchmarks: a head on 127.0.0.1 and extra nodes,
 each a `ray start --block` process of its own, so one node can be killed (its whole process
-tree: raylet, workers, what they started) while the others go on."""
+tree: raylet, workers, what they started) while the others go on.
+
+Every server of it listens on loopback only (issue 38.13). Ray binds its gRPC servers (GCS,
+raylet, object manager, workers) and the runtime-env agent to the node's IP, but on Linux
+`ray start --node-ip-address 127.0.0.1` and `--address 127.0.0.1:PORT` are turned into the
+host's outward IP (ray._private.services.resolve_ip_for_localhost, "so other machines can
+reach it"): the servers then listened on all interfaces or the host's IP. Nodes start through
+:data:`LOOPBACK_START`, which keeps 127.0.0.1 as given; a driver connects with
+``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (:func:`ray_env`), Ray's own switch for one-machine
+use, under which 127.0.0.1 stays 127.0.0.1 (it refuses `ray start --address`, so the nodes
+are started without it)."""
 
 from __future__ import annotations
 
@@ -17,7 +27,15 @@ from pathlib import Path
 
 import psutil
 
-RAY = str(Path(sys.executable).with_name("ray"))
+ONE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+# `ray start` with loopback kept as loopback: the node's servers bind 127.0.0.1 only.
+LOOPBACK_START = (
+    "import sys\n"
+    "from ray._private import services\n"
+    "services.resolve_ip_for_localhost = lambda host: host\n"
+    "from ray.scripts.scripts import main\n"
+    "sys.argv[0] = 'ray'\n"
+    "sys.exit(main())\n")
 
 
 def _free_port() -> int:
@@ -54,10 +72,12 @@ class LocalRayCluster:
     def _start_once(self, args: list[str], name: str) -> subprocess.Popen[bytes]:
         path = self.temp / f"{name}.log"
         log = open(path, "ab")  # noqa: SIM115 (closed with the process)
+        env = {k: v for k, v in self.env.items() if k != ONE_MACHINE}
         proc = subprocess.Popen(
-            [RAY, "start", "--block", "--node-ip-address", "127.0.0.1",
+            [sys.executable, "-c", LOOPBACK_START, "start", "--block",
+             "--node-ip-address", "127.0.0.1",
              "--object-store-memory", "80000000", "--disable-usage-stats", *args],
-            stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.nodes.append(proc)
         deadline = time.monotonic() + 300
         while b"Ray runtime started" not in path.read_bytes():
@@ -99,6 +119,7 @@ def ray_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
     env["OMP_NUM_THREADS"] = "1"
     env["RAY_DISABLE_USAGE_STATS"] = "1"
+    env[ONE_MACHINE] = "0"  # a driver's 127.0.0.1 stays loopback (the nodes drop it)
     # A loaded machine's GCS registers a node slower than Ray's default 30 s wait.
     env.setdefault("RAY_raylet_start_wait_time_s", "120")
     return env
