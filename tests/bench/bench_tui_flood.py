@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tui"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: run as a script
 
 from scenario import INFO, SID, edit, run_started, session_start, train_lines  # noqa: E402
 from screen_text import screen_lines  # noqa: E402

@@ -20,7 +20,6 @@ import pytest
 claude_agent_sdk = pytest.importorskip(
     "claude_agent_sdk", reason="the claude-code extra is not installed (`make venv` does)")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from doubles import MemorySink  # noqa: E402
 from loopback_api import LoopbackAPI, text, tool  # noqa: E402
 

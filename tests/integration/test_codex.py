@@ -11,12 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from codex_cli import CODEX, SKIP_REASON  # noqa: E402
-from doubles import MemorySink  # noqa: E402
-from gate_reviewer import Reviewer, tree_bytes  # noqa: E402
-from loopback_responses import (  # noqa: E402
+from codex_cli import CODEX, SKIP_REASON
+from doubles import MemorySink
+from gate_reviewer import Reviewer, tree_bytes
+from loopback_responses import (
     LoopbackResponses,
     codex_home,
     message,
@@ -25,9 +23,9 @@ from loopback_responses import (  # noqa: E402
     shell,
 )
 
-from portside.core.codex.live import CodexAgent, apply_diff  # noqa: E402
-from portside.core.log import events as ev  # noqa: E402
-from portside.core.session.engine import SessionConfig, SessionEngine  # noqa: E402
+from portside.core.codex.live import CodexAgent, apply_diff
+from portside.core.log import events as ev
+from portside.core.session.engine import SessionConfig, SessionEngine
 
 needs_codex = pytest.mark.skipif(CODEX is None, reason=SKIP_REASON)
 

@@ -13,13 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from codex_cli import CODEX, SKIP_REASON
+from loopback_responses import LoopbackResponses, codex_home, message, patch, shell
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from codex_cli import CODEX, SKIP_REASON  # noqa: E402
-from loopback_responses import LoopbackResponses, codex_home, message, patch, shell  # noqa: E402
-
-from portside.core.codex.live import native_binary  # noqa: E402
-from portside.core.log import events as ev  # noqa: E402
+from portside.core.codex.live import native_binary
+from portside.core.log import events as ev
 
 pytestmark = pytest.mark.skipif(CODEX is None, reason=SKIP_REASON)
 REPO = Path(__file__).resolve().parents[2]

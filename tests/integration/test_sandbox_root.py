@@ -308,10 +308,9 @@ def test_hostile_candidate_cannot_remount_its_way_out(tmp_path: Path, host_dir: 
     writes host files. Nothing outside the workspace changes (hashes) and no secret is read."""
     import json
 
-    from portside.store import Store
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from treehash import tree_hash
+
+    from portside.store import Store
 
     home = host_dir / "home"
     project = home / "proj"

@@ -24,9 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ray_cluster import LocalRayCluster, ray_env  # noqa: E402
+from ray_cluster import LocalRayCluster, ray_env
 
 ray = pytest.importorskip("ray")
 pytestmark = [pytest.mark.slow, pytest.mark.heavy,  # a real Ray cluster, a node killed

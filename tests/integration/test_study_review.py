@@ -28,9 +28,7 @@ from typing import Any
 
 import psutil
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ray_cluster import LocalRayCluster, ray_env  # noqa: E402
+from ray_cluster import LocalRayCluster, ray_env
 
 # A whole study: three short torch runs and two worker processes on a shared machine (and,
 # with ray, a real local cluster). A hang fails at the timeout, saying what it waited for.

@@ -18,10 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cli_run import cli, cli_popen  # noqa: E402
-from treehash import tree_hash  # noqa: E402
+from cli_run import cli, cli_popen
+from treehash import tree_hash
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doubles import MemorySink
 
 from portside.core.log import events as ev
 from portside.core.log.criteria import parse_criteria
@@ -28,9 +29,6 @@ from portside.core.replay.player import Replayer, SequenceSource
 from portside.core.replay.player import fold as replay_fold
 from portside.core.session.config import SessionConfig
 from portside.core.session.engine import SessionEngine
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "train_tiny.py"
 TRAIN = f"{shlex.quote(sys.executable)} {TINY} --steps 30"

@@ -12,14 +12,13 @@ import asyncio
 import sys
 from pathlib import Path
 
+from doubles import MemorySink
+
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.log.criteria import parse_criteria
 from portside.core.log.render import describe
 from portside.core.session.verify import Verifier
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINER = REPO / "tests" / "bench" / "fullsize_trainer.py"

@@ -12,15 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from doubles import MemorySink
 
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.log.criteria import parse_criteria
 from portside.core.log.ledger import fold
 from portside.core.session.verify import Verifier
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 TRAINER = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "train_read_ahead.py"
 CMD = f"{shlex.quote(sys.executable)} {TRAINER}"

@@ -3,10 +3,8 @@ agent keys (a r e m space), and once every run ended the header no longer says `
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from conftest import FROZEN
+from doubles import MemorySink
 from scenario import SID, at, facts, run_started, session_start, steps
 from screen_text import screen_lines
 
@@ -14,9 +12,6 @@ from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.session.review import ReviewGate
 from portside.tui.app import make_app
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 
 def _finished(run_id: str, dt: float) -> ev.RunFinished:

@@ -6,12 +6,11 @@ between its hunks and then on to the next card. Ground truth is the edit's own t
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 from typing import Any
 
 from conftest import FROZEN
 from demo_edits import demo_edits
+from doubles import MemorySink
 from scenario import INFO, SID, at, session_start
 from screen_text import screen_text
 
@@ -21,9 +20,6 @@ from portside.core.session.review import ReviewGate
 from portside.tui.app import make_app
 from portside.tui.widgets.diff_card import DiffCard
 from portside.tui.widgets.transcript import Transcript
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 CHANGED = "max_norm=0.05"
 

@@ -4,12 +4,11 @@ device_kind CPU, real_devices [CPU:0]) carries no ✖ for target xla or xla:cpu.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import FROZEN
+from doubles import MemorySink
 from scenario import SID, at, run_started, session_start, steps
 from textual.widgets import Static
 
@@ -20,9 +19,6 @@ from portside.core.log.bus import EventBus
 from portside.core.log.criteria import Criteria
 from portside.core.session.review import ReviewGate
 from portside.tui.app import make_app
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 XLA_CPU = {"type": "facts", "backend": "torch_xla", "device_kind": "CPU", "device_name": "CPU:0",
            "device_count": 1, "real_devices": ["CPU:0"]}

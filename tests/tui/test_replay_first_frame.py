@@ -9,7 +9,6 @@ lines) counted here, not by the screen.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from pathlib import Path
@@ -33,8 +32,7 @@ SIZE = (120, 40)
 
 
 def _session(n: int) -> list[ev.Event]:
-    sys.path.insert(0, str(REPO / "tests" / "bench"))
-    from bench_replay import synthetic_events
+    from bench.bench_replay import synthetic_events
 
     # Short runs: many of them in few events (about 27 events a run).
     return list(synthetic_events(n, session_id="many", run_events=(8, 12)))

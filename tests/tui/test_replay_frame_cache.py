@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +40,7 @@ POINT = point_key(parse_from("alarm:last"), DEFAULT_IDLE_LIMIT)
 
 
 def _events(n: int) -> list[ev.Event]:
-    sys.path.insert(0, str(REPO / "tests" / "bench"))
-    from bench_replay import synthetic_events
+    from bench.bench_replay import synthetic_events
 
     return list(synthetic_events(n, session_id=SID, run_events=(8, 12)))
 

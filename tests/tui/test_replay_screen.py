@@ -366,8 +366,7 @@ class TestReplaySnapshot:
 
 
 def _long_session(n: int) -> list[ev.Event]:
-    sys.path.insert(0, str(REPO / "tests" / "bench"))
-    from bench_replay import synthetic_events
+    from bench.bench_replay import synthetic_events
 
     return list(synthetic_events(n, session_id="long"))
 

@@ -5,12 +5,7 @@ textual-serve, real app process, real SQLite (read straight from the file)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from test_serve_browser import (  # noqa: E402
+from test_serve_browser import (
     _db_rows,
     _first_bytes,
     _stop,
@@ -19,7 +14,7 @@ from test_serve_browser import (  # noqa: E402
     served,  # noqa: F401  (the fixture)
 )
 
-from portside.cli.drive import REVIEWER_QUIT  # noqa: E402
+from portside.cli.drive import REVIEWER_QUIT
 
 
 async def test_a_closed_tab_is_the_reviewer_closing_portside(served) -> None:  # noqa: F811

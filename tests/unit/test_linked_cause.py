@@ -5,15 +5,11 @@ truth: the edit whose new text sets `max_norm=0.05`, found in the demo's own rec
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from demo_edits import demo_edits
 
 from portside.core.log import events as ev
 from portside.store import Store
 from portside.store.exports import report_md
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tui"))
-from demo_edits import demo_edits  # noqa: E402
 
 SID = "link-1"
 

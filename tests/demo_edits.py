@@ -9,7 +9,7 @@ from pathlib import Path
 from portside.core.log import events as ev
 from portside.core.workspace.risk import scan
 
-DEMO = Path(__file__).resolve().parents[2] / "sessions" / "demo"
+DEMO = Path(__file__).resolve().parents[1] / "sessions" / "demo"
 
 
 def demo_edits(session_id: str, t0: float) -> list[ev.EditProposed]:
