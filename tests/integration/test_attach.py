@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,13 +21,13 @@ claude_agent_sdk = pytest.importorskip(
 
 from doubles import MemorySink  # noqa: E402
 from loopback_api import LoopbackAPI, text, tool  # noqa: E402
+from tiny_project import tiny_project  # noqa: E402
 
 from portside.core.claude_code.attached import AttachedClaudeCode  # noqa: E402
 from portside.core.log import events as ev  # noqa: E402
 from portside.core.session.engine import SessionConfig, SessionEngine  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
 PY = sys.executable
 CLI = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
 KEY = "sk-ant-api03-LOOPBACK-ATTACH-0123456789abcdef"
@@ -39,9 +38,7 @@ USER_SETTINGS = b'{\n  "permissions": {"allow": ["Read"]}\n}\n'
 
 
 def _project(tmp: Path) -> Path:
-    project = tmp / "proj"
-    project.mkdir()
-    shutil.copy(TINY, project / "train.py")
+    project = tiny_project(tmp / "proj")
     (project / ".claude").mkdir()
     (project / ".claude" / "settings.local.json").write_bytes(USER_SETTINGS)
     return project

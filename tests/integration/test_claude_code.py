@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from doubles import MemorySink
 from gate_reviewer import Reviewer
 from gate_reviewer import tree_bytes as _tree
 from loopback_api import LoopbackAPI, text, tool
+from tiny_project import tiny_project
 
 from portside.core.agent.stop_check import claims_success
 from portside.core.claude_code.live import ClaudeCodeAgent
@@ -36,7 +36,6 @@ from portside.core.session.config import SessionConfig
 from portside.core.session.engine import SessionEngine
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
 PY = sys.executable
 KEY = "sk-ant-api03-LOOPBACK-SECRET-0123456789abcdef"
 MODEL = "claude-haiku-4-5"
@@ -57,10 +56,7 @@ def mentioned(body: dict[str, Any], needle: str) -> bool:
 
 
 def _project(tmp: Path) -> Path:
-    project = tmp / "tiny-project"
-    project.mkdir()
-    shutil.copy(TINY, project / "train.py")
-    return project
+    return tiny_project(tmp / "tiny-project")
 
 
 def _env(api: LoopbackAPI, tmp: Path) -> dict[str, str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from doubles import MemorySink
 from loopback_sshd import ALIAS, LoopbackSSHD, why_not
+from tiny_project import tiny_project
 from treehash import tree_hash
 
 from portside.core.log import events as ev
@@ -31,7 +32,6 @@ from portside.core.run.ssh import SSHExecutor
 from portside.core.session.verify import RunReport, Verifier
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
 CRITERIA = REPO / "sessions" / "demo" / "criteria.toml"
 PY = sys.executable
 BASE = f"{PY} train_tiny.py"  # relative: local runs use the project, remote ones its copy
@@ -48,9 +48,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> object:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("project")
-    shutil.copy(TINY, root / "train_tiny.py")
-    return root
+    return tiny_project(tmp_path_factory.mktemp("project"), "train_tiny.py")
 
 
 class _Harness:

@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tiny_project import tiny_project
 from treehash import tree_hash
 
 from portside.store import Store
 
-REPO = Path(__file__).resolve().parents[2]
-TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
 PY = sys.executable
-
-
-def _project(tmp: Path) -> Path:
-    project = tmp / "tiny-project"
-    project.mkdir()
-    shutil.copy(TINY, project / "train.py")
-    return project
 
 
 def _script(tmp: Path, lines: list[dict]) -> Path:
@@ -33,7 +24,7 @@ def _script(tmp: Path, lines: list[dict]) -> Path:
 
 @pytest.mark.slow  # a whole session with real training runs
 def test_clipping_change_claimed_as_success_fails_the_session(tmp_path: Path) -> None:
-    project = _project(tmp_path)
+    project = tiny_project(tmp_path / "tiny-project")
     before = tree_hash(project)
     script = _script(tmp_path, [
         {"say": "Porting train.py; first a look at the loop."},

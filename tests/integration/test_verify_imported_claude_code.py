@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from cc_transcript import CLIP, TIGHT, clipping_port
+from tiny_project import tiny_project
 from treehash import tree_hash
 
 from portside.core.log import events as ev
@@ -25,8 +26,6 @@ from portside.store import Store
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
 PY = sys.executable
 REF = f"{PY} train.py --steps 40"
 
@@ -37,10 +36,7 @@ def _cli(*args: str, db: Path, timeout: int = 400) -> subprocess.CompletedProces
 
 
 def _project(tmp: Path, name: str = "proj") -> Path:
-    p = tmp / name
-    p.mkdir()
-    shutil.copy(TINY, p / "train.py")
-    return p
+    return tiny_project(tmp / name)
 
 
 def _as_claude_code_left_it(project: Path) -> None:

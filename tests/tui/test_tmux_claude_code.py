@@ -20,10 +20,10 @@ import pytest
 pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not installed")
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "integration"))
+from integration.test_claude_code import MODEL, _env, ws_of  # noqa: E402
 from loopback_api import LoopbackAPI, text, tool  # noqa: E402
-from test_claude_code import MODEL, _env, _project, ws_of  # noqa: E402
 from test_tmux import _tmux, _wait_for  # noqa: E402
+from tiny_project import tiny_project  # noqa: E402
 
 pytestmark = [
     pytest.mark.tmux,
@@ -35,7 +35,7 @@ OLD, NEW = "import argparse\n", "import argparse  # ported by claude code\n"
 
 
 def test_claude_code_edit_approved_in_a_real_terminal(tmp_path: Path) -> None:
-    project = _project(tmp_path)
+    project = tiny_project(tmp_path / "tiny-project")
     db = tmp_path / "cc.db"
     done = threading.Event()
 

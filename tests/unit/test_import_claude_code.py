@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from cc_transcript import CLAIM, CLIP, TIGHT, clipping_port, structured_patch
 from cli_run import cli_in_process
+from tiny_project import tiny_project
 
 from portside.core.claude_code.transcript import TranscriptError, edited_files, read_claude_code
 from portside.core.log import events as ev
@@ -29,10 +30,7 @@ START = dt.datetime(2026, 11, 30, 9, 15, 0, 250000, tzinfo=dt.UTC)
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    p = tmp_path / "proj"
-    p.mkdir()
-    (p / "train.py").write_text(TINY.read_text(encoding="utf-8"), encoding="utf-8")
-    return p
+    return tiny_project(tmp_path / "proj")
 
 
 def _kinds(events: list[ev.Event]) -> dict[str, int]:
