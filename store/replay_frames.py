@@ -5,8 +5,14 @@ limit, which sets the timeline's offsets). A row is used only when all of it sti
 
 * the session's last event is the one it was written after (its seq, ts and kind): events
   appended since, or a session deleted and imported again, make it stale;
-* the sha256 of its blob is the one written with it (a torn or corrupted row);
-* the blob decodes as a frame of this format, its events validated as the log's are.
+* its tag (the ``sha256`` column: an HMAC-SHA256 of the row under this user's frame key,
+  :func:`frame_key`) is the one this portside would write: a torn, edited or crafted row (the
+  file is plain SQLite anyone who can write it can fill) is refused, with ``miss`` saying so;
+* the blob decodes as a frame of this format, the log's events it names read from the log.
+
+The key is a random 32 bytes in a 0600 file of the user's data folder (not in the database:
+whoever can write the database, or hands it over, holds no key), made on first use. Another
+user, or another machine, tags its own rows: theirs are misses here and are written again.
 
 Anything else is a miss: the opening is built from the events and the row written again. The
 table is made on first use (``CREATE TABLE IF NOT EXISTS``), not by a migration: it is a cache
@@ -18,8 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
+import os
+import secrets
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
+
+import platformdirs
 
 from portside.core.replay.first_frame import FirstFrame, decode_frame, encode_frame, frame_of
 from portside.core.replay.opening import prepare
@@ -33,6 +45,40 @@ SCHEMA = (
     " last_seq INTEGER NOT NULL, last_ts REAL NOT NULL, last_kind TEXT NOT NULL,"
     " sha256 TEXT NOT NULL, frame BLOB NOT NULL, PRIMARY KEY (session_id, point))"
 )
+
+
+KEY_BYTES = 32
+
+
+def frame_key() -> bytes:
+    """This user's key for replay frames, made on first use (0600, in a 0700 folder)."""
+    folder = Path(platformdirs.user_data_dir("portside", appauthor=False)) / "keys"
+    path = folder / "replay-frames.key"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600)
+        except FileExistsError:  # another process made it a moment ago
+            fd = os.open(path, flags)
+        else:
+            with os.fdopen(fd, "wb") as f:
+                f.write(secrets.token_bytes(KEY_BYTES))
+            fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as f:
+        key = f.read(KEY_BYTES + 1)
+    if len(key) != KEY_BYTES:
+        raise OSError(f"{path}: not a replay frame key ({len(key)} bytes)")
+    return key
+
+
+def _tag(key: bytes, session_id: str, point: str, last: tuple[int, float, str],
+         blob: bytes) -> str:
+    head = "\0".join((session_id, point, str(last[0]), repr(last[1]), last[2])).encode()
+    return hmac.new(key, head + b"\0" + blob, hashlib.sha256).hexdigest()
 
 
 def point_key(spec: FromSpec | None, idle_limit: float | None) -> str:
@@ -73,11 +119,18 @@ class FrameCache:
             self.miss = "stale: the log changed since it was written"
             return None
         blob = bytes(blob)
-        if hashlib.sha256(blob).hexdigest() != digest:
-            self.miss = "corrupt: its hash does not match"
+        try:
+            key = frame_key()
+        except OSError as exc:  # no key to check it with: not drawn
+            self.miss = f"unchecked: {exc}"
+            return None
+        tag = _tag(key, self.session_id, self.point, (last_seq, last_ts, last_kind), blob)
+        if not hmac.compare_digest(tag, str(digest)):
+            self.miss = ("refused: its tag does not match (written without this user's "
+                         "frame key: crafted, edited, torn, or from elsewhere)")
             return None
         try:
-            frame = decode_frame(blob)
+            frame = decode_frame(blob, StoreSource(self.store, self.session_id).read_seqs)
         except ValueError as exc:
             self.miss = f"unreadable: {exc}"
             return None
@@ -94,12 +147,16 @@ class FrameCache:
         if last is None or last[0] != frame.last_seq:
             return False  # events came in while it was computed: it is stale already
         blob = encode_frame(frame)
+        try:
+            tag = _tag(frame_key(), self.session_id, self.point, last, blob)
+        except OSError:
+            return False  # no key: nothing written that could not be checked
         with contextlib.suppress(sqlite3.Error):
             conn.execute(SCHEMA)
             conn.execute(
                 "INSERT OR REPLACE INTO replay_frames (session_id, point, last_seq, last_ts,"
                 " last_kind, sha256, frame) VALUES (?,?,?,?,?,?,?)",
-                (self.session_id, self.point, *last, hashlib.sha256(blob).hexdigest(), blob))
+                (self.session_id, self.point, *last, tag, blob))
             return True
         return False
 

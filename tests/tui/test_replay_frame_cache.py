@@ -28,7 +28,7 @@ from portside.core.replay.player import (
 from portside.store import Store
 from portside.store.codec import ROW_COLUMNS, decode_row
 from portside.store.projections import Batch
-from portside.store.replay_frames import FrameCache, point_key, warm_frames
+from portside.store.replay_frames import FrameCache, _tag, frame_key, point_key, warm_frames
 from portside.store.replay_source import StoreSource
 from portside.tui.replay import make_replay_app
 from portside.tui.widgets.runs import RunPane
@@ -168,15 +168,20 @@ class TestCachedFirstFrame:
         conn = store.conn
         blob = bytes(conn.execute("SELECT frame FROM replay_frames WHERE point = ?",
                                   (POINT,)).fetchone()[0])
-        # A byte changed (its hash no longer matches), then a row whose hash matches a body
-        # that is not a frame: neither may be drawn.
-        # The byte: a digit of the newest run's last log line, so the row still decodes, as
-        # a frame that is wrong.
+        # A byte changed (its tag no longer matches), a row whose plain sha256 matches a body
+        # that is not a frame (the tag is keyed: refused), and one whose keyed tag matches
+        # such a body: none may be drawn.
+        # The byte: a digit of an older run's kept log tail, so the row still decodes, as a
+        # frame that is wrong.
         at = blob.rindex(b"Loss: ") + len(b"Loss: 0.")
         flipped = blob[:at] + bytes([blob[at] ^ 0x01]) + blob[at + 1:]
-        garbage = b'{"format": 1, "position": "x"}'
-        for body, digest, why in ((flipped, None, "corrupt"),
-                                  (garbage, hashlib.sha256(garbage).hexdigest(), "unreadable")):
+        garbage = b'{"format": 2, "position": "x"}'
+        last = conn.execute("SELECT last_seq, last_ts, last_kind FROM replay_frames"
+                            " WHERE point = ?", (POINT,)).fetchone()
+        keyed = _tag(frame_key(), SID, POINT, tuple(last), garbage)
+        for body, digest, why in ((flipped, None, "refused"),
+                                  (garbage, hashlib.sha256(garbage).hexdigest(), "refused"),
+                                  (garbage, keyed, "unreadable")):
             conn.execute("UPDATE replay_frames SET frame = ?"
                          + (", sha256 = ?" if digest else "") + " WHERE point = ?",
                          (body, digest, POINT) if digest else (body, POINT))
