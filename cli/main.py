@@ -29,6 +29,7 @@ from .options import (
     open_store,
     recorded_path,
     remote_hosts,
+    require_startable,
     resolve_session,
     run_with_hosts,
     seconds,
@@ -406,6 +407,7 @@ def run_cmd(ctx: click.Context, project: Path | None, target: str | None, refere
         raise click.UsageError("--target is required (e.g. --target tpu)")
     policy = headless_policy(policy, headless)
     agent = agent_from_option(agent_spec, model)
+    require_startable(agent)
     meta = claude_code_task(agent, target, task, task_file)
     if agent is not None and project is None:
         raise click.UsageError("an agent session needs PROJECT (the folder to port)")

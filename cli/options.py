@@ -131,15 +131,18 @@ def headless_policy(policy: str | None, headless: bool) -> str:
 
 def agent_from_option(spec: str, model: str | None) -> Any:
     """`claude[:MODEL]`, `claude-code[:MODEL]` or `scripted:FILE` → an Agent; bad specs are usage
-    errors, and so is an agent that cannot start (no key, no CLI, logged out): said before any
-    run, with what to do (cli/preflight.py)."""
+    errors. Whether it can start is `require_startable`'s question (it may run a CLI)."""
+    return _agent(spec, model)
+
+
+def require_startable(agent: Any) -> None:
+    """An agent that cannot start (no key, no CLI, logged out) is a usage error, said before
+    any run, with what to do (cli/preflight.py)."""
     from .exit_codes import UsageFailure
     from .preflight import preflight
 
-    agent = _agent(spec, model)
     if agent is not None and (problem := preflight(agent)):
         raise UsageFailure(problem)
-    return agent
 
 
 def _agent(spec: str, model: str | None) -> Any:
