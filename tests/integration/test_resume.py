@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_run import cli, cli_popen
 from doubles import MemorySink
 
 from portside.core.log import events as ev
@@ -91,9 +92,7 @@ def test_killed_session_resumes_and_loses_nothing(tmp_path: Path) -> None:
         assert not any(isinstance(e, ev.SessionEnded) for e in store.events(sid))
     assert sorted(i["action"] for i in before) == ["approve", "message", "note"]
 
-    res = subprocess.run([PY, "-m", "portside.cli", "run", "--resume", sid, "--headless",
-                          "--json", "--db", str(db)],
-                         capture_output=True, text=True, timeout=300, env=ENV)
+    res = cli("run", "--resume", sid, "--headless", "--json", db=db, env=ENV)
     assert res.returncode == 0, res.stderr[-3000:]
     data = json.loads(res.stdout)
     assert data["session"] == sid and data["verdict"] == "pass"
@@ -388,9 +387,7 @@ def test_a_command_whose_inline_secret_the_log_does_not_keep_is_not_resumed(tmp_
 
 
 def _export(db: Path, sid: str, what: str, fmt: str) -> str:
-    res = subprocess.run([PY, "-m", "portside.cli", "export", sid, "--what", what,
-                          "--format", fmt, "--db", str(db)],
-                         capture_output=True, text=True, timeout=120, env=ENV)
+    res = cli("export", sid, "--what", what, "--format", fmt, db=db, env=ENV, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     return res.stdout
 
@@ -423,12 +420,10 @@ def test_a_reference_portside_killed_is_superseded_by_its_rerun(tmp_path: Path) 
     reference = (f"if [ ! -e {marker} ]; then touch {marker}; echo $$ > {pidfile}; sleep 300; "
                  f"fi; {train}")
     env = {**ENV, "HOME": str(tmp_path)}
-    proc = subprocess.Popen(
-        [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
-         "--agent", f"scripted:{script}", "--reference", reference, "--reference-runs", "2",
-         "--headless", "--policy", "auto", "--no-sandbox", "--json", "--stall", "120",
-         "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = cli_popen(
+        "run", str(project), "--target", "cpu", "--agent", f"scripted:{script}",
+        "--reference", reference, "--reference-runs", "2", "--headless", "--policy", "auto",
+        "--no-sandbox", "--json", "--stall", "120", db=db, env=env)
     try:
         deadline = time.monotonic() + 120
         while not (pidfile.exists() and pidfile.read_text().strip()):
@@ -450,9 +445,7 @@ def test_a_reference_portside_killed_is_superseded_by_its_rerun(tmp_path: Path) 
     (stale,) = [e for e in first if isinstance(e, ev.AlarmRaised)]
     assert stale.check == "reference-failed" and stale.run_id == killed.run_id
 
-    res = subprocess.run([PY, "-m", "portside.cli", "run", "--resume", sid, "--headless",
-                          "--json", "--db", str(db)],
-                         capture_output=True, text=True, timeout=300, env=env)
+    res = cli("run", "--resume", sid, "--headless", "--json", db=db, env=env)
     assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-3000:])
     assert json.loads(res.stdout)["verdict"] == "pass"
 
@@ -496,10 +489,8 @@ def test_a_candidate_portside_killed_is_superseded_by_the_attempt_run_again(tmp_
     candidate = (f"if [ ! -e {marker} ]; then touch {marker}; {train} --max-norm 0.05; "
                  f"echo $$ > {pidfile}; sleep 300; fi; {train}")
     env = {**ENV, "HOME": str(tmp_path)}
-    proc = subprocess.Popen(
-        [PY, "-m", "portside.cli", "verify", "--reference", train, "--candidate", candidate,
-         "--target", "cpu", "--reference-runs", "1", "--cwd", str(tmp_path), "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = cli_popen("verify", "--reference", train, "--candidate", candidate, "--target", "cpu",
+                     "--reference-runs", "1", "--cwd", str(tmp_path), db=db, env=env)
     try:
         deadline = time.monotonic() + 120
         raised: list[ev.Event] = []
@@ -522,9 +513,7 @@ def test_a_candidate_portside_killed_is_superseded_by_the_attempt_run_again(tmp_
         raised = list(store.events(sid, kinds=["alarm.raised"]))
     assert "clipping-changed" in {e.check for e in raised}  # type: ignore[attr-defined]
 
-    res = subprocess.run([PY, "-m", "portside.cli", "run", "--resume", sid, "--headless",
-                          "--json", "--db", str(db)],
-                         capture_output=True, text=True, timeout=300, env=env)
+    res = cli("run", "--resume", sid, "--headless", "--json", db=db, env=env)
     assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-3000:])
     assert json.loads(res.stdout)["verdict"] == "pass"
     with Store(db) as store:

@@ -6,12 +6,11 @@ rules catch *_PWD, *_DSN and *WEBHOOK*; secret-looking files stay out of copies.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from cc_transcript import Session, text, tool
+from cli_run import cli
 
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
@@ -91,8 +90,7 @@ def test_every_stored_text_is_masked_at_the_bus(tmp_path: Path) -> None:
     shown = "\n".join(out.lines)
     for _, masked in URLS.values():
         assert masked in shown, (masked, shown)
-    res = subprocess.run([sys.executable, "-m", "portside.cli", "export", "masked",
-                          "--db", str(db)], capture_output=True, text=True, timeout=120)
+    res = cli("export", "masked", db=db, timeout=120)
     assert res.returncode == 0, res.stderr
     assert _leaks(res.stdout) == [] and "Train Epoch: 2" in res.stdout
 
@@ -109,15 +107,12 @@ def test_imported_transcripts_lose_their_tokens(tmp_path: Path) -> None:
     s.reply(text(f"Pushed with {URLS['token-in-url'][0]}"))
     transcript = s.write(tmp_path / "t.jsonl")
     db = tmp_path / "s.db"
-    res = subprocess.run([sys.executable, "-m", "portside.cli", "import", "--claude-code",
-                          str(transcript), "--as", "cc", "--db", str(db)],
-                         capture_output=True, text=True, timeout=120)
+    res = cli("import", "--claude-code", str(transcript), "--as", "cc", db=db, timeout=120)
     assert res.returncode == 0, res.stderr
     with Store(db) as store:
         bodies = "\n".join(store.event_bodies("cc"))
     assert _leaks(bodies) == [] and "oauth_token: ***" in bodies
-    show = subprocess.run([sys.executable, "-m", "portside.cli", "show", "cc", "--db", str(db)],
-                          capture_output=True, text=True, timeout=120)
+    show = cli("show", "cc", db=db, timeout=120)
     assert show.returncode == 0 and _leaks(show.stdout) == []
 
 
@@ -136,8 +131,7 @@ def test_a_foreign_recording_loses_its_tokens_on_import(tmp_path: Path) -> None:
                    + "".join(ev_mod.encode(e).decode() + "\n" for e in events))
     assert _leaks(rec.read_text()) != []  # the file itself holds them
     db = tmp_path / "s.db"
-    res = subprocess.run([sys.executable, "-m", "portside.cli", "import", str(rec),
-                          "--db", str(db)], capture_output=True, text=True, timeout=120)
+    res = cli("import", str(rec), db=db, timeout=120)
     assert res.returncode == 0, res.stderr
     with Store(db) as store:
         bodies = "\n".join(store.event_bodies("foreign"))
