@@ -10,9 +10,11 @@ limit, which sets the timeline's offsets). A row is used only when all of it sti
   file is plain SQLite anyone who can write it can fill) is refused, with ``miss`` saying so;
 * the blob decodes as a frame of this format, the log's events it names read from the log.
 
-The key is a random 32 bytes in a 0600 file of the user's data folder (not in the database:
-whoever can write the database, or hands it over, holds no key), made on first use. Another
-user, or another machine, tags its own rows: theirs are misses here and are written again.
+The key is a random 32 bytes in a 0600 file of a 0700 folder beside the database
+(`.portside-keys/`, not in the database: whoever can write the database, or hands it over,
+holds no key; and a `--db` outside the home writes nothing into it), made on first use.
+Another user, or another machine, tags its own rows: theirs are misses here and are written
+again.
 
 Anything else is a miss: the opening is built from the events and the row written again. The
 table is made on first use (``CREATE TABLE IF NOT EXISTS``), not by a migration: it is a cache
@@ -31,8 +33,6 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-import platformdirs
-
 from portside.core.replay.first_frame import FirstFrame, decode_frame, encode_frame, frame_of
 from portside.core.replay.opening import prepare
 from portside.core.replay.player import DEFAULT_IDLE_LIMIT, FromSpec, Replayer, ReplayError
@@ -50,9 +50,11 @@ SCHEMA = (
 KEY_BYTES = 32
 
 
-def frame_key() -> bytes:
-    """This user's key for replay frames, made on first use (0600, in a 0700 folder)."""
-    folder = Path(platformdirs.user_data_dir("portside", appauthor=False)) / "keys"
+def frame_key(db: Path) -> bytes:
+    """This user's key for the replay frames of the database at ``db``, made on first use
+    (0600, in a 0700 folder beside the database: a `--db` elsewhere writes nothing into the
+    home, and a user who cannot read the key cannot write a row that is drawn)."""
+    folder = Path(db).resolve().parent / ".portside-keys"
     path = folder / "replay-frames.key"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -120,7 +122,7 @@ class FrameCache:
             return None
         blob = bytes(blob)
         try:
-            key = frame_key()
+            key = frame_key(self.store.path)
         except OSError as exc:  # no key to check it with: not drawn
             self.miss = f"unchecked: {exc}"
             return None
@@ -148,7 +150,7 @@ class FrameCache:
             return False  # events came in while it was computed: it is stale already
         blob = encode_frame(frame)
         try:
-            tag = _tag(frame_key(), self.session_id, self.point, last, blob)
+            tag = _tag(frame_key(self.store.path), self.session_id, self.point, last, blob)
         except OSError:
             return False  # no key: nothing written that could not be checked
         with contextlib.suppress(sqlite3.Error):

@@ -178,7 +178,7 @@ class TestCachedFirstFrame:
         garbage = b'{"format": 2, "position": "x"}'
         last = conn.execute("SELECT last_seq, last_ts, last_kind FROM replay_frames"
                             " WHERE point = ?", (POINT,)).fetchone()
-        keyed = _tag(frame_key(), SID, POINT, tuple(last), garbage)
+        keyed = _tag(frame_key(db), SID, POINT, tuple(last), garbage)
         for body, digest, why in ((flipped, None, "refused"),
                                   (garbage, hashlib.sha256(garbage).hexdigest(), "refused"),
                                   (garbage, keyed, "unreadable")):
