@@ -1,15 +1,18 @@
 """Checks: reference runs' records + candidate run's records + criteria → alarms.
 
-Pure functions, numpy-vectorised, no I/O. A pass (checklist.py) lines the runs up once
-(comparison.py), runs the `CHECKS` in order on that, then links consequences to their causes
-(causes.py); what the checks derive from one run alone is that run's memo (memo.py).
+Pure functions, numpy-vectorised, no I/O. Two floors: `records/` holds what every check
+reads (runs as arrays, one run's facts and memo, the pass's `Comparison` of the runs) and
+judges nothing; every other module here is a check, a function of (Comparison, Criteria) ->
+list[Alarm], or part of the pass around them. A pass (checklist.py) lines the runs up once
+(records/comparison.py), runs the `CHECKS` in order on that, then links consequences to their
+causes (causes.py). The import contract "inside checks" (pyproject.toml) keeps that order.
 
 `run_checks` is safe on partial series: with `final=False` (a live candidate) it raises only
 what is already decided — drift and learning rates over the steps present in every run
-(aligned by training progress when the steps per epoch differ: see progress.py), non-finite
-values, hardware from the facts, compile counts so far — and leaves end-of-run verdicts
-(no-metrics, goal-regression) for `final=True`. Call it again as records arrive and dedupe by
-`Alarm.key`.
+(aligned by training progress when the steps per epoch differ: records/alignment.py),
+non-finite values, hardware from the facts, compile counts so far — and leaves end-of-run
+verdicts (no-metrics, goal-regression) for `final=True`. Call it again as records arrive and
+dedupe by `Alarm.key`.
 """
 
 from __future__ import annotations
@@ -25,10 +28,9 @@ from .alarms import (
     jsonable,
     sort_alarms,
 )
-from .batch import check_lr_batch, drift_criteria, global_batch
+from .batch import check_lr_batch, drift_criteria
 from .checklist import CHECKS, Check, run_checks
 from .clipping import check_clipping, clip_share
-from .comparison import Comparison
 from .data import check_data
 from .drift import check_drift
 from .evidence import check_evidence
@@ -37,9 +39,10 @@ from .lr import check_lr
 from .nonfinite import check_nonfinite
 from .optimizer import check_optimizer
 from .precision import check_precision
-from .progress import check_step_count
 from .ranks import check_rank_average, check_ranks
-from .records import RunEnd, RunRecords, to_float
+from .records.comparison import Comparison
+from .records.facts import global_batch
+from .records.records import RunEnd, RunRecords, to_float
 from .runtime import (
     TARGETS,
     check_end,
@@ -50,6 +53,7 @@ from .runtime import (
     validate_target,
 )
 from .slow import check_slow, steady_step_s
+from .step_count import check_step_count
 
 __all__ = [
     "CHECKS", "KINDS", "SEVERITIES", "TARGETS", "Alarm", "Check", "Comparison", "Finding",

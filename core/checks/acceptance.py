@@ -35,7 +35,7 @@ from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
 from .goal import goal_values
-from .records import RunRecords
+from .records.records import RunRecords
 
 POWER = 0.8
 MAX_REFERENCES = 64  # suggestions stop here: more seeds than that is not a review step

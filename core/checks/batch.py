@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses as dc
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -29,51 +29,8 @@ from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
 from .lr import check_lr
-from .records import RunRecords
-
-if TYPE_CHECKING:
-    from .comparison import Comparison
-
-BATCH_RTOL = 0.02  # medians of whole batches: only a real change moves them
-
-
-def global_batch(r: RunRecords, column: str = "samples") -> dict[str, Any] | None:
-    """Samples per optimizer step summed over the ranks (each rank's median, so a short last
-    batch does not count; steps the GradScaler skipped count as steps), with world size and
-    per-rank batch; None without that column. `samples`: what the DataLoader yielded;
-    `consumed`: the leading dimension of the step's loss input (the probe's first steps), for
-    runs that index their tensors themselves."""
-    memo = r.derived.global_batch
-    if column not in memo:
-        memo[column] = _global_batch(r, column)
-    return memo[column]
-
-
-BATCH_PREFIX = 4096  # steps per rank the batch is read from: it is configuration, set at start
-
-
-def _global_batch(r: RunRecords, column: str) -> dict[str, Any] | None:
-    def med(x: RunRecords) -> float | None:
-        # A record after GradScaler-skipped steps carries their batches too: per update. Only
-        # the first BATCH_PREFIX steps: the median there already leaves out an epoch's short
-        # last batch, and a live pass at 1M steps x 8 ranks must not sort every rank's column.
-        samples, skipped = x.extra.get(column), x.extra.get("skipped")
-        if samples is None:
-            return None
-        s = samples[:BATCH_PREFIX]
-        if skipped is not None:
-            s = s / (1.0 + np.nan_to_num(skipped[:BATCH_PREFIX]))
-        s = s[np.isfinite(s) & (s > 0)]
-        return float(np.median(s)) if s.size else None
-
-    per = {k: med(x) for k, x in r.ranks.items()} if r.ranks else {0: med(r)}
-    if any(v is None for v in per.values()):
-        return None
-    world = r.world_size
-    total = sum(v for v in per.values() if v is not None)
-    if len(per) < world:  # ranks not (yet) reporting: assume they take the same batch
-        total *= world / len(per)
-    return {"global": total, "world_size": world, "per_rank": per[min(per)], "from": column}
+from .records.comparison import Comparison
+from .records.records import RunRecords
 
 
 def check_lr_batch(c: Comparison) -> list[Alarm]:
@@ -103,24 +60,6 @@ def check_lr_batch(c: Comparison) -> list[Alarm]:
                 {**ev, "rule": rule, "lr_factor": f}, key="global-batch-changed")]
     return [dc.replace(a, evidence={**a.evidence, **ev, "expected_lr_factor": [k, math.sqrt(k)]})
             for a in plain]
-
-
-def batch_ratio(refs: list[RunRecords], cand: RunRecords) -> tuple[float, dict, dict] | None:
-    """(candidate / reference global batch, both batches) when they differ; else None. The
-    DataLoader's figure where every run has one, else the batch the steps consumed (the two
-    are not mixed: a loss over tokens consumes batch × sequence rows)."""
-    for column in ("samples", "consumed"):
-        cb = global_batch(cand, column)
-        rbs = [b for r in refs if r.n and (b := global_batch(r, column)) is not None]
-        if cb is not None and len(rbs) == sum(1 for r in refs if r.n) and rbs:
-            break
-    else:
-        return None
-    rb = rbs[0]
-    k = cb["global"] / rb["global"]
-    if abs(k - 1.0) <= BATCH_RTOL:
-        return None
-    return k, cb, rb
 
 
 def _first_lr(refs: list[RunRecords]) -> float:

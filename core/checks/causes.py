@@ -16,7 +16,7 @@ from typing import Any
 
 from .alarms import Alarm
 from .clipping import clip_share
-from .comparison import Comparison
+from .records.comparison import Comparison
 
 
 def link_causes(causes: list[list[Alarm]], consequences: list[list[Alarm]],

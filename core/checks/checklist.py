@@ -20,7 +20,6 @@ from .alarms import Alarm, sort_alarms
 from .batch import check_lr_batch, drift_criteria
 from .causes import link_causes
 from .clipping import check_clipping
-from .comparison import Comparison
 from .data import check_data
 from .drift import drift
 from .evidence import check_evidence
@@ -28,11 +27,12 @@ from .memory import check_memory
 from .nonfinite import check_nonfinite
 from .optimizer import check_optimizer
 from .precision import check_precision
-from .progress import check_step_count
 from .ranks import check_rank_average, check_ranks
-from .records import RunRecords
+from .records.comparison import Comparison
+from .records.records import RunRecords
 from .runtime import check_end, check_fallback, check_hardware, check_recompilation, validate_target
 from .slow import check_slow
+from .step_count import check_step_count
 
 #: standalone: an alarm of its own; cause: a setting or code change the consequences point at;
 #: consequence: what training did (causes.py links them).

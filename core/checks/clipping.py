@@ -16,13 +16,12 @@ import numpy as np
 
 from portside.core.log.criteria import Criteria
 
-from . import carry
 from .alarms import Alarm
-from .comparison import Comparison
-from .memo import FoldKey
 from .ranks import diverged
-from .records import RunRecords
-from .steps import common_where, increasing, index_of
+from .records.comparison import Comparison
+from .records.memo import FoldKey
+from .records.records import RunRecords, carry
+from .records.steps import common_where, increasing, index_of
 
 CLIP_SHARE_PP = 0.25  # clipped share differing by more than 25 points…
 CLIP_SHARE_RATIO = 3.0  # …or by more than 3x (and by at least 5 points)

@@ -16,7 +16,7 @@ from typing import Any
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
-from .records import RunRecords
+from .records.records import RunRecords
 from .settings import agreed, alarm, change, reference_facts, same
 
 COMPARED = ("order", "drop_last", "num_workers", "pin_memory", "dataset", "dataset_len")

@@ -12,13 +12,13 @@ import numpy as np
 
 from portside.core.log.criteria import Criteria
 
-from . import carry, drift_rate
+from . import drift_rate
 from .alarms import Alarm
-from .comparison import Comparison
-from .memo import FoldKey, same_runs
-from .progress import steps_per_epoch
-from .records import RunRecords
-from .series import (
+from .records.comparison import Comparison
+from .records.facts import steps_per_epoch
+from .records.memo import FoldKey, same_runs
+from .records.records import RunRecords, carry
+from .records.series import (
     common_steps,
     downsample,
     rolling_mean,

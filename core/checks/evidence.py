@@ -12,62 +12,25 @@ Three tests, each of something the candidate's code could fake alone but not all
   whenever it agrees in the references (which print the same way): a reference that prints a
   running average never agrees, and then the candidate is not held to it either.
 
-:class:`Evidence` is the one fold of these records, used by the rebuild and the live fold.
+The records are folded into each run's `Evidence` (records/evidence.py); this judges them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .alarms import Alarm
+from .records.records import RunRecords
 
-if TYPE_CHECKING:
-    from .records import RunRecords
+__all__ = ["check_evidence"]
 
-__all__ = ["Evidence", "check_evidence"]
-
-PRINTED = ("loss", "grad_norm", "lr")  # probe series a printed metric can be held against
-KEEP_FAILURES = 20
-KEEP_PRINTED = 2000  # (step, value) pairs per printed series
 AGREE = 0.8  # share of steps at which a printed value must match the probe's
 _CLAIMS = {"TPU": "tpu", "CUDA": "cuda"}
 _WHAT = {"tpu": "libtpu mapped, /dev/accel* or /dev/vfio/* open",
          "cuda": "libcuda mapped, /dev/nvidia* open",
          "torch_xla": "torch_xla's _XLAC mapped"}
-
-
-@dataclass
-class Evidence:
-    """portside's own records about a run's evidence, folded."""
-
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    failed: int = 0
-    observed: dict[str, Any] | None = None  # the newest (cumulative) observed record
-    printed: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
-
-    def add(self, rec: Mapping[str, Any]) -> None:
-        """Fold one record (only tamper, observed and stepped metric records matter)."""
-        typ = rec.get("type")
-        if typ == "tamper":
-            self.failed += int(rec.get("count") or 1)
-            if len(self.failures) < KEEP_FAILURES:
-                self.failures.append({k: rec.get(k) for k in ("why", "file", "line")})
-        elif typ == "observed":
-            self.observed = dict(rec)
-        elif typ == "metric" and rec.get("name") in PRINTED and isinstance(rec.get("step"), int):
-            pairs = self.printed.setdefault(str(rec["name"]), [])
-            v = rec.get("value")
-            if len(pairs) < KEEP_PRINTED and isinstance(v, int | float):
-                pairs.append((int(rec["step"]), float(v)))
-
-    def copy(self) -> Evidence:
-        return Evidence(list(self.failures), self.failed,
-                        dict(self.observed) if self.observed else None,
-                        {k: list(v) for k, v in self.printed.items()})
 
 
 def check_evidence(references: list[RunRecords], candidate: RunRecords) -> list[Alarm]:

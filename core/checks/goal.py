@@ -10,7 +10,7 @@ import numpy as np
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
-from .records import RunRecords
+from .records.records import RunRecords
 
 
 def goal_values(refs: list[RunRecords], cand: RunRecords, criteria: Criteria

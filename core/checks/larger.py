@@ -17,7 +17,7 @@ from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm, sort_alarms
 from .memory import check_memory
-from .records import RunRecords
+from .records.records import RunRecords
 from .runtime import check_end, check_fallback, check_recompilation
 from .slow import slow_alarm, steady_step_s
 

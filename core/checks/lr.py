@@ -7,14 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import carry
 from .alarms import Alarm
-from .memo import FoldKey
-from .records import RunRecords
-from .series import downsample
+from .records.memo import FoldKey
+from .records.records import RunRecords, carry
+from .records.series import downsample
 
 if TYPE_CHECKING:
-    from .comparison import Comparison, Pairing
+    from .records.comparison import Comparison, Pairing
 
 LR_RTOL = 1e-6  # float noise between schedulers computing the same lr
 

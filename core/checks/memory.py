@@ -12,7 +12,7 @@ from typing import Any
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
-from .records import RunRecords
+from .records.records import RunRecords
 
 
 def peak_memory(exit_record: dict[str, Any] | None) -> dict[str, Any] | None:

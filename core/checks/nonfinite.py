@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .alarms import Alarm
-from .records import RunRecords
+from .records.records import RunRecords
 
 
 def check_nonfinite(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:

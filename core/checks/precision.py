@@ -15,7 +15,7 @@ from typing import Any
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
-from .records import RunRecords
+from .records.records import RunRecords
 from .settings import agreed, alarm, allowed, change, reference_facts, same
 
 COMPARED = ("param_dtypes", "autocast", "default_dtype", "matmul_precision", "env")

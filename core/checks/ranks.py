@@ -17,12 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from . import carry
 from .alarms import Alarm
-from .comparison import Comparison, Pairing
-from .memo import FoldKey
-from .records import RunRecords
-from .steps import common_where, index_of
+from .records.comparison import Comparison, Pairing
+from .records.memo import FoldKey
+from .records.records import RunRecords, carry
+from .records.steps import common_where, index_of
 
 PARAM_RTOL = 1e-5  # float noise of a float64 sum over identical float32 parameters is ~0
 

@@ -12,7 +12,7 @@ from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
 from .crash_cause import classify
-from .records import RunRecords
+from .records.records import RunRecords
 
 TARGETS = ("cpu", "cuda", "xla", "xla:cpu", "tpu", "tpu:v5e", "tpu:v5p", "tpu:v6e")
 FACT_KEYS = ("backend", "device_kind", "device_name", "device_count", "real_devices",

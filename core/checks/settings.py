@@ -15,7 +15,7 @@ from typing import Any
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
-from .records import RunRecords
+from .records.records import RunRecords
 
 REL_TOL = 1e-9  # float settings written in another way (1e-3 vs 0.001) are equal
 

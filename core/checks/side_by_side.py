@@ -1,7 +1,7 @@
 """Two runs' step records side by side: which rows pair up, and which numbers differ.
 
 The compare view (tui/screens/compare.py) shows a reference and a candidate row by row. Rows pair
-the way the checks compare (core/checks/progress.py): by training progress (epoch + fraction of
+the way the checks compare (core/checks/records/alignment.py): by training progress (epoch + fraction of
 the epoch) when both runs report it and their steps per epoch differ (`drop_last=True`, another
 batch size), else by step number. Every step record of both runs gets a row: a reference step
 no candidate step maps to stands alone (the candidate side of its row is empty), so scrolling
@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from portside.core.checks.progress import by_progress, map_to, progress
-from portside.core.checks.records import RunRecords
+from portside.core.checks.records.alignment import by_progress, map_to
+from portside.core.checks.records.facts import progress
+from portside.core.checks.records.records import RunRecords
 from portside.core.log import events as ev
 
 COMPARED = ("loss", "grad_norm", "lr", "max_norm")

@@ -7,10 +7,9 @@ import numpy as np
 
 from portside.core.log.criteria import Criteria
 
-from . import carry
 from .alarms import Alarm
-from .memo import FoldKey
-from .records import RunRecords
+from .records.memo import FoldKey
+from .records.records import RunRecords, carry
 
 
 def steady_step_s(r: RunRecords, warmup_steps: int) -> float | None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from portside.core.checks import Alarm, RunEnd, RunRecords, run_checks, sort_alarms
 from portside.core.checks.larger import check_larger
-from portside.core.checks.records_live import LiveRecords
+from portside.core.checks.records.records_live import LiveRecords
 from portside.core.checks.refresh import EvidenceRefresh
 from portside.core.checks.settings import settings_summary
 from portside.core.log import events as ev

@@ -236,7 +236,7 @@ def judge(cache: Path) -> dict:
     process imports). Runs in a subprocess for --before."""
     from portside.core.checks import drift
     from portside.core.checks.drift import check_drift
-    from portside.core.checks.records import RunRecords
+    from portside.core.checks.records.records import RunRecords
     from portside.core.log.criteria import parse_criteria
     crit = parse_criteria(f"[acceptance]\ndrift_alpha = {ALPHA}\n", "bench_drift_heldout")
     fams = {f.name: f for f in FAMILIES + DEV}

@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from portside.core.checks import RunEnd, RunRecords, run_checks
-from portside.core.checks import steps as steps_mod
-from portside.core.checks.records_live import LiveRecords
+from portside.core.checks.records import steps as steps_mod
+from portside.core.checks.records.records_live import LiveRecords
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.log.criteria import DEFAULT_CRITERIA

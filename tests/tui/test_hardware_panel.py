@@ -12,7 +12,7 @@ from doubles import MemorySink
 from scenario import SID, at, run_started, session_start, steps
 from textual.widgets import Static
 
-from portside.core.checks.records import RunRecords
+from portside.core.checks.records.records import RunRecords
 from portside.core.checks.runtime import check_hardware
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus

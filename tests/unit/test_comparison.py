@@ -1,4 +1,4 @@
-"""One comparison per pass (core/checks/comparison.py), the CHECKS list and its cause-linking
+"""One comparison per pass (core/checks/records/comparison.py), the CHECKS list and its cause-linking
 step (causes.py). Ground truth: the runs' steps per epoch and batches are set here, the scaled
 learning rates are rebuilt from records divided here, and a live verdict must equal the
 rebuild's."""
@@ -11,10 +11,10 @@ import pytest
 from test_progress_ranks import OK, REFS, mnist_like
 
 from portside.core.checks import CHECKS, Alarm, Comparison, RunRecords, check_lr_batch, run_checks
-from portside.core.checks import comparison as comparison_mod
 from portside.core.checks.causes import link_causes
 from portside.core.checks.lr import check_lr
-from portside.core.checks.records_live import LiveRecords
+from portside.core.checks.records import comparison as comparison_mod
+from portside.core.checks.records.records_live import LiveRecords
 from portside.core.log.criteria import DEFAULT_CRITERIA
 
 

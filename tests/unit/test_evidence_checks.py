@@ -8,7 +8,7 @@ from typing import Any
 
 from portside.core.checks import RunRecords
 from portside.core.checks.evidence import check_evidence
-from portside.core.checks.records_live import LiveRecords
+from portside.core.checks.records.records_live import LiveRecords
 
 
 def _run(losses: list[float], printed: list[float] | None, offset: int = 0,

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from test_records_live import OK, same
 
-from portside.core.checks import steps as steps_mod
-from portside.core.checks.carry import Buf
-from portside.core.checks.records import RunRecords
-from portside.core.checks.records_live import LiveRecords
-from portside.core.checks.series import rolling_mean, smoothed
+from portside.core.checks.records import steps as steps_mod
+from portside.core.checks.records.carry import Buf
+from portside.core.checks.records.records import RunRecords
+from portside.core.checks.records.records_live import LiveRecords
+from portside.core.checks.records.series import rolling_mean, smoothed
 
 
 def held(x: Any, seen: set[int] | None = None) -> int:

@@ -106,7 +106,7 @@ def test_bad_recorded_price_overrides_fall_back_and_say_so() -> None:
 
 def test_one_number_parser_for_checks_metrics_table_and_chart(tmp_path) -> None:
     """A value the checks accept ("1.5" in a record) is in the metrics table and the chart."""
-    from portside.core.checks.records import to_float
+    from portside.core.checks.records.records import to_float
     from portside.store import Store
     from portside.tui.model import SessionModel
 

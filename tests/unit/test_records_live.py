@@ -1,4 +1,4 @@
-"""The live checker's incremental records (core/checks/records_live.py) against the full rebuild.
+"""The live checker's incremental records (core/checks/records/records_live.py) against the full rebuild.
 
 Ground truth: `RunRecords.from_records` on the whole stream so far (the implementation the live
 checker used before, and the one every finished run still goes through). Property tests: random
@@ -22,10 +22,10 @@ from tiers import examples
 
 from portside.core.checks import RunEnd, RunRecords, jsonable, run_checks
 from portside.core.checks.clipping import rank_norm_spread
-from portside.core.checks.records import EXTRA
-from portside.core.checks.records_live import LiveRecords
-from portside.core.checks.series import rolling_mean, smoothed
-from portside.core.checks.steps import index_of, intersect
+from portside.core.checks.records.records import EXTRA
+from portside.core.checks.records.records_live import LiveRecords
+from portside.core.checks.records.series import rolling_mean, smoothed
+from portside.core.checks.records.steps import index_of, intersect
 from portside.core.log.criteria import DEFAULT_CRITERIA
 
 OK = RunEnd(exit_code=0, wall_s=1.0)
@@ -266,7 +266,7 @@ def test_parse_error_raises_like_the_rebuild_and_adds_nothing() -> None:
     assert live.snapshot().n == 0
 
 
-# --- the checks' step intersection (core/checks/steps.py) against np.intersect1d -----------
+# --- the checks' step intersection (core/checks/records/steps.py) against np.intersect1d -----------
 
 step_arrays = st.one_of(
     st.lists(st.integers(0, 40), max_size=40).map(lambda v: np.array(v, np.int64)),
@@ -367,21 +367,21 @@ def test_carried_rank_spread_is_the_rebuilt_one(seed: int, world: int, at: list[
         assert repr(got) == repr(want)  # None, NaN and floats alike
 
 
-# --- facts the checks carry from pass to pass (core/checks/carry.py) -----------------------
+# --- facts the checks carry from pass to pass (core/checks/records/carry.py) -----------------------
 
 
 def facts_of(c: RunRecords, refs: list[RunRecords]) -> str:
     """Every carried fact of a candidate (and of the references cut at its last step), as
     text: None, NaN, -0.0 and the order of keys all count."""
     from portside.core.checks.clipping import clip_config as config
-    from portside.core.checks.comparison import Pairing
+    from portside.core.checks.records.comparison import Pairing
 
     def clip_config(r: RunRecords) -> dict:  # rank_spread: added when an alarm is built
         return {k: v for k, v in config(r).items() if k != "rank_spread"}
     from portside.core.checks.drift import _gap
     from portside.core.checks.lr import _lr_by_step
-    from portside.core.checks.progress import steps_per_epoch
     from portside.core.checks.ranks import _rank_divergence, norm_ratio
+    from portside.core.checks.records.facts import steps_per_epoch
     from portside.core.checks.slow import steady_step_s
     out: list = [div_text(_rank_divergence(c)), rank_norm_spread(c), c.steps_increasing(), {k: x.steps_increasing() for k, x in c.ranks.items()},
                  steps_per_epoch(c), steps_per_epoch(c, attempted=True), clip_config(c),
@@ -521,9 +521,10 @@ def test_a_counter_reset_on_the_first_rank_keeps_the_ranks_aligned() -> None:
 
 def defined_facts(c: RunRecords, refs: list[RunRecords]) -> str:
     from portside.core.checks.lr import LR_RTOL, _lr_evidence
-    from portside.core.checks.progress import align, has_progress
     from portside.core.checks.ranks import AVG_EARLY
-    from portside.core.checks.series import common_steps
+    from portside.core.checks.records.alignment import aligned, by_progress, map_to
+    from portside.core.checks.records.facts import has_progress
+    from portside.core.checks.records.series import common_steps
 
     def increasing(x: RunRecords) -> bool:
         return x.steps.size < 2 or bool((x.steps[1:] > x.steps[:-1]).all())
@@ -602,7 +603,8 @@ def defined_facts(c: RunRecords, refs: list[RunRecords]) -> str:
         return _lr_evidence(diff, steps, x, rv, rv, cand, r, "step")
 
     def norm_ratio(cand: RunRecords, ref: RunRecords) -> dict | None:
-        ic, ir = align(cand, [ref], common_steps).sel
+        by = by_progress(cand, [ref])
+        ic, ir = aligned(cand, [ref], by, [map_to(cand, ref)] if by else []).sel
         with np.errstate(invalid="ignore", divide="ignore"):
             g = cand.grad_norm[ic] / ref.grad_norm[ir]
             keep = np.flatnonzero(np.isfinite(g) & (g > 0))[:AVG_EARLY]

@@ -21,7 +21,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from portside.core.checks.records import RunRecords
+from portside.core.checks.records.records import RunRecords
 from portside.core.checks.side_by_side import alarm_step, differing, pair, row_of_step, tolerances
 from portside.core.safety.terminal_text import clean_line
 

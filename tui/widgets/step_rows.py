@@ -19,7 +19,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from portside.core.checks.records import RunRecords
+from portside.core.checks.records.records import RunRecords
 from portside.core.checks.side_by_side import COMPARED, Pairing
 
 from .lines import Frame, frame, set_virtual_size, text_strip

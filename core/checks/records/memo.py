@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import numpy as np
 
 if TYPE_CHECKING:
-    from .drift_rate import Calibration
+    from ..drift_rate import Calibration  # a type only: the drift check's memo slot
     from .records import RunRecords
 
 #: The facts carry.folded keeps, by name (its `arg` tells apart a fact's variants).
@@ -77,7 +77,7 @@ class Derived:
 
     def without_lr(self) -> Derived:
         """The facts that do not depend on the learning rate, for a copy of the run with its
-        lr scaled (batch.py): the lr facts and the carried folds start afresh."""
+        lr scaled (checks/batch.py): the lr facts and the carried folds start afresh."""
         return Derived(has=dict(self.has), increasing=self.increasing, ordered=self.ordered,
                        progress=self.progress, steps_per_epoch=dict(self.steps_per_epoch))
 

@@ -1,12 +1,13 @@
 """How the candidate lines up with the references: decided once per pass, read by every check.
 
 The checks compare the same runs the same way: by step index, or by training progress where
-the steps per epoch differ (progress.py); each reference paired with the candidate; the
-global batch ratio (batch.py); the references cut at the candidate's last step (a live run
-compares like with like); the candidate with its learning rate scaled by that ratio. A
-`Comparison` states each of these once, computed when first asked (most passes need only
-some), so no check decides an alignment of its own and no fact is derived twice in a pass.
-What belongs to one run alone is that run's memo (memo.py), kept from pass to pass.
+the steps per epoch differ (alignment.py); each reference paired with the candidate; the
+global batch ratio (of each run's global batch, facts.py); the references cut at the
+candidate's last step (a live run compares like with like); the candidate with its learning
+rate scaled by that ratio. A `Comparison` states each of these once, computed when first asked
+(most passes need only some), so no check decides an alignment of its own and no fact is
+derived twice in a pass. What belongs to one run alone is that run's memo (memo.py), kept from
+pass to pass.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from . import batch
-from .progress import Alignment, aligned, by_progress, has_progress, map_to, steps_per_epoch
+from .alignment import Alignment, aligned, by_progress, map_to
+from .facts import global_batch, has_progress, steps_per_epoch
 from .records import RunRecords
 from .series import common_steps
+
+BATCH_RTOL = 0.02  # medians of whole batches: only a real change moves them
 
 
 @dataclass(eq=False)
@@ -48,7 +51,7 @@ class Pairing:
 
     @cached_property
     def progress_map(self) -> np.ndarray:
-        """progress.map_to: each candidate record's reference record of the same progress."""
+        """alignment.map_to: each candidate record's reference record of the same progress."""
         return map_to(self.cand, self.ref)
 
     @cached_property
@@ -59,8 +62,7 @@ class Pairing:
     @cached_property
     def alignment(self) -> Alignment:
         by = self.by_progress
-        return aligned(self.cand, [self.ref], by, [self.progress_map] if by else [],
-                       common_steps)
+        return aligned(self.cand, [self.ref], by, [self.progress_map] if by else [])
 
     def of(self, cand: RunRecords) -> Pairing:
         """This pairing for a copy of the candidate with other learning rates: every fact
@@ -102,12 +104,27 @@ class Comparison:
         """The points every run has: the candidate's selector first, then each reference's."""
         by = self.by_progress
         return aligned(self.cand, self.refs, by,
-                       [p.progress_map for p in self.pairings] if by else [], common_steps)
+                       [p.progress_map for p in self.pairings] if by else [])
 
     @cached_property
     def batch(self) -> tuple[float, dict[str, Any], dict[str, Any]] | None:
-        """(candidate / reference global batch, both batches) when they differ (batch.py)."""
-        return batch.batch_ratio(self.refs, self.cand)
+        """(candidate / reference global batch, both batches) when they differ; else None. The
+        DataLoader's figure where every run has one, else the batch the steps consumed (the
+        two are not mixed: a loss over tokens consumes batch × sequence rows). About the set
+        of runs, not one run: here, not in facts.py (the global batch of each run is there)."""
+        refs = [r for r in self.refs if r.n]
+        for column in ("samples", "consumed"):
+            cb = global_batch(self.cand, column)
+            rbs = [b for r in refs if (b := global_batch(r, column)) is not None]
+            if cb is not None and len(rbs) == len(refs) and rbs:
+                break
+        else:
+            return None
+        rb = rbs[0]
+        k = cb["global"] / rb["global"]
+        if abs(k - 1.0) <= BATCH_RTOL:
+            return None
+        return k, cb, rb
 
     @cached_property
     def cuts(self) -> list[RunRecords]:
@@ -119,7 +136,7 @@ class Comparison:
 
     def scaled_lr(self, factor: float) -> Comparison:
         """The same comparison with the candidate's learning rates divided by `factor` (a
-        batch-scaled lr judged against the references' schedule: batch.py)."""
+        batch-scaled lr judged against the references' schedule: checks/batch.py)."""
         c = self.cand
         scaled = dc.replace(c, lr=c.lr / factor, lr_all=c.lr_all / factor)
         scaled.derived = c.derived.without_lr()
