@@ -18,9 +18,10 @@ from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
 from .ranks import diverged
+from .records import carry
 from .records.comparison import Comparison
 from .records.memo import FoldKey
-from .records.records import RunRecords, carry
+from .records.records import RunRecords
 from .records.steps import common_where, increasing, index_of
 
 CLIP_SHARE_PP = 0.25  # clipped share differing by more than 25 points…

@@ -14,10 +14,11 @@ from portside.core.log.criteria import Criteria
 
 from . import drift_rate
 from .alarms import Alarm
+from .records import carry
 from .records.comparison import Comparison
 from .records.facts import steps_per_epoch
 from .records.memo import FoldKey, same_runs
-from .records.records import RunRecords, carry
+from .records.records import RunRecords
 from .records.series import (
     common_steps,
     downsample,

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .alarms import Alarm
+from .records import carry
 from .records.memo import FoldKey
-from .records.records import RunRecords, carry
+from .records.records import RunRecords
 from .records.series import downsample
 
 if TYPE_CHECKING:

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from .alarms import Alarm
+from .records import carry
 from .records.comparison import Comparison, Pairing
 from .records.memo import FoldKey
-from .records.records import RunRecords, carry
+from .records.records import RunRecords
 from .records.steps import common_where, index_of
 
 PARAM_RTOL = 1e-5  # float noise of a float64 sum over identical float32 parameters is ~0

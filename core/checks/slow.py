@@ -8,8 +8,9 @@ import numpy as np
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .records import carry
 from .records.memo import FoldKey
-from .records.records import RunRecords, carry
+from .records.records import RunRecords
 
 
 def steady_step_s(r: RunRecords, warmup_steps: int) -> float | None:
