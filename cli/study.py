@@ -11,6 +11,8 @@ from typing import Any
 
 import click
 
+from portside.core.log.performance import SPREAD_LIMIT
+
 from .exit_codes import UsageFailure
 from .options import db_option, open_store
 
@@ -245,6 +247,9 @@ def report_md(report: dict[str, Any], image: str | None) -> str:
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in report["tasks"]:
         steady = f"{_cell(r['steady_step_ms'])} ({_cell(r['reference_steady_step_ms'])})"
+        if r.get("steady_busy"):  # the references' own steps too far apart: say it, not a speed
+            lo, hi = r["reference_steady_range_ms"]
+            steady = f"busy machine: refs {_cell(lo)}–{_cell(hi)}"
         lines.append("| " + " | ".join([
             _cell(r["task"]), _cell(r["outcome"] or r["state"]), _cell(r["attempts"]),
             _cell(r["failures"]), _cell(r["silent"]),
@@ -259,6 +264,9 @@ def report_md(report: dict[str, Any], image: str | None) -> str:
         f"{t['stopped']} ({t['saved_s']:.1f})", str(t["interventions"]), f"{t['human_minutes']:.1f}", "-", "-",
         f"{t['total_usd']:.4f}", _cell(t["cost_per_successful_task_usd"]) + " per task",
         str(t["retries"])]) + " |")
+    lines += ["", "steady ms/step: the median of a run's step times after warm-up (compiled steps "
+              "left out), the median over its runs; \"busy machine\" where the references' own "
+              f"lie more than {SPREAD_LIMIT:g}× apart (the machine, not the code, decided them)."]
     if image is not None:
         lines += ["", f"![outcome per task and cost per task]({image})"]
     return "\n".join(lines) + "\n"

@@ -134,3 +134,37 @@ def test_policy_goes_with_an_agent(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match=r"m.toml:8: project\[1\]\.policy: 'runs-only': "
                                             r"expected one of auto, ask"):
         parse_manifest(wrong, "m.toml")
+
+
+def test_steady_step_is_a_median_and_a_busy_machine_is_said(tmp_path: Path) -> None:
+    """Issue 41.6: the study's "steady ms/step (ref)" read 0.29 to 72 ms for the same tiny
+    trainer on a busy machine. It is the median over runs (one slow run does not move it), and
+    where the references' own steady steps lie more than 1.5× apart the table says "busy
+    machine" with their range instead of a speed."""
+    from portside.cli.study import report_md
+
+    m = parse_manifest(MANIFEST.format(p=tmp_path), "m.toml")
+
+    def runs(sid: str, ref_steps: list[float], cand_steps: list[float]) -> list[ev.Event]:
+        out: list[ev.Event] = []
+        for i, s in enumerate(ref_steps):
+            r = _run(sid, f"r{i}", "reference", "passed")
+            r[1].steady_step_s = s  # type: ignore[attr-defined]
+            out += r
+        for i, s in enumerate(cand_steps):
+            c = _run(sid, f"c{i}", "candidate", "passed")
+            c[1].steady_step_s = s  # type: ignore[attr-defined]
+            out += c
+        return out
+
+    logs = {"A": _log("A", runs("A", [0.010, 0.011, 0.012], [0.020, 0.021, 0.500])),
+            "B": _log("B", runs("B", [0.00029, 0.072], [0.010]))}
+    report = study_report(m, {"a": "A", "b": "B"}, logs)
+    rows = {r["task"]: r for r in report["tasks"]}
+    assert rows["a"]["steady_step_ms"] == 21.0  # the median: the 500 ms run does not move it
+    assert rows["a"]["reference_steady_step_ms"] == 11.0 and not rows["a"]["steady_busy"]
+    assert rows["b"]["steady_busy"] and rows["b"]["reference_steady_range_ms"] == [0.29, 72.0]
+    md = report_md(report, None)
+    line_b = next(line for line in md.splitlines() if line.startswith("| b |"))
+    assert "busy machine: refs 0.29–72" in line_b, line_b
+    assert "median of a run's step times" in md
