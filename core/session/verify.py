@@ -126,6 +126,10 @@ def _end(result: RunResult, stall_s: float | None) -> RunEnd:
     )
 
 
+# Advice about the session's references, not about a run: said once a session.
+SAID_ONCE = frozenset({"too-few-references"})
+
+
 class CandidateNotStarted(Exception):
     """The candidate waited for a slot beside the references and the session stopped first."""
 
@@ -176,6 +180,7 @@ class Verifier:
         # References keyed, and reused from the store when the key is there (the engine sets
         # it; None: every reference runs, unkeyed).
         self.reuse: ReferenceReuse | None = None
+        self._said: dict[tuple[str, str], str] = {}  # SAID_ONCE alarms published: their id
 
     def abort(self, run_id: str | None = None) -> bool:
         """Abort that run; without one, every run under way, and a candidate still waiting
@@ -355,9 +360,16 @@ class Verifier:
                        f"killed during {old.run_id}"))
 
     def _raise(self, alarm: Alarm, run_id: str) -> str:
-        """Publish the alarm; its id."""
+        """Publish the alarm; its id. An advice that is the same for every run of the session
+        (SAID_ONCE) is published once: its first id stands for the later runs' (issue 41.10:
+        too-few-references on every run of a correct port, where nothing changes between them)."""
+        once = (alarm.kind, alarm.title) if alarm.kind in SAID_ONCE else None
+        if once is not None and once in self._said:
+            return self._said[once]
         event = alarm.raised(self.session_id, run_id)
         self.bus.publish(event)
+        if once is not None:
+            self._said[once] = event.alarm_id
         return event.alarm_id
 
     async def run_reference(
