@@ -28,11 +28,11 @@ from .alarms import (
     jsonable,
     sort_alarms,
 )
-from .batch import check_lr_batch, drift_criteria
+from .batch import check_lr_batch
 from .checklist import CHECKS, Check, run_checks
 from .clipping import check_clipping, clip_share
 from .data import check_data
-from .drift import check_drift
+from .drift import check_drift, drift_criteria
 from .evidence import check_evidence
 from .goal import check_goal
 from .lr import check_lr

@@ -35,7 +35,7 @@ from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
 from .goal import goal_values
-from .records.records import RunRecords
+from .records.comparison import Comparison
 
 POWER = 0.8
 MAX_REFERENCES = 64  # suggestions stop here: more seeds than that is not a review step
@@ -139,9 +139,12 @@ def goal_test(ref_vals: list[float], c: float, direction: str, alpha: float) -> 
     return out
 
 
-def check_goal_stat(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
-    """goal-regression by the test (module doc), and too-few-references when underpowered."""
-    got = goal_values(refs, cand, criteria)
+def check_goal_stat(comparison: Comparison, criteria: Criteria) -> list[Alarm]:
+    """goal-regression by the test (module doc), and too-few-references when underpowered: at
+    the candidate's end, against every reference (a failed one counts)."""
+    if not comparison.final:
+        return []
+    got = goal_values(comparison.references, comparison.cand, criteria)
     if got is None:
         return []
     ref_vals, c = got

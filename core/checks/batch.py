@@ -11,7 +11,7 @@ rule for SGD) or by √k (the usual rule for Adam-style optimisers). Judged on t
 - the lr is the reference's × k or × √k: info `global-batch-changed`, not judged; the scaled
   series must still match the reference's schedule.
 - anything else: `lr-schedule-changed`, with the global batches as evidence.
-With another global batch the gradient norm is not compared for drift (`drift_criteria`): its
+With another global batch the gradient norm is not compared for drift (drift.py): its
 noise part scales with 1/√batch by construction. The loss and the goal still are: a scaled lr
 is the rule, not a proof that training converges the same (early steps of a large batch often
 do not, hence warmup), and the consequences are judged as for any port.
@@ -33,9 +33,9 @@ from .records.comparison import Comparison
 from .records.records import RunRecords
 
 
-def check_lr_batch(c: Comparison) -> list[Alarm]:
+def check_lr_batch(c: Comparison, criteria: Criteria) -> list[Alarm]:
     """`check_lr`, with the learning rate judged relative to the global batch (module doc)."""
-    plain = check_lr(c)
+    plain = check_lr(c, criteria)
     if c.batch is None:
         return plain
     k, cb, rb = c.batch
@@ -52,7 +52,7 @@ def check_lr_batch(c: Comparison) -> list[Alarm]:
             {**ev, "lr": lr0, "expected_lr": [lr0 * k, lr0 * math.sqrt(k)]},
             key="global-batch-changed")]
     for rule, f in (("linear", k), ("sqrt", math.sqrt(k))):
-        if not check_lr(c.scaled_lr(f)):
+        if not check_lr(c.scaled_lr(f), criteria):
             return [Alarm(
                 "global-batch-changed", "info",
                 f"global batch {_fmt(cb)} vs reference {_fmt(rb)}, learning rate scaled by "
@@ -81,11 +81,3 @@ def _warmup(refs: list[RunRecords]) -> str:
 def _fmt(b: dict[str, Any]) -> str:
     return f"{b['global']:g} ({b['world_size']} rank(s) × {b['per_rank']:g})"
 
-
-def drift_criteria(c: Comparison, criteria: Criteria) -> Criteria:
-    """The drift criteria without `grad_norm` when the global batch differs (module doc)."""
-    series = criteria.drift.series
-    if "grad_norm" not in series or c.batch is None:
-        return criteria
-    kept = tuple(s for s in series if s != "grad_norm")
-    return dc.replace(criteria, drift=dc.replace(criteria.drift, series=kept))

@@ -1,10 +1,10 @@
 """The checks of one pass, in order, and the pass itself.
 
-`run_checks` lines the runs up once (comparison.py), runs every entry of `CHECKS` on that one
-`Comparison`, links the consequences to their causes (causes.py), and returns the alarms most
-severe first, in `CHECKS` order otherwise. A check is a small function of (comparison,
-criteria); its role says how the cause-linking step reads its alarms. A new check is a new
-entry here (and its kind in alarms.KINDS).
+`run_checks` lines the runs up once (records/comparison.py), runs every entry of `CHECKS` on that
+one `Comparison`, links the consequences to their causes (causes.py), and returns the alarms most
+severe first, in `CHECKS` order otherwise. Every check is a function of (comparison,
+criteria) -> alarms (`Judge`); its role says how the cause-linking step reads its alarms. A new
+check is a new entry here (and its kind in alarms.KINDS).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from portside.core.log.criteria import Criteria
 
 from .acceptance import check_goal_stat
 from .alarms import Alarm, sort_alarms
-from .batch import check_lr_batch, drift_criteria
+from .batch import check_lr_batch
 from .causes import link_causes
 from .clipping import check_clipping
 from .data import check_data
@@ -38,40 +38,38 @@ from .step_count import check_step_count
 #: consequence: what training did (causes.py links them).
 Role = Literal["standalone", "cause", "consequence"]
 
+#: What every check is: the pass's lined-up runs and the criteria in, its alarms out. Whether
+#: the candidate has ended is `Comparison.final`: an end-of-run verdict returns nothing before.
+Judge = Callable[[Comparison, Criteria], list[Alarm]]
+
 
 @dataclass(frozen=True)
 class Check:
     name: str
     role: Role
-    judge: Callable[[Comparison, Criteria], list[Alarm]]
-
-
-def _final(judge: Callable[[Comparison, Criteria], list[Alarm]],
-           ) -> Callable[[Comparison, Criteria], list[Alarm]]:
-    """An end-of-run verdict: nothing while the candidate is live."""
-    return lambda c, k: judge(c, k) if c.final else []
+    judge: Judge
 
 
 CHECKS: tuple[Check, ...] = (
-    Check("evidence", "standalone", lambda c, k: check_evidence(c.refs, c.cand)),
-    Check("end", "standalone", lambda c, k: check_end(c.references, c.cand, k, c.final)),
-    Check("non-finite", "standalone", lambda c, k: check_nonfinite(c.refs, c.cand)),
-    Check("hardware", "standalone", lambda c, k: check_hardware(c.cand, k, c.target, c.final)),
+    Check("evidence", "standalone", check_evidence),
+    Check("end", "standalone", check_end),
+    Check("non-finite", "standalone", check_nonfinite),
+    Check("hardware", "standalone", check_hardware),
     # Settings facts before their effects: the drift they cause points at them.
-    Check("lr-schedule", "cause", lambda c, k: check_lr_batch(c)),
+    Check("lr-schedule", "cause", check_lr_batch),
     Check("clipping", "cause", check_clipping),
-    Check("rank-averaging", "cause", lambda c, k: check_rank_average(c)),
-    Check("optimizer", "cause", lambda c, k: check_optimizer(c.refs, c.cand, k, c.final)),
-    Check("data", "cause", lambda c, k: check_data(c.refs, c.cand, k)),
-    Check("precision", "cause", lambda c, k: check_precision(c.refs, c.cand, k)),
-    Check("ranks", "cause", lambda c, k: check_ranks(c)),
-    Check("recompilation", "standalone", lambda c, k: check_recompilation(c.cand, k)),
-    Check("fallback", "standalone", lambda c, k: check_fallback(c.cand, k)),
-    Check("slow", "standalone", lambda c, k: check_slow(c.refs, c.cand, k, c.final)),
-    Check("memory", "standalone", _final(lambda c, k: check_memory(c.cand, k))),
-    Check("step-count", "standalone", lambda c, k: check_step_count(c)),
-    Check("drift", "consequence", lambda c, k: drift(c, drift_criteria(c, k))),
-    Check("goal", "consequence", _final(lambda c, k: check_goal_stat(c.references, c.cand, k))),
+    Check("rank-averaging", "cause", check_rank_average),
+    Check("optimizer", "cause", check_optimizer),
+    Check("data", "cause", check_data),
+    Check("precision", "cause", check_precision),
+    Check("ranks", "cause", check_ranks),
+    Check("recompilation", "standalone", check_recompilation),
+    Check("fallback", "standalone", check_fallback),
+    Check("slow", "standalone", check_slow),
+    Check("memory", "standalone", check_memory),
+    Check("step-count", "standalone", check_step_count),
+    Check("drift", "consequence", drift),
+    Check("goal", "consequence", check_goal_stat),
 )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
-from .records.records import RunRecords
+from .records.comparison import Comparison
 from .settings import agreed, alarm, change, reference_facts, same
 
 COMPARED = ("order", "drop_last", "num_workers", "pin_memory", "dataset", "dataset_len")
@@ -37,12 +37,13 @@ def _view(d: dict[str, Any]) -> dict[str, Any]:
     return {"order": order(d), **{k: d.get(k) for k in COMPARED if k != "order"}}
 
 
-def check_data(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
+def check_data(c: Comparison, criteria: Criteria) -> list[Alarm]:
+    refs, cand = c.refs, c.cand
     ref_data = [_view(d) for d in reference_facts(refs, "data") if isinstance(d, dict)]
-    c = (cand.facts or {}).get("data")
-    if not ref_data or not isinstance(c, dict):
+    mine = (cand.facts or {}).get("data")
+    if not ref_data or not isinstance(mine, dict):
         return []  # no DataLoader on a side (a hand-cut token stream): nothing to compare
-    cv, rv = _view(c), ref_data[0]
+    cv, rv = _view(mine), ref_data[0]
     changes = []
     for key in COMPARED:
         if cv[key] is None or rv[key] is None or not agreed([r[key] for r in ref_data]):
@@ -53,5 +54,5 @@ def check_data(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> 
     if not changes:
         return []
     return [alarm("data-changed", "data", "training DataLoader", changes, criteria,
-                  "data-changed", {"candidate_data": c,
+                  "data-changed", {"candidate_data": mine,
                                    "reference_data": reference_facts(refs, "data")[0]})]

@@ -205,12 +205,27 @@ def _sel_len(s: slice | np.ndarray, r: RunRecords) -> int:
 
 
 def check_drift(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
-    """`drift` of these runs alone, the candidate complete (tests, benchmarks: a pass builds
-    its Comparison once)."""
-    return drift(Comparison(refs, cand, final=True), criteria)
+    """`judge` of these runs alone, the candidate complete, the criteria as given (tests,
+    benchmarks: a pass builds its Comparison once and calls `drift`)."""
+    return judge(Comparison(refs, cand, final=True), criteria)
 
 
 def drift(c: Comparison, criteria: Criteria) -> list[Alarm]:
+    """The drift check of a pass: `judge` with the series of `drift_criteria`."""
+    return judge(c, drift_criteria(c, criteria))
+
+
+def drift_criteria(c: Comparison, criteria: Criteria) -> Criteria:
+    """The drift criteria without `grad_norm` when the global batch differs: its noise part
+    scales with 1/√batch by construction (checks/batch.py)."""
+    series = criteria.drift.series
+    if "grad_norm" not in series or c.batch is None:
+        return criteria
+    kept = tuple(s for s in series if s != "grad_norm")
+    return replace(criteria, drift=replace(criteria.drift, series=kept))
+
+
+def judge(c: Comparison, criteria: Criteria) -> list[Alarm]:
     """Smoothed candidate series against the references. With `acceptance.drift_alpha` and
     two references or more (drift_rate.py), two tests a series, each given half its share of
     the rate: the excursion test (trailing medians outside the band around the references'

@@ -21,7 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from portside.core.log.criteria import Criteria
+
 from .alarms import Alarm
+from .records.comparison import Comparison
 from .records.records import RunRecords
 
 __all__ = ["check_evidence"]
@@ -33,7 +36,8 @@ _WHAT = {"tpu": "libtpu mapped, /dev/accel* or /dev/vfio/* open",
          "torch_xla": "torch_xla's _XLAC mapped"}
 
 
-def check_evidence(references: list[RunRecords], candidate: RunRecords) -> list[Alarm]:
+def check_evidence(c: Comparison, criteria: Criteria) -> list[Alarm]:
+    references, candidate = c.refs, c.cand
     out: list[Alarm] = []
     e = candidate.evidence
     if e.failed:

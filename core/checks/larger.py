@@ -17,6 +17,7 @@ from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm, sort_alarms
 from .memory import check_memory
+from .records.comparison import Comparison
 from .records.records import RunRecords
 from .runtime import check_end, check_fallback, check_recompilation
 from .slow import slow_alarm, steady_step_s
@@ -24,10 +25,11 @@ from .slow import slow_alarm, steady_step_s
 
 def check_larger(candidate: RunRecords, larger: RunRecords, criteria: Criteria) -> list[Alarm]:
     """The larger run's alarms at its end; most severe first."""
-    alarms = check_end([], larger, criteria, final=True)
-    alarms += check_memory(larger, criteria)
-    alarms += check_recompilation(larger, criteria)
-    alarms += check_fallback(larger, criteria)
+    alone = Comparison([], larger, final=True)  # the run on its own, ended
+    alarms = check_end(alone, criteria)
+    alarms += check_memory(alone, criteria)
+    alarms += check_recompilation(alone, criteria)
+    alarms += check_fallback(alone, criteria)
     alarms += _check_step_time(candidate, larger, criteria)
     at = ", ".join(f"{k}={v}" for k, v in criteria.larger.vars) or "larger inputs"
     return sort_alarms([dc.replace(a, title=f"at {at}: {a.title}",

@@ -3,18 +3,18 @@ by step or by training progress where the steps per epoch differ."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from portside.core.log.criteria import Criteria
+
 from .alarms import Alarm
 from .records import carry
+from .records.comparison import Comparison, Pairing
 from .records.memo import FoldKey
 from .records.records import RunRecords
 from .records.series import downsample
-
-if TYPE_CHECKING:
-    from .records.comparison import Comparison, Pairing
 
 LR_RTOL = 1e-6  # float noise between schedulers computing the same lr
 
@@ -118,7 +118,7 @@ def _last_finite(x: np.ndarray) -> float:
     return float(fin[-1]) if fin.size else 0.0
 
 
-def check_lr(c: Comparison) -> list[Alarm]:
+def check_lr(c: Comparison, criteria: Criteria) -> list[Alarm]:
     """The candidate's learning rates differ (beyond float noise) from every reference's, both
     at the same step index and at the same training progress (when the probe recorded epochs):
     a schedule that is the same function of steps, or of progress, passes. Series lengths alone

@@ -12,7 +12,7 @@ from typing import Any
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
-from .records.records import RunRecords
+from .records.comparison import Comparison
 
 
 def peak_memory(exit_record: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -36,9 +36,12 @@ def peak_memory(exit_record: dict[str, Any] | None) -> dict[str, Any] | None:
             "fraction": peak / limit if peak and limit else None, "host_rss_bytes": rss}
 
 
-def check_memory(cand: RunRecords, criteria: Criteria) -> list[Alarm]:
+def check_memory(c: Comparison, criteria: Criteria) -> list[Alarm]:
+    """An end-of-run verdict: nothing while the candidate is live (its peak is not yet known)."""
     limit = criteria.performance.max_memory_fraction
-    mem = peak_memory(cand.exit)
+    if not c.final:
+        return []
+    mem = peak_memory(c.cand.exit)
     if not limit or mem is None or mem["fraction"] is None or mem["fraction"] <= limit:
         return []
     return [Alarm("memory-peak", "warning",

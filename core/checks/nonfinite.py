@@ -7,11 +7,14 @@ import math
 
 import numpy as np
 
+from portside.core.log.criteria import Criteria
+
 from .alarms import Alarm
-from .records.records import RunRecords
+from .records.comparison import Comparison
 
 
-def check_nonfinite(refs: list[RunRecords], cand: RunRecords) -> list[Alarm]:
+def check_nonfinite(c: Comparison, criteria: Criteria) -> list[Alarm]:
+    refs, cand = c.refs, c.cand
     alarms = []
     for name, mask, vals in (("loss", cand.loss_nonfinite, cand.loss),
                              ("grad_norm", cand.grad_norm_nonfinite, cand.grad_norm)):

@@ -19,14 +19,14 @@ from typing import Any
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
-from .records.records import RunRecords
+from .records.comparison import Comparison
 from .settings import agreed, alarm, change, reference_facts, same
 
 
-def check_optimizer(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
-                    final: bool = True) -> list[Alarm]:
+def check_optimizer(c: Comparison, criteria: Criteria) -> list[Alarm]:
     """One alarm per changed optimizer; their number only at the end (`final`): a live run's
     second optimizer is in its facts only from its own first step."""
+    refs, cand, final = c.refs, c.cand, c.final
     ref_lists = reference_facts(refs, "optimizers")
     c_opts = (cand.facts or {}).get("optimizers")
     if not ref_lists or not isinstance(c_opts, list) or not c_opts or not ref_lists[0]:

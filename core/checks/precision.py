@@ -15,7 +15,7 @@ from typing import Any
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
-from .records.records import RunRecords
+from .records.comparison import Comparison
 from .settings import agreed, alarm, allowed, change, reference_facts, same
 
 COMPARED = ("param_dtypes", "autocast", "default_dtype", "matmul_precision", "env")
@@ -32,12 +32,13 @@ def _view(p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def check_precision(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> list[Alarm]:
+def check_precision(c: Comparison, criteria: Criteria) -> list[Alarm]:
+    refs, cand = c.refs, c.cand
     ref_p = [_view(p) for p in reference_facts(refs, "precision") if isinstance(p, dict)]
-    c = (cand.facts or {}).get("precision")
-    if not ref_p or not isinstance(c, dict):
+    mine = (cand.facts or {}).get("precision")
+    if not ref_p or not isinstance(mine, dict):
         return []
-    cv, rv = _view(c), ref_p[0]
+    cv, rv = _view(mine), ref_p[0]
     changes = []
     for key in COMPARED:
         if not agreed([r[key] for r in ref_p]):
@@ -57,6 +58,6 @@ def check_precision(refs: list[RunRecords], cand: RunRecords, criteria: Criteria
     if not changes:
         return []
     return [alarm("precision-changed", "precision", "training precision", changes, criteria,
-                  "precision-changed", {"candidate_grad_scaler": c.get("grad_scaler"),
+                  "precision-changed", {"candidate_grad_scaler": mine.get("grad_scaler"),
                                         "reference_grad_scaler":
                                             reference_facts(refs, "precision")[0].get("grad_scaler")})]

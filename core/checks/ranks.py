@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from portside.core.log.criteria import Criteria
+
 from .alarms import Alarm
 from .records import carry
 from .records.comparison import Comparison, Pairing
@@ -113,7 +115,7 @@ def diverged(r: RunRecords) -> bool:
     return d is not None and bool((d["spread"] > PARAM_RTOL).any())
 
 
-def check_ranks(c: Comparison) -> list[Alarm]:
+def check_ranks(c: Comparison, criteria: Criteria) -> list[Alarm]:
     refs, cand = c.refs, c.cand
     d = rank_divergence(cand)
     if d is None:
@@ -179,7 +181,7 @@ def _first(sel: slice | np.ndarray, m: int) -> slice | np.ndarray:
     return sel[:m]
 
 
-def check_rank_average(c: Comparison) -> list[Alarm]:
+def check_rank_average(c: Comparison, criteria: Criteria) -> list[Alarm]:
     """The candidate's gradients are the reference's times the world size W (rank losses or
     gradients summed instead of averaged: an all_reduce SUM without the division, a loss
     multiplied by W) or divided by W (averaged twice: a loss divided by W under DDP, which

@@ -12,6 +12,7 @@ from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
 from .crash_cause import classify
+from .records.comparison import Comparison
 from .records.records import RunRecords
 
 TARGETS = ("cpu", "cuda", "xla", "xla:cpu", "tpu", "tpu:v5e", "tpu:v5p", "tpu:v6e")
@@ -33,7 +34,7 @@ def device_facts(facts: dict[str, Any] | None) -> dict[str, Any]:
 # --- wrong-hardware / unverified-hardware ----------------------------------------------------
 
 
-def check_hardware(cand: RunRecords, criteria: Criteria, target: str, final: bool) -> list[Alarm]:
+def check_hardware(c: Comparison, criteria: Criteria) -> list[Alarm]:
     """Target against the probe's real-device facts.
 
     cpu: device_kind CPU (an XLA backend on CPU is a warning: it is XLA:CPU, not plain CPU);
@@ -45,6 +46,7 @@ def check_hardware(cand: RunRecords, criteria: Criteria, target: str, final: boo
     many the host has. Logs without that fact: the facts' device_count, or the ranks'
     parameter devices.
     """
+    cand, target = c.cand, c.target
     validate_target(target)
     facts = cand.facts
     if not facts:
@@ -129,7 +131,7 @@ def compute_devices(facts: dict[str, Any],
 # --- recompilation ---------------------------------------------------------------------------
 
 
-def check_recompilation(cand: RunRecords, criteria: Criteria) -> list[Alarm]:
+def check_recompilation(comparison: Comparison, criteria: Criteria) -> list[Alarm]:
     """Compilations during training steps after warm-up, beyond `max_recompiles`.
 
     The probe gives cumulative counts per step, so a compile between step records i-1 and i is
@@ -144,6 +146,7 @@ def check_recompilation(cand: RunRecords, criteria: Criteria) -> list[Alarm]:
     those two scalars into the graph as constants (seen on the MNIST example's Adadelta lr 1.0
     under StepLR), so the first other value compiles a new graph once.
     """
+    cand = comparison.cand
     comp = cand.compiles
     fin = np.isfinite(comp)
     if not fin.any():
@@ -241,8 +244,8 @@ def _after_training(cand: RunRecords, c: np.ndarray, steps: np.ndarray,
 # --- cpu-fallback ----------------------------------------------------------------------------
 
 
-def check_fallback(cand: RunRecords, criteria: Criteria) -> list[Alarm]:
-    ops = (cand.exit or {}).get("fallback_ops") or {}
+def check_fallback(c: Comparison, criteria: Criteria) -> list[Alarm]:
+    ops = (c.cand.exit or {}).get("fallback_ops") or {}
     if not isinstance(ops, dict):
         return []
     allowed = set(criteria.compile.allowed_fallback_ops)
@@ -258,8 +261,10 @@ def check_fallback(cand: RunRecords, criteria: Criteria) -> list[Alarm]:
 # --- how the run ended -----------------------------------------------------------------------
 
 
-def check_end(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
-              final: bool) -> list[Alarm]:
+def check_end(c: Comparison, criteria: Criteria) -> list[Alarm]:
+    """How the candidate ended; `no-metrics` only at its end, against every reference (those
+    without steps too)."""
+    refs, cand, final = c.references, c.cand, c.final
     end = cand.end
     if end is None:
         return []

@@ -9,6 +9,7 @@ from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
 from .records import carry
+from .records.comparison import Comparison
 from .records.memo import FoldKey
 from .records.records import RunRecords
 
@@ -75,19 +76,19 @@ def _steady_whole(r: RunRecords, warmup_steps: int) -> float | None:
     return float(np.median(v[keep])) if keep.any() else None
 
 
-def check_slow(refs: list[RunRecords], cand: RunRecords, criteria: Criteria,
-               final: bool) -> list[Alarm]:
+def check_slow(c: Comparison, criteria: Criteria) -> list[Alarm]:
+    refs, cand, final = c.refs, c.cand, c.final
     limit = criteria.performance.max_step_time_ratio
     if not limit or not refs:
         return []
     w = criteria.compile.warmup_steps
     if not final and int(np.count_nonzero(cand.steps >= w)) < 20:
         return []  # too few steady steps to judge a live run
-    c = steady_step_s(cand, w)
+    got = steady_step_s(cand, w)
     rv = [v for r in refs if (v := steady_step_s(r, w)) is not None]
-    if c is None or not rv:
+    if got is None or not rv:
         return []
-    return slow_alarm(c, float(np.median(rv)), limit, w)
+    return slow_alarm(got, float(np.median(rv)), limit, w)
 
 
 def slow_alarm(step_s: float, base_s: float, limit: float, warmup_steps: int, *,

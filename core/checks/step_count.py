@@ -8,13 +8,15 @@ from typing import Any
 
 import numpy as np
 
+from portside.core.log.criteria import Criteria
+
 from .alarms import Alarm
 from .records.comparison import Comparison
 from .records.facts import steps_per_epoch
 from .records.records import RunRecords
 
 
-def check_step_count(c: Comparison) -> list[Alarm]:
+def check_step_count(c: Comparison, criteria: Criteria) -> list[Alarm]:
     """Info: the candidate takes another number of optimizer steps than the references (per
     epoch, or in total) and is therefore compared by progress, not judged for it."""
     refs, cand = c.refs, c.cand

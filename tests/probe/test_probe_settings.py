@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from portside.core.checks import RunRecords, check_optimizer
+from portside.core.checks import Comparison, RunRecords, check_optimizer
 from portside.core.log.criteria import parse_criteria
 from portside.core.probe._probe import WATCH_EVERY
 
@@ -54,7 +54,7 @@ def test_hand_written_update_facts_have_the_loss_device(probe_run: ProbeRun) -> 
 def _optimizer_alarms(ref: Path, cand: Path) -> list:
     crit = parse_criteria("", "test")
     refs = [RunRecords.from_records(read_records(ref))]
-    return check_optimizer(refs, RunRecords.from_records(read_records(cand)), crit)
+    return check_optimizer(Comparison(refs, RunRecords.from_records(read_records(cand)), final=True), crit)
 
 
 @pytest.mark.slow  # a real run whose settings change mid-run

@@ -12,6 +12,7 @@ from doubles import MemorySink
 from scenario import SID, at, run_started, session_start, steps
 from textual.widgets import Static
 
+from portside.core.checks.records.comparison import Comparison
 from portside.core.checks.records.records import RunRecords
 from portside.core.checks.runtime import check_hardware
 from portside.core.log import events as ev
@@ -51,7 +52,7 @@ async def _hardware_text(target: str, cand_facts: dict[str, Any]) -> str:
 
 def _check_errors(target: str, facts: dict[str, Any]) -> list[str]:
     recs = RunRecords.from_records([facts, *steps("cand-1", 5).records])
-    return [a.kind for a in check_hardware(recs, Criteria(), target, True) if a.is_error]
+    return [a.kind for a in check_hardware(Comparison([], recs, True, target), Criteria()) if a.is_error]
 
 
 @pytest.mark.parametrize("target", ["xla", "xla:cpu"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from portside.core.checks import RunRecords, run_checks
+from portside.core.checks import Comparison, RunRecords, run_checks
 from portside.core.checks.acceptance import (
     check_goal_stat,
     detectable,
@@ -50,29 +50,29 @@ def test_false_alarm_rate_on_simulated_correct_ports_is_alpha(n: int, direction:
 
 def test_regression_found_with_p_and_interval() -> None:
     refs = [run(v) for v in (0.86, 0.865, 0.855)]
-    (a,) = check_goal_stat(refs, run(0.80), crit(tolerance=0.03))
+    (a,) = check_goal_stat(Comparison(refs, run(0.80), final=True), crit(tolerance=0.03))
     assert a.kind == "goal-regression" and a.is_error and a.evidence["p"] < 0.05
     assert a.evidence["rule"] == "t-test at alpha 0.05"
     assert a.evidence["interval"][0] == pytest.approx(0.86 - 2.9200 * 0.005 * (4 / 3) ** 0.5,
                                                       abs=1e-4)
     assert "p=" in a.title
     # within the references' noise: no regression, whatever the tolerance
-    assert not [x for x in check_goal_stat(refs, run(0.856), crit()) if x.is_error]
+    assert not [x for x in check_goal_stat(Comparison(refs, run(0.856), final=True), crit()) if x.is_error]
     # better is no regression one-sided; any change is, two-sided
-    assert not [x for x in check_goal_stat(refs, run(0.95), crit()) if x.is_error]
-    assert [x.kind for x in check_goal_stat(refs, run(0.95), crit("both")) if x.is_error] == [
+    assert not [x for x in check_goal_stat(Comparison(refs, run(0.95), final=True), crit()) if x.is_error]
+    assert [x.kind for x in check_goal_stat(Comparison(refs, run(0.95), final=True), crit("both")) if x.is_error] == [
         "goal-regression"]
 
 
 def test_significant_but_smaller_than_the_tolerance_is_no_regression() -> None:
     refs = [run(v) for v in (0.8600, 0.8601, 0.8599)]
-    assert not check_goal_stat(refs, run(0.859), crit(tolerance=0.01))
+    assert not check_goal_stat(Comparison(refs, run(0.859), final=True), crit(tolerance=0.01))
 
 
 def test_too_few_references_say_how_many_would_do() -> None:
     # The study's 86.53% -> 84.89% (1.64 points) with references 0.5 points apart.
     refs = [run(v) for v in (86.53, 86.03)]
-    alarms = check_goal_stat(refs, run(84.89), crit(tolerance=1.0))
+    alarms = check_goal_stat(Comparison(refs, run(84.89), final=True), crit(tolerance=1.0))
     (w,) = [a for a in alarms if a.kind == "too-few-references"]
     need = w.evidence["references_needed"]
     s = w.evidence["sd"]
@@ -86,7 +86,7 @@ def test_where_no_number_of_references_would_do_it_is_said_as_information() -> N
     # Issue 41.10: "2 references detect a accuracy change of 5.19 ...: not even 64 references
     # would: one candidate run varies more than that", a warning on every correct port.
     refs = [run(v) for v in (86.5, 82.0)]
-    alarms = check_goal_stat(refs, run(85.0), crit(tolerance=0.5))
+    alarms = check_goal_stat(Comparison(refs, run(85.0), final=True), crit(tolerance=0.5))
     (w,) = [a for a in alarms if a.kind == "too-few-references"]
     assert w.severity == "info" and w.evidence["references_needed"] is None
     assert "larger [goal] tolerance" in w.title and "more stable goal metric" in w.title
@@ -96,17 +96,17 @@ def test_where_no_number_of_references_would_do_it_is_said_as_information() -> N
 def test_underpowered_references_keep_the_practical_rule() -> None:
     # Two references 3 apart: a p of 0.2 says nothing; worse than tolerance and spread fails.
     refs = [run(85.0), run(88.0)]
-    alarms = check_goal_stat(refs, run(83.0), crit(tolerance=0.5))
+    alarms = check_goal_stat(Comparison(refs, run(83.0), final=True), crit(tolerance=0.5))
     (a,) = [x for x in alarms if x.kind == "goal-regression"]
     assert a.evidence["p"] > 0.05 and a.evidence["rule"].startswith("worse than the tolerance")
     assert [x.kind for x in alarms if not x.is_error] == ["too-few-references"]
-    assert not [x for x in check_goal_stat(refs, run(84.0), crit(tolerance=0.5)) if x.is_error]
+    assert not [x for x in check_goal_stat(Comparison(refs, run(84.0), final=True), crit(tolerance=0.5)) if x.is_error]
 
 
 def test_one_reference_falls_back_to_tolerance_and_spread() -> None:
-    (a,) = check_goal_stat([run(0.86)], run(0.80), crit(rtol=0.01))
+    (a,) = check_goal_stat(Comparison([run(0.86)], run(0.80), final=True), crit(rtol=0.01))
     assert a.is_error and a.evidence["p"] is None
-    assert not check_goal_stat([run(0.86)], run(0.855), crit(rtol=0.01))
+    assert not check_goal_stat(Comparison([run(0.86)], run(0.855), final=True), crit(rtol=0.01))
 
 
 def test_run_checks_uses_the_test() -> None:

@@ -605,7 +605,7 @@ def test_alarm_json_and_helpers():
 def test_an_infinite_exit_compile_count_is_no_count() -> None:
     # Bad input from the exit record (found by the live fold's property test): int(inf)
     # raised OverflowError out of every pass of the checks.
-    from portside.core.checks import check_recompilation
+    from portside.core.checks import Comparison, check_recompilation
     recs = [{"type": "step", "step": 0, "compiles": 0.0}, {"type": "step", "step": 1, "compiles": 0.0},
             {"type": "exit", "compiles": float("inf")}]
-    assert check_recompilation(RunRecords.from_records(recs), DEFAULT_CRITERIA) == []
+    assert check_recompilation(Comparison([], RunRecords.from_records(recs)), DEFAULT_CRITERIA) == []

@@ -70,13 +70,13 @@ def test_a_scaled_lr_is_judged_as_records_with_that_lr(factor: float) -> None:
     refs = [records(batch_run(64, 1.0, s)) for s in (0, 1)]
     cand = batch_run(128, factor, 5)
     c = Comparison(refs, records(cand))
-    (a,) = check_lr_batch(c)
+    (a,) = check_lr_batch(c, DEFAULT_CRITERIA)
     for f in (2.0, math.sqrt(2.0)):
         scaled = c.scaled_lr(f)
         divided = [dict(r, lr=[x / f for x in r["lr"]]) if r.get("type") == "step" else r
                    for r in cand]
         fresh = Comparison(refs, records(divided))
-        assert [x.to_dict() for x in check_lr(scaled)] == [x.to_dict() for x in check_lr(fresh)]
+        assert [x.to_dict() for x in check_lr(scaled, DEFAULT_CRITERIA)] == [x.to_dict() for x in check_lr(fresh, DEFAULT_CRITERIA)]
         # steps and progress are the candidate's own: the pairs' facts are kept, not re-derived
         assert all(s.progress_map is p.progress_map
                    for s, p in zip(scaled.pairings, c.pairings, strict=True))
@@ -95,10 +95,10 @@ def test_a_carried_lr_verdict_is_about_its_own_reference() -> None:
     b_ref = records(batch_run(64, 0.5, 1))  # another lr from step 0
     live = LiveRecords()
     live.add(cand[:100])
-    assert check_lr(Comparison([a_ref], live.snapshot(None, "cand"))) == []
+    assert check_lr(Comparison([a_ref], live.snapshot(None, "cand")), DEFAULT_CRITERIA) == []
     live.add(cand[100:])
-    got = check_lr(Comparison([b_ref], live.snapshot(None, "cand")))
-    want = check_lr(Comparison([b_ref], records(cand)))
+    got = check_lr(Comparison([b_ref], live.snapshot(None, "cand")), DEFAULT_CRITERIA)
+    want = check_lr(Comparison([b_ref], records(cand)), DEFAULT_CRITERIA)
     assert [x.to_dict() for x in got] == [x.to_dict() for x in want]
     assert got and got[0].evidence["first_step"] == 0
 

@@ -3,7 +3,7 @@ through the CLI in tests/integration/test_crash_causes.py)."""
 
 from __future__ import annotations
 
-from portside.core.checks import RunEnd, RunRecords
+from portside.core.checks import Comparison, RunEnd, RunRecords
 from portside.core.checks.crash_cause import classify
 from portside.core.checks.runtime import check_end
 
@@ -39,7 +39,7 @@ def test_the_cause_rides_on_the_crash_alarm_from_the_tail() -> None:
                        "Python builtin <built-in function open> is currently not supported in "
                        "Torchscript:", "def step(x):"))
     cand = RunRecords.from_records([{"type": "step", "step": 0, "loss": 1.0}], end=end)
-    (alarm,) = check_end([], cand, None, final=True)  # type: ignore[arg-type]
+    (alarm,) = check_end(Comparison([], cand, final=True), None)  # type: ignore[arg-type]
     assert (alarm.kind, alarm.evidence["cause"]) == ("crashed", "compile-error")
     assert alarm.evidence["cause_line"].startswith("Python builtin <built-in function open>")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from portside.core.checks import RunRecords, run_checks
+from portside.core.checks import Comparison, RunRecords, run_checks
 from portside.core.checks.data import check_data
 from portside.core.checks.optimizer import check_optimizer
 from portside.core.checks.precision import check_precision
@@ -59,7 +59,7 @@ def test_gan_generator_betas_named_with_both_values_whatever_the_order() -> None
     # The candidate made the generator's optimizer first: matched by what it trains.
     cand = run(facts([adam("optG", "netG", "g" * 12, 0, betas=[0.9, 0.999]),
                       adam("optD", "netD", "d" * 12, 1)]))
-    (a,) = check_optimizer(refs(), cand, DEFAULT)
+    (a,) = check_optimizer(Comparison(refs(), cand, final=True), DEFAULT)
     assert a.kind == "optimizer-changed" and a.severity == "error"
     assert a.title == "netG: Adam betas (0.9, 0.999) vs reference (0.5, 0.999)"
     assert a.evidence["changes"] == [{"setting": "betas", "candidate": [0.9, 0.999],
@@ -70,7 +70,7 @@ def test_same_optimizers_in_another_order_and_another_torch_are_no_change() -> N
     older = [adam("optG", "netG", "g" * 12, 0), adam("optD", "netD", "d" * 12, 1)]
     for o in older:  # torch 2.9 (the torch_xla venv) has no decoupled_weight_decay key
         del o["groups"][0]["settings"]["decoupled_weight_decay"]
-    assert check_optimizer(refs(), run(facts(older)), DEFAULT) == []
+    assert check_optimizer(Comparison(refs(), run(facts(older)), final=True), DEFAULT) == []
 
 
 @pytest.mark.parametrize("setting,value", [
@@ -78,7 +78,7 @@ def test_same_optimizers_in_another_order_and_another_torch_are_no_change() -> N
 def test_each_hyper_parameter_is_a_fact(setting: str, value: Any) -> None:
     cand = facts()
     cand["optimizers"][0]["groups"][0]["settings"][setting] = value
-    (a,) = check_optimizer(refs(), run(cand), DEFAULT)
+    (a,) = check_optimizer(Comparison(refs(), run(cand), final=True), DEFAULT)
     assert a.evidence["changes"][0]["setting"] == setting
     assert a.evidence["changes"][0]["candidate"] == value and a.title.startswith("netD: ")
 
@@ -86,12 +86,12 @@ def test_each_hyper_parameter_is_a_fact(setting: str, value: Any) -> None:
 def test_optimizer_class_changed_and_allowed_settings_are_info() -> None:
     cand = facts()
     cand["optimizers"][1]["class"] = "SGD"
-    (a,) = check_optimizer(refs(), run(cand), DEFAULT)
+    (a,) = check_optimizer(Comparison(refs(), run(cand), final=True), DEFAULT)
     assert a.title == "netG: class SGD vs reference Adam" and a.is_error
     wd = facts()
     wd["optimizers"][0]["groups"][0]["settings"]["weight_decay"] = 0.1
     allow = parse_criteria('[settings]\nallow = ["optimizer.weight_decay"]')
-    (b,) = check_optimizer(refs(), run(wd), allow)
+    (b,) = check_optimizer(Comparison(refs(), run(wd), final=True), allow)
     assert b.severity == "info" and b.evidence["allowed"] is True
 
 
@@ -100,56 +100,54 @@ def test_a_setting_the_references_disagree_on_is_not_judged() -> None:
     rs[1].facts["optimizers"][0]["groups"][0]["settings"]["eps"] = 1e-7  # type: ignore[index]
     cand = facts()
     cand["optimizers"][0]["groups"][0]["settings"]["eps"] = 1e-6
-    assert check_optimizer(rs, run(cand), DEFAULT) == []
+    assert check_optimizer(Comparison(rs, run(cand), final=True), DEFAULT) == []
 
 
 def test_a_live_run_before_its_second_optimizer_stepped_is_not_judged_on_the_count() -> None:
     # Seen on the live screen: the candidate's facts after the discriminator's first step hold
     # one optimizer; the generator's follows at its own first step.
     live = run(facts([adam("optD", "netD", "d" * 12, 0)]))
-    assert check_optimizer(refs(), live, DEFAULT, final=False) == []
+    assert check_optimizer(Comparison(refs(), live), DEFAULT) == []
     kinds = [a.kind for a in run_checks(refs(), live, DEFAULT, "cpu", final=False)]
     assert "optimizer-changed" not in kinds
-    (a,) = check_optimizer(refs(), live, DEFAULT, final=True)  # ended with one: a change
+    (a,) = check_optimizer(Comparison(refs(), live, final=True), DEFAULT)  # ended with one: a change
     assert a.title == "optimizers (netD Adam) vs reference (netD Adam, netG Adam)"
 
 
 def test_no_optimizer_on_either_side_is_no_alarm() -> None:
-    assert check_optimizer([run(facts([]))], run(facts([])), DEFAULT) == []
+    assert check_optimizer(Comparison([run(facts([]))], run(facts([])), final=True), DEFAULT) == []
 
 
 def test_data_shuffle_off_is_an_error_drop_last_is_allowed_batch_is_elsewhere() -> None:
     seq = dict(DATA, shuffle=False, sampler="SequentialSampler")
-    (a,) = check_data(refs(), run(facts(data=seq)), DEFAULT)
+    (a,) = check_data(Comparison(refs(), run(facts(data=seq))), DEFAULT)
     assert a.is_error and a.title == ("training DataLoader: shuffle sequential vs reference "
                                       "shuffled")
-    (b,) = check_data(refs(), run(facts(data=dict(DATA, drop_last=True, num_workers=2))),
-                      DEFAULT)
+    (b,) = check_data(Comparison(refs(), run(facts(data=dict(DATA, drop_last=True, num_workers=2)))), DEFAULT)
     assert b.severity == "info" and {c["setting"] for c in b.evidence["changes"]} == {
         "drop_last", "num_workers"}
     # batch size: the global-batch check's; N ranks' DistributedSampler(shuffle) is the order
     dist = dict(DATA, batch_size=16, sampler="DistributedSampler", shuffle=True)
-    assert check_data(refs(), run(facts(data=dist)), DEFAULT) == []
+    assert check_data(Comparison(refs(), run(facts(data=dist))), DEFAULT) == []
     strict = parse_criteria("[settings]\nallow = []")
-    (c,) = check_data(refs(), run(facts(data=dict(DATA, drop_last=True))), strict)
+    (c,) = check_data(Comparison(refs(), run(facts(data=dict(DATA, drop_last=True)))), strict)
     assert c.is_error
 
 
 def test_precision_silent_bf16_is_an_error_fp16_to_bf16_port_is_info() -> None:
     bf16 = dict(PRECISION, autocast=["cpu:torch.bfloat16"])
-    (a,) = check_precision(refs(), run(facts(precision=bf16)), DEFAULT)
+    (a,) = check_precision(Comparison(refs(), run(facts(precision=bf16))), DEFAULT)
     assert a.is_error and a.title == ("training precision: autocast (bfloat16) vs reference "
                                       "(off)")
     fp16 = [run(facts(precision=dict(PRECISION, autocast=["cuda:torch.float16"],
                                      grad_scaler=True)), f"r{i}") for i in range(2)]
-    (b,) = check_precision(fp16, run(facts(precision=dict(bf16, autocast=["xla:torch.bfloat16"]))),
-                           DEFAULT)
+    (b,) = check_precision(Comparison(fp16, run(facts(precision=dict(bf16, autocast=["xla:torch.bfloat16"])))), DEFAULT)
     assert b.severity == "info" and b.evidence["reference_grad_scaler"] is True
     env = dict(PRECISION, env={"XLA_USE_BF16": "1"})
-    (c,) = check_precision(refs(), run(facts(precision=env)), DEFAULT)
+    (c,) = check_precision(Comparison(refs(), run(facts(precision=env))), DEFAULT)
     assert c.is_error and c.evidence["changes"][0]["setting"] == "env"
     half = dict(PRECISION, param_dtypes=["torch.bfloat16"])
-    (d,) = check_precision(refs(), run(facts(precision=half)), DEFAULT)
+    (d,) = check_precision(Comparison(refs(), run(facts(precision=half))), DEFAULT)
     assert d.evidence["changes"][0]["candidate"] == ["bfloat16"]
 
 
@@ -167,7 +165,7 @@ def test_verify_json_and_checks_card_show_both_values() -> None:
     assert summary["data"]["shuffle"] is True and summary["precision"]["autocast"] == []
     cand = run(facts([adam("optG", "netG", "g" * 12, 0, betas=[0.9, 0.999]),
                       adam("optD", "netD", "d" * 12, 1)]))
-    (a,) = check_optimizer(refs(), cand, DEFAULT)
+    (a,) = check_optimizer(Comparison(refs(), cand, final=True), DEFAULT)
     view = AlarmView(AlarmRaised(session_id="s", alarm_id="al-1", check=a.kind,
                                  severity="error", title=a.title, evidence=a.evidence))
     text = evidence_text(view).plain
@@ -211,14 +209,13 @@ def test_a_mid_run_change_is_compared_at_its_step_and_a_schedule_is_not() -> Non
     d = adam("optD", "netD", "d" * 12, 0)
     ref = run(facts([d]))
     hand = run(facts([_changed(d, (49, "betas", [0.5, 0.999], [0.9, 0.999]))]))
-    (a,) = check_optimizer([ref], hand, DEFAULT)
+    (a,) = check_optimizer(Comparison([ref], hand, final=True), DEFAULT)
     assert a.is_error and "betas from step 49 (0.9, 0.999) vs reference (0.5, 0.999)" in a.title
     assert a.evidence["changes"][0]["from"] == [0.5, 0.999]
     # A momentum-like setting cycled by a scheduler on both sides, at steps one port's
     # shorter epochs shift: a schedule (the lr check's), not a hand edit.
     cycle = [(s, "betas", [0.5, 0.999], [0.5 + s / 1000, 0.999]) for s in (9, 19, 29, 39)]
     shifted = [(s + 1, k, a, b) for s, k, a, b in cycle]
-    assert check_optimizer([run(facts([_changed(d, *cycle)]))],
-                           run(facts([_changed(d, *shifted)])), DEFAULT) == []
+    assert check_optimizer(Comparison([run(facts([_changed(d, *cycle)]))], run(facts([_changed(d, *shifted)])), final=True), DEFAULT) == []
     # Scheduled on one side only: the scheduler's doing (the lr check's), not compared here.
-    assert check_optimizer([ref], run(facts([_changed(d, *shifted)])), DEFAULT) == []
+    assert check_optimizer(Comparison([ref], run(facts([_changed(d, *shifted)])), final=True), DEFAULT) == []
