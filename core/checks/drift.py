@@ -122,7 +122,8 @@ def _calibration(refs: list[RunRecords], dc: Any, how: _How,
     key = (how.name, sm, how.gap, how.noise_w, alpha, len(refs), how.median, how.log)
     got = refs[0].derived.drift_cal.get(key)
     if got is not None and same_runs(got[0], refs):
-        return got[1]
+        kept: drift_rate.Calibration | None = got[1]  # the memo holds it untyped (memo.py)
+        return kept
     g = how.gap
     _, sel = common_steps(refs)
     env = _envelope(refs, sel, how.name, sm * g, how.noise_w, g, how.median, how.log)

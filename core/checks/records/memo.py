@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..drift_rate import Calibration  # a type only: the drift check's memo slot
     from .records import RunRecords
 
 #: The facts carry.folded keeps, by name (its `arg` tells apart a fact's variants).
@@ -71,9 +70,9 @@ class Derived:
     noise: dict[tuple[Any, ...], np.ndarray] = field(default_factory=dict)  # +gap[, log]
     gap: dict[str, int] = field(default_factory=dict)
     least: dict[str, float] = field(default_factory=dict)  # a series' least finite value
-    # drift_rate calibrations over the reference set this run heads, with that set
-    drift_cal: dict[Hashable, tuple[list[RunRecords], Calibration | None]] = field(
-        default_factory=dict)
+    # drift_rate calibrations over the reference set this run heads, with that set (a
+    # drift_rate.Calibration or None: Any here, so the floor names no check even as a type)
+    drift_cal: dict[Hashable, tuple[list[RunRecords], Any]] = field(default_factory=dict)
 
     def without_lr(self) -> Derived:
         """The facts that do not depend on the learning rate, for a copy of the run with its
