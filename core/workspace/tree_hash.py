@@ -28,10 +28,30 @@ _CHUNK = 1 << 20
 
 def _file_digest(path: str) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
     return h.hexdigest()
+
+
+def _held_here() -> set[tuple[int, int]]:
+    """(device, inode) of every file this process holds open. Reading one and closing it would
+    drop the POSIX locks the process holds on it: a portside database (and its -wal and -shm)
+    inside the project lost its locks to the tree hash, and the next reader's close deleted
+    its WAL under the writer. Such files are portside's own, not the project's: left out."""
+    held: set[tuple[int, int]] = set()
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return held
+    for fd in fds:
+        try:
+            st = os.stat(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        held.add((st.st_dev, st.st_ino))
+    return held
 
 
 def tree_digest(root: Path) -> str:
@@ -41,15 +61,20 @@ def tree_digest(root: Path) -> str:
     root = Path(os.path.realpath(root))
     use_git = git_repo(root) is not None
     h = hashlib.sha256(b"portside tree v1\0" + (b"git" if use_git else b"all") + b"\0")
+    held = _held_here()
     for rel in visible_files(root, use_git, frozenset()):
         path = os.path.join(root, rel)
         try:
             st = os.lstat(path)
         except OSError:
             continue  # gone since it was listed
+        if (st.st_dev, st.st_ino) in held:
+            continue
         if stat.S_ISLNK(st.st_mode):
             what = "l" + hashlib.sha256(os.readlink(path).encode("utf-8", "surrogateescape")
                                         ).hexdigest()
+        elif not stat.S_ISREG(st.st_mode):
+            what = f"k{stat.S_IFMT(st.st_mode):o}"  # a FIFO, socket or device: by kind, unread
         elif st.st_size > BIG_FILE_BYTES:
             what = f"b{st.st_size}:{st.st_mtime_ns}:{st.st_mode & 0o111:o}"
         else:

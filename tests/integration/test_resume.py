@@ -489,8 +489,12 @@ def test_a_candidate_portside_killed_is_superseded_by_the_attempt_run_again(tmp_
     candidate = (f"if [ ! -e {marker} ]; then touch {marker}; {train} --max-norm 0.05; "
                  f"echo $$ > {pidfile}; sleep 300; fi; {train}")
     env = {**ENV, "HOME": str(tmp_path)}
+    # [stop] would end the candidate at its clipping alarm: this test needs it alive after one
+    criteria = tmp_path / "no-stop.toml"
+    criteria.write_text("[stop]\nalarms = []\n")
     proc = cli_popen("verify", "--reference", train, "--candidate", candidate, "--target", "cpu",
-                     "--reference-runs", "1", "--cwd", str(tmp_path), db=db, env=env)
+                     "--reference-runs", "1", "--cwd", str(tmp_path), "--criteria",
+                     str(criteria), db=db, env=env)
     try:
         deadline = time.monotonic() + 120
         raised: list[ev.Event] = []
