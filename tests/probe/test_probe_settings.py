@@ -54,7 +54,8 @@ def test_hand_written_update_facts_have_the_loss_device(probe_run: ProbeRun) -> 
 def _optimizer_alarms(ref: Path, cand: Path) -> list:
     crit = parse_criteria("", "test")
     refs = [RunRecords.from_records(read_records(ref))]
-    return check_optimizer(Comparison(refs, RunRecords.from_records(read_records(cand)), final=True), crit)
+    cand_records = RunRecords.from_records(read_records(cand))
+    return check_optimizer(Comparison(refs, cand_records, final=True), crit)
 
 
 @pytest.mark.slow  # a real run whose settings change mid-run

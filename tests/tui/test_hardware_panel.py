@@ -52,7 +52,8 @@ async def _hardware_text(target: str, cand_facts: dict[str, Any]) -> str:
 
 def _check_errors(target: str, facts: dict[str, Any]) -> list[str]:
     recs = RunRecords.from_records([facts, *steps("cand-1", 5).records])
-    return [a.kind for a in check_hardware(Comparison([], recs, True, target), Criteria()) if a.is_error]
+    return [a.kind for a in check_hardware(Comparison([], recs, True, target),
+                                           Criteria()) if a.is_error]
 
 
 @pytest.mark.parametrize("target", ["xla", "xla:cpu"])

@@ -57,10 +57,13 @@ def test_regression_found_with_p_and_interval() -> None:
                                                       abs=1e-4)
     assert "p=" in a.title
     # within the references' noise: no regression, whatever the tolerance
-    assert not [x for x in check_goal_stat(Comparison(refs, run(0.856), final=True), crit()) if x.is_error]
+    assert not [x for x in check_goal_stat(Comparison(refs, run(0.856), final=True),
+                                           crit()) if x.is_error]
     # better is no regression one-sided; any change is, two-sided
-    assert not [x for x in check_goal_stat(Comparison(refs, run(0.95), final=True), crit()) if x.is_error]
-    assert [x.kind for x in check_goal_stat(Comparison(refs, run(0.95), final=True), crit("both")) if x.is_error] == [
+    assert not [x for x in check_goal_stat(Comparison(refs, run(0.95), final=True),
+                                           crit()) if x.is_error]
+    assert [x.kind for x in check_goal_stat(Comparison(refs, run(0.95), final=True),
+                                            crit("both")) if x.is_error] == [
         "goal-regression"]
 
 
@@ -100,7 +103,8 @@ def test_underpowered_references_keep_the_practical_rule() -> None:
     (a,) = [x for x in alarms if x.kind == "goal-regression"]
     assert a.evidence["p"] > 0.05 and a.evidence["rule"].startswith("worse than the tolerance")
     assert [x.kind for x in alarms if not x.is_error] == ["too-few-references"]
-    assert not [x for x in check_goal_stat(Comparison(refs, run(84.0), final=True), crit(tolerance=0.5)) if x.is_error]
+    assert not [x for x in check_goal_stat(Comparison(refs, run(84.0), final=True),
+                                           crit(tolerance=0.5)) if x.is_error]
 
 
 def test_one_reference_falls_back_to_tolerance_and_spread() -> None:

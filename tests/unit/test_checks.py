@@ -608,4 +608,5 @@ def test_an_infinite_exit_compile_count_is_no_count() -> None:
     from portside.core.checks import Comparison, check_recompilation
     recs = [{"type": "step", "step": 0, "compiles": 0.0}, {"type": "step", "step": 1, "compiles": 0.0},
             {"type": "exit", "compiles": float("inf")}]
-    assert check_recompilation(Comparison([], RunRecords.from_records(recs)), DEFAULT_CRITERIA) == []
+    assert check_recompilation(Comparison([], RunRecords.from_records(recs)),
+                               DEFAULT_CRITERIA) == []

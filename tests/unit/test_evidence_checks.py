@@ -39,7 +39,8 @@ def test_printed_loss_that_is_not_the_trained_loss_is_tampered() -> None:
 def test_no_yardstick_when_the_references_print_something_else() -> None:
     running_mean = [sum(LOSS[: i + 1]) / (i + 1) for i in range(40)]  # a running average
     refs = [_run(LOSS, running_mean)]
-    assert check_evidence(Comparison(refs, _run(LOSS, [v * 0.5 for v in LOSS])), DEFAULT_CRITERIA) == []
+    assert check_evidence(Comparison(refs, _run(LOSS, [v * 0.5 for v in LOSS])),
+                          DEFAULT_CRITERIA) == []
 
 
 def test_facts_claiming_a_tpu_against_what_was_seen() -> None:
@@ -54,7 +55,8 @@ def test_facts_claiming_a_tpu_against_what_was_seen() -> None:
     tpu = seen(12.0, {"tpu": ["/x/libtpu.so"], "torch_xla": ["/x/_XLAC.so"],
                       "torch": ["/x/libtorch_cpu.so"]})
     early = seen(9.0, {"torch": ["/x/libtorch_cpu.so"]})  # read only before the claim
-    keys = [[a.key for a in check_evidence(Comparison([], _run(LOSS, None, extra=[facts, o])), DEFAULT_CRITERIA)]
+    keys = [[a.key for a in check_evidence(Comparison([], _run(LOSS, None, extra=[facts, o])),
+                                           DEFAULT_CRITERIA)]
             for o in (no_tpu, tpu, early)]
     assert keys == [["evidence-tampered:hardware"], [], []]
     # Issue 38.2: the claim's own `t` ten years ahead no longer skips the check: the runner's
@@ -64,9 +66,11 @@ def test_facts_claiming_a_tpu_against_what_was_seen() -> None:
     assert a.key == "evidence-tampered:hardware"
     # Issue 38.4: facts saying torch_xla (an xla:cpu run) with no _XLAC mapped
     xla_cpu = {**facts, "device_kind": "CPU", "device_name": "CPU", "received_at": 10.0}
-    (a,) = check_evidence(Comparison([], _run(LOSS, None, extra=[xla_cpu, no_tpu])), DEFAULT_CRITERIA)
+    (a,) = check_evidence(Comparison([], _run(LOSS, None, extra=[xla_cpu, no_tpu])),
+                          DEFAULT_CRITERIA)
     assert "torch_xla" in a.title
-    assert check_evidence(Comparison([], _run(LOSS, None, extra=[xla_cpu, tpu])), DEFAULT_CRITERIA) == []
+    assert check_evidence(Comparison([], _run(LOSS, None, extra=[xla_cpu, tpu])),
+                          DEFAULT_CRITERIA) == []
 
 
 def test_the_live_fold_sees_the_same_evidence() -> None:

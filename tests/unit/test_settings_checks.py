@@ -110,7 +110,8 @@ def test_a_live_run_before_its_second_optimizer_stepped_is_not_judged_on_the_cou
     assert check_optimizer(Comparison(refs(), live), DEFAULT) == []
     kinds = [a.kind for a in run_checks(refs(), live, DEFAULT, "cpu", final=False)]
     assert "optimizer-changed" not in kinds
-    (a,) = check_optimizer(Comparison(refs(), live, final=True), DEFAULT)  # ended with one: a change
+    # ended with one: a change
+    (a,) = check_optimizer(Comparison(refs(), live, final=True), DEFAULT)
     assert a.title == "optimizers (netD Adam) vs reference (netD Adam, netG Adam)"
 
 
@@ -123,7 +124,9 @@ def test_data_shuffle_off_is_an_error_drop_last_is_allowed_batch_is_elsewhere() 
     (a,) = check_data(Comparison(refs(), run(facts(data=seq))), DEFAULT)
     assert a.is_error and a.title == ("training DataLoader: shuffle sequential vs reference "
                                       "shuffled")
-    (b,) = check_data(Comparison(refs(), run(facts(data=dict(DATA, drop_last=True, num_workers=2)))), DEFAULT)
+    (b,) = check_data(Comparison(refs(),
+                                 run(facts(data=dict(DATA, drop_last=True, num_workers=2)))),
+                      DEFAULT)
     assert b.severity == "info" and {c["setting"] for c in b.evidence["changes"]} == {
         "drop_last", "num_workers"}
     # batch size: the global-batch check's; N ranks' DistributedSampler(shuffle) is the order
@@ -141,7 +144,8 @@ def test_precision_silent_bf16_is_an_error_fp16_to_bf16_port_is_info() -> None:
                                       "(off)")
     fp16 = [run(facts(precision=dict(PRECISION, autocast=["cuda:torch.float16"],
                                      grad_scaler=True)), f"r{i}") for i in range(2)]
-    (b,) = check_precision(Comparison(fp16, run(facts(precision=dict(bf16, autocast=["xla:torch.bfloat16"])))), DEFAULT)
+    xla_bf16 = run(facts(precision=dict(bf16, autocast=["xla:torch.bfloat16"])))
+    (b,) = check_precision(Comparison(fp16, xla_bf16), DEFAULT)
     assert b.severity == "info" and b.evidence["reference_grad_scaler"] is True
     env = dict(PRECISION, env={"XLA_USE_BF16": "1"})
     (c,) = check_precision(Comparison(refs(), run(facts(precision=env))), DEFAULT)
@@ -216,6 +220,9 @@ def test_a_mid_run_change_is_compared_at_its_step_and_a_schedule_is_not() -> Non
     # shorter epochs shift: a schedule (the lr check's), not a hand edit.
     cycle = [(s, "betas", [0.5, 0.999], [0.5 + s / 1000, 0.999]) for s in (9, 19, 29, 39)]
     shifted = [(s + 1, k, a, b) for s, k, a, b in cycle]
-    assert check_optimizer(Comparison([run(facts([_changed(d, *cycle)]))], run(facts([_changed(d, *shifted)])), final=True), DEFAULT) == []
+    assert check_optimizer(Comparison([run(facts([_changed(d, *cycle)]))],
+                                      run(facts([_changed(d, *shifted)])), final=True),
+                           DEFAULT) == []
     # Scheduled on one side only: the scheduler's doing (the lr check's), not compared here.
-    assert check_optimizer(Comparison([ref], run(facts([_changed(d, *shifted)])), final=True), DEFAULT) == []
+    assert check_optimizer(Comparison([ref], run(facts([_changed(d, *shifted)])), final=True),
+                           DEFAULT) == []
