@@ -124,7 +124,9 @@ class ReferenceReuse:
         spec = {
             "command": command, "target": target, "threads": threads,
             "patterns": [[p.name, str(getattr(p.regex, "pattern", p.regex))] for p in patterns],
-            "timeout_s": timeout_s, "stall_s": stall_s,
+            # The stall limit is not in it: a run that passed had no gap longer than its own,
+            # and `verify` (1800 s by default) and `run` (none) must find each other's runs.
+            "timeout_s": timeout_s,
             "where": "in place" if os.path.realpath(cwd) == os.path.realpath(self.project)
             else "copy",
             "sandbox": None if sandbox is None else {"network": bool(sandbox.network)},

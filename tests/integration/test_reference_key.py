@@ -18,10 +18,10 @@ from portside.core.session.reference_reuse import ReferenceReuse
 
 
 def _key(project: Path, command: str, env: dict[str, str], seed_offset: int = 0,
-         cache: Path | None = None) -> str:
+         cache: Path | None = None, stall_s: float | None = 1800.0) -> str:
     reuse = ReferenceReuse(project, None, cache_file=cache)
     parts = asyncio.run(reuse.parts(command, project, target="cpu", env=env, threads=0,
-                                    patterns=[], timeout_s=None, stall_s=1800.0,
+                                    patterns=[], timeout_s=None, stall_s=stall_s,
                                     executor=LocalExecutor()))
     assert parts is not None, reuse.why_not
     return parts.key(seed_offset)
@@ -57,6 +57,8 @@ def test_the_key_follows_what_decides_the_run(tmp_path: Path) -> None:
     assert _key(project, command, env, cache=cache) == base
     assert _key(project, command, {**env, "HF_TOKEN": "hf_" + "b" * 30}, cache=cache) == base
     assert _key(project, command, {**env, "TMUX_PANE": "%7"}, cache=cache) == base
+    # `verify` (stall 1800 s by default) and `run` (no stall limit) find each other's runs
+    assert _key(project, command, env, cache=cache, stall_s=None) == base
     (project / "data" / "batch.bin").write_bytes(b"\1" * 10)
     assert _key(project, command, env, cache=cache) == base
     assert _key(project, command, env) == base
