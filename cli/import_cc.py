@@ -23,7 +23,8 @@ def _usage_error(message: str) -> NoReturn:
 def import_claude_code(store: Any, file: Path, rename_to: str | None, target: str | None) -> str:
     """Read the whole transcript or log, then write it in one transaction: a malformed file
     (exit 2, ``file:line: what``) or a session already present writes nothing."""
-    from portside.core.claude_code.transcript import TranscriptError, read_claude_code
+    from portside.core.agent.imported import TranscriptError
+    from portside.core.claude_code.transcript import read_claude_code
     from portside.store import StoreError
     from portside.store.jsonl import import_events, session_id_problem
 

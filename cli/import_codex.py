@@ -11,7 +11,7 @@ from .import_cc import _usage_error
 def import_codex(store: Any, file: Path, rename_to: str | None, target: str | None) -> str:
     """Read the whole rollout, then write it in one transaction: a malformed file (exit 2,
     ``file:line: what``) or a session already present writes nothing."""
-    from portside.core.claude_code.transcript import TranscriptError
+    from portside.core.agent.imported import TranscriptError
     from portside.core.codex.rollout import read_codex
     from portside.store import StoreError
     from portside.store.jsonl import import_events, session_id_problem

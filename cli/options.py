@@ -173,7 +173,8 @@ def _agent(spec: str, model: str | None) -> Any:
 def claude_code_task(agent: Any, target: str, task: str | None,
                      task_file: Path | None) -> dict[str, Any]:
     """--task / --task-file for a Claude Code agent; its session id for the session's meta."""
-    from portside.core.claude_code.live import ClaudeCodeAgent, default_task
+    from portside.core.agent.task import default_task
+    from portside.core.claude_code.live import ClaudeCodeAgent
     from portside.core.codex.live import CodexAgent
 
     if isinstance(agent, CodexAgent):

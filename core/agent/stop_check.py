@@ -14,6 +14,9 @@ from portside.core.log import events as ev
 
 from .base import AgentHost
 
+#: How many stops are refused (errors open) before the claim goes to the reviewer anyway.
+MAX_STOP_BLOCKS = 3
+
 #: A last message that says the work is done and good.
 CLAIM_RX = re.compile(
     r"\b(success(ful(ly)?)?|succeed(s|ed)?|all (tests|checks|runs?) pass(ed)?|passes|passed|"

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from portside.core.agent.base import AgentHost, AgentStopped
+from portside.core.agent.stop_check import MAX_STOP_BLOCKS
 from portside.core.claude_code.live import (
     EDIT_TOOLS,
-    MAX_STOP_BLOCKS,
     ClaudeCodeAgent,
     _allow,
     _deny,

@@ -40,7 +40,8 @@ from collections.abc import Callable
 from typing import Any
 
 from portside.core.agent.base import AgentHost, AgentStopped
-from portside.core.agent.stop_check import claims_success, evidence_line
+from portside.core.agent.stop_check import MAX_STOP_BLOCKS, claims_success, evidence_line
+from portside.core.agent.task import default_task
 from portside.core.log import events as ev
 from portside.core.log.costs import default_prices, token_cost
 from portside.core.safety.secrets import redact_agent_event, replace_secrets
@@ -60,22 +61,6 @@ CLI_SWITCHES = {
     "DISABLE_ERROR_REPORTING": "1",
 }
 HOOK_TIMEOUT_S = 7 * 24 * 3600  # a reviewer may take long; the CLI blocks the tool at timeout
-MAX_STOP_BLOCKS = 3
-def default_task(target: str) -> str:
-    """The task prompt `portside run --agent claude-code` sends when none is given."""
-    return (
-        f"Port this PyTorch training project to `{target}` (torch_xla; TorchTPU where the target "
-        "is a TPU and it is installed) so that it runs there and trains the same model the same "
-        "way. Preserve the numerics: same model, data order and seeds, optimizer and "
-        "hyper-parameters, learning-rate schedule, gradient clipping (max_norm and where it is "
-        "applied), loss scaling and precision (no silent bf16/fp16 change), and the same number "
-        "of steps; only device placement, the step/compile boundaries (e.g. "
-        "xm.optimizer_step / torch_xla.sync) and data loading for the device may change. Keep "
-        "the command line the same. Every edit and command you make is reviewed. When you stop, "
-        "portside runs the reference and your version and compares loss, gradient norms, "
-        "clipping and the learning rate step by step; say plainly what you changed and what you "
-        "could not verify."
-    )
 
 
 def command_for_run(command: str, cwd: str) -> str:
@@ -661,4 +646,4 @@ def _notebook_after(text: str, ti: dict[str, Any]) -> str:
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
 
-__all__ = ["ClaudeCodeAgent", "claims_success", "command_for_run", "default_task"]
+__all__ = ["ClaudeCodeAgent", "claims_success", "command_for_run"]

@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from portside.core.agent.base import AgentAPIError, AgentHost, AgentStopped, EditOutcome
-from portside.core.claude_code.live import MAX_STOP_BLOCKS, default_task
+from portside.core.agent.stop_check import MAX_STOP_BLOCKS
+from portside.core.agent.task import default_task
 from portside.core.log import events as ev
 from portside.core.safety.secrets import redact_agent_event, replace_secrets
 

@@ -21,7 +21,7 @@ with the original timestamps, in the shapes the live agent (core/codex/live.py) 
 
 Decisions are Codex's run's, never a reviewer's: ``by: "policy"``, reason ``imported: …``, no
 intervention. Secrets are masked as in the Claude Code import. Malformed input raises
-:class:`~portside.core.claude_code.transcript.TranscriptError` ``file:line: what``; nothing is
+:class:`~portside.core.agent.imported.TranscriptError` ``file:line: what``; nothing is
 returned, so a caller writes nothing.
 """
 
@@ -35,7 +35,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from portside.core.claude_code.transcript import TranscriptError, seal_imported
+from portside.core.agent.imported import TranscriptError, seal_imported
 from portside.core.codex.live import HUNK, apply_diff
 from portside.core.log import events as ev
 from portside.core.log.costs import default_prices, token_cost

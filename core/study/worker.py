@@ -77,7 +77,8 @@ def _agent(spec: str, task_text: str) -> Any:
         return ScriptedAgent(Path(spec.removeprefix("scripted:")))
     kind, _, model = spec.partition(":")
     if kind == "claude-code":
-        from portside.core.claude_code.live import ClaudeCodeAgent, default_task
+        from portside.core.agent.task import default_task
+        from portside.core.claude_code.live import ClaudeCodeAgent
 
         agent = ClaudeCodeAgent(model or None)
         agent.task = task_text or default_task("tpu")

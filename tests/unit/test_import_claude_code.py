@@ -17,7 +17,8 @@ from cc_transcript import CLAIM, CLIP, TIGHT, clipping_port, structured_patch
 from cli_run import cli_in_process
 from tiny_project import tiny_project
 
-from portside.core.claude_code.transcript import TranscriptError, edited_files, read_claude_code
+from portside.core.agent.imported import TranscriptError
+from portside.core.claude_code.transcript import edited_files, read_claude_code
 from portside.core.log import events as ev
 from portside.core.replay.player import Replayer, fold
 from portside.store import Store
