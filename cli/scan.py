@@ -1,4 +1,4 @@
-"""`portside scan`: the static inventory of what will not move to a TPU as it is (core/workspace/scan.py)."""
+"""`portside scan`: the static inventory of what will not move to a TPU as it is (core/scan/scan.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from portside.core.safety.terminal_text import markup_free
-from portside.core.workspace.scan import KINDS, ScanResult, scan
+from portside.core.scan.scan import KINDS, ScanResult, scan
 
 
 def scan_cmd_body(target: Path, as_json: bool) -> int:

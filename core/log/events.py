@@ -326,11 +326,11 @@ class AlarmLocalized(Event, tag="alarm.localized"):
 
 
 class ScanFinding(msgspec.Struct, frozen=True):
-    """One place that will not move to a TPU as it is (core/workspace/scan.py's Finding)."""
+    """One place that will not move to a TPU as it is (core/scan/scan.py's Finding)."""
 
     path: str  # relative to the scanned folder, "/"-separated
     line: Int
-    kind: str  # one of core/workspace/scan.py KINDS
+    kind: str  # one of core/scan/scan.py KINDS
     what: str  # the construct as written
     action: str  # what a port must do about it
 

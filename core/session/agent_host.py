@@ -17,11 +17,11 @@ from portside.core.checks import Alarm, agent_claim_contradicted
 from portside.core.log import events as ev
 from portside.core.log.criteria import PatternError, compile_pattern
 from portside.core.safety.terminal_text import clean_line
+from portside.core.scan.scan import scan, task_text
 from portside.core.session.review import Decision
 from portside.core.workspace.edits import Edit
 from portside.core.workspace.names import WorkspaceError
 from portside.core.workspace.risk import risk_marks
-from portside.core.workspace.scan import scan, task_text
 
 if TYPE_CHECKING:
     from portside.core.log.costs import PriceTable

@@ -38,8 +38,8 @@ from portside.core.workspace.workspace import Workspace
 
 if TYPE_CHECKING:
     from portside.core.run.sandbox import Sandbox
+    from portside.core.scan.scan import ScanResult
     from portside.core.session.halfway import Resumed
-    from portside.core.workspace.scan import ScanResult
 
 
 @dataclass
@@ -453,7 +453,7 @@ class SessionEngine:
         """What in the project will not move as it is, in the log before any run: the screen,
         the report and the agent's task read it. Static (ast, nothing imported), in a thread
         so the screen stays live; a resumed session keeps the scan it logged."""
-        from portside.core.workspace.scan import Finding, ScanResult, scan
+        from portside.core.scan.scan import Finding, ScanResult, scan
 
         logged = next((e for e in self.resumed.log if isinstance(e, ev.ProjectScanned)),
                       None) if self.resumed is not None else None

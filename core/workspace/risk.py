@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from difflib import SequenceMatcher
 
 from portside.core.log import events as ev
-from portside.core.workspace.python_ast import parse
+from portside.core.scan.python_ast import parse
 
 # kind → (what the mark says it touches, the pattern of a line of that kind). Order matters:
 # a line is of the first kind whose pattern it matches.

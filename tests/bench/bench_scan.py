@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from portside.core.workspace.scan import ScanResult, scan, walk
+from portside.core.scan.scan import ScanResult, scan, walk
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
 TARGET_S = 10.0  # a 10k-file project inventoried before a port, while the user waits

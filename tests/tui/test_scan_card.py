@@ -10,7 +10,7 @@ from conftest import until
 from scenario import SID, session_start
 from screen_text import screen_text
 
-from portside.core.workspace.scan import scan
+from portside.core.scan.scan import scan
 from portside.tui.widgets.scan_card import ScanCard
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "scan"

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from portside.core.scan.scan import scan_python
 from portside.core.workspace.risk import arguments
-from portside.core.workspace.scan import scan_python
 
 SOURCE = "x = [" + ",".join(f"f(a{i}, b=[{i}, (c, d)])" for i in range(300)) + "]\n"
 LINE = "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=0.05, norm_type=2.0)"

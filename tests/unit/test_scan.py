@@ -1,4 +1,4 @@
-"""`portside scan` (core/workspace/scan.py): on real pytorch/examples folders against a list written by
+"""`portside scan` (core/scan/scan.py): on real pytorch/examples folders against a list written by
 hand (tests/fixtures/scan/EXPECTED), and on small projects written here, one per kind."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from portside.cli.main import main
-from portside.core.workspace.scan import KINDS, scan, task_text
+from portside.core.scan.scan import KINDS, scan, task_text
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "scan"
 
@@ -163,7 +163,7 @@ def test_task_text_names_each_place() -> None:
 
 def test_the_word_filter_loses_nothing(tmp_path: Path) -> None:
     """Files without a trigger word are not parsed: parsing every file anyway finds the same."""
-    from portside.core.workspace.scan import scan_python, walk
+    from portside.core.scan.scan import scan_python, walk
 
     tests = Path(__file__).resolve().parents[1]
     for root in (FIXTURES, tests / "corpus", tests / "fixtures" / "trainers", tests.parent / "sessions"):

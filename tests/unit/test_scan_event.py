@@ -9,10 +9,10 @@ from pathlib import Path
 from doubles import MemorySink
 
 from portside.core.log import events as ev
+from portside.core.scan.scan import ScanResult, scan, task_text
 from portside.core.session.config import SessionConfig
 from portside.core.session.engine import SessionEngine
 from portside.core.session.halfway import Resumed
-from portside.core.workspace.scan import ScanResult, scan, task_text
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "scan"
 

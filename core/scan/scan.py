@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from portside.core.log import events as ev
-from portside.core.workspace.python_ast import parse
+from portside.core.scan.python_ast import parse
 
 KINDS = ("cuda-extension", "custom-op", "gpu-library", "cuda-call", "cudnn-flag", "collective",
          "float64", "mixed-precision", "recompile", "unparsed")
