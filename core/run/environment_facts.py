@@ -72,6 +72,8 @@ def run_variables(env: Mapping[str, str]) -> dict[str, str]:
         if k in VOLATILE or k.startswith(VOLATILE_PREFIXES):
             continue
         out[k] = MASK if is_secret(k, v) else v
+    if "PATH" in out:  # a folder named twice finds nothing the first did not: the same PATH
+        out["PATH"] = os.pathsep.join(dict.fromkeys(out["PATH"].split(os.pathsep)))
     return dict(sorted(out.items()))
 
 

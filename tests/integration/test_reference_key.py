@@ -59,6 +59,10 @@ def test_the_key_follows_what_decides_the_run(tmp_path: Path) -> None:
     assert _key(project, command, {**env, "TMUX_PANE": "%7"}, cache=cache) == base
     # `verify` (stall 1800 s by default) and `run` (no stall limit) find each other's runs
     assert _key(project, command, env, cache=cache, stall_s=None) == base
+    # a PATH naming a folder twice (a shell that prepended a venv again) resolves the same
+    first = env["PATH"].split(os.pathsep)[0]
+    assert _key(project, command, {**env, "PATH": f"{first}{os.pathsep}{env['PATH']}"},
+                cache=cache) == base
     (project / "data" / "batch.bin").write_bytes(b"\1" * 10)
     assert _key(project, command, env, cache=cache) == base
     assert _key(project, command, env) == base
