@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 
 from portside.core.checks.crash_cause import CAUSES
 
@@ -42,11 +42,9 @@ def test_every_cause_has_a_failing_script() -> None:
 def test_the_crash_alarm_names_the_cause(tmp_path: Path, script: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORTSIDE_")}
     env["OMP_NUM_THREADS"] = "1"
-    res = subprocess.run(
-        [PY, "-m", "portside.cli", "--db", str(tmp_path / "p.db"), "verify", "--reference",
-         REFERENCE, "--candidate", f"{PY} {CRASHES / script}", "--target", "cpu",
-         "--reference-runs", "1", "--timeout", "120", "--json"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    res = cli("verify", "--reference", REFERENCE, "--candidate", f"{PY} {CRASHES / script}",
+              "--target", "cpu", "--reference-runs", "1", "--timeout", "120", "--json",
+              db=tmp_path / "p.db", cwd=tmp_path, env=env)
     assert res.returncode == 1, res.stderr[-2000:]
     out = json.loads(res.stdout)
     crashed = [a for a in out["alarms"] if a["kind"] == "crashed"]

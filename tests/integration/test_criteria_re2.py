@@ -4,12 +4,12 @@ or changes an observed outcome (issue 13 item 9)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 
 from portside.core.log.criteria import CriteriaError, PatternError, compile_pattern, parse_criteria
 
@@ -46,11 +46,9 @@ def test_catastrophic_pattern_does_not_change_the_outcome(tmp_path: Path) -> Non
         "    time.sleep(0.1)\n")
     cmd = f"{sys.executable} t.py"
     t0 = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, "-m", "portside.cli", "--db", str(tmp_path / "p.db"), "verify",
-         "--reference", cmd, "--candidate", cmd, "--target", "cpu", "--reference-runs", "1",
-         "--criteria", "c.toml", "--timeout", "20", "--json"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    out = cli("verify", "--reference", cmd, "--candidate", cmd, "--target", "cpu",
+              "--reference-runs", "1", "--criteria", "c.toml", "--timeout", "20", "--json",
+              db=tmp_path / "p.db", cwd=tmp_path, timeout=120)
     data = json.loads(out.stdout)
     runs = [*data["reference"], *data["attempts"]]
     assert [r["reason"] for r in runs] == ["exit", "exit"], out.stderr

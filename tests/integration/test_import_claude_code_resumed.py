@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import cli as portside
 from test_verify_imported_claude_code import _bundled_cli
 
 from portside.core.log import events as ev
@@ -69,9 +69,8 @@ def test_resumed_and_forked_transcripts_import_each_message_once(tmp_path: Path)
     want = {first: ["first turn", "first done", "second done"],
             fork: ["first turn", "first done", "second done", "forked done"]}
     for sid, path in files.items():
-        res = subprocess.run([sys.executable, "-m", "portside.cli", "import", "--claude-code",
-                              str(path), "--as", f"s-{sid[:8]}", "--db", str(db)],
-                             capture_output=True, text=True, timeout=120)
+        res = portside("import", "--claude-code", str(path), "--as", f"s-{sid[:8]}", db=db,
+                       timeout=120)
         assert res.returncode == 0, res.stderr
         assert "duplicate" not in res.stderr  # within one file, Claude Code repeats nothing
         with Store(db) as store:

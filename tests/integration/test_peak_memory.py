@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 
 TRAINER = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "train_ballast.py"
 PY = sys.executable
@@ -25,12 +25,11 @@ def test_peak_memory_in_the_summary_and_its_limit(tmp_path: Path) -> None:
         "[performance]\nmax_memory_fraction = 0.000001\n")  # any real run is over it
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORTSIDE_")}
     env["OMP_NUM_THREADS"] = "1"
-    res = subprocess.run(
-        [PY, "-m", "portside.cli", "--db", str(tmp_path / "p.db"), "verify",
-         "--reference", f"{PY} {TRAINER}", "--candidate", f"{PY} {TRAINER} --ballast-mb 400",
-         "--target", "cpu", "--reference-runs", "1", "--timeout", "120",
-         "--criteria", str(tmp_path / "criteria.toml"), "--json"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    res = cli("verify", "--reference", f"{PY} {TRAINER}",
+              "--candidate", f"{PY} {TRAINER} --ballast-mb 400", "--target", "cpu",
+              "--reference-runs", "1", "--timeout", "120",
+              "--criteria", str(tmp_path / "criteria.toml"), "--json",
+              db=tmp_path / "p.db", cwd=tmp_path, env=env)
     out = json.loads(res.stdout)
     ref, cand = out["reference"][0]["memory"], out["candidate"]["memory"]
     assert (ref["where"], cand["where"]) == ("host", "host")

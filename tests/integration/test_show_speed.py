@@ -3,10 +3,10 @@ transcript took 116 s: rich's print measured, wrapped and flushed every line).""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from cli_run import cli
 
 from portside.core.log import events as ev
 from portside.store import Store
@@ -25,8 +25,7 @@ def _session(db: Path) -> None:
 
 def _show(db: Path, *extra: str) -> tuple[float, str]:
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "portside.cli", "--db", str(db), "show",
-                          "long-1", *extra], capture_output=True, text=True, timeout=300)
+    out = cli("show", "long-1", *extra, db=db)
     assert out.returncode == 0, out.stderr[-2000:]
     return time.perf_counter() - t0, out.stdout
 

@@ -5,20 +5,19 @@ torch-free script through the real CLI."""
 from __future__ import annotations
 
 import shlex
-import subprocess
 import sys
 from pathlib import Path
+
+from cli_run import cli
 
 SCRIPT = "print('accuracy=90.0')"
 
 
 def test_verify_summary_names_the_missing_goal_and_the_rate(tmp_path: Path) -> None:
     cmd = f"{shlex.quote(sys.executable)} -c {shlex.quote(SCRIPT)}"
-    out = subprocess.run(
-        [sys.executable, "-m", "portside.cli", "--db", str(tmp_path / "v.db"), "verify",
-         "--reference", cmd, "--candidate", cmd, "--target", "cpu", "--reference-runs", "1",
-         "--cwd", str(tmp_path)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    out = cli("verify", "--reference", cmd, "--candidate", cmd, "--target", "cpu",
+              "--reference-runs", "1", "--cwd", str(tmp_path), db=tmp_path / "v.db",
+              cwd=tmp_path)
     flat = " ".join(out.stdout.split())
     assert "goal: none checked" in flat, out.stdout + out.stderr
     assert "at $100/h" in flat and "human-hour" in flat, out.stdout
