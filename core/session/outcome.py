@@ -4,12 +4,30 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from portside.core.checks import Alarm, RunRecords, device_facts, steady_step_s
+from portside.core.checks import Alarm, RunEnd, RunRecords, device_facts, steady_step_s
 from portside.core.checks.memory import peak_memory
+
+if TYPE_CHECKING:
+    from portside.core.run.runner import RunResult
+
+
+def run_end(result: RunResult, stall_s: float | None) -> RunEnd:
+    """How the run ended, as the checks read it (the end-of-run checks, the final pass)."""
+    return RunEnd(
+        exit_code=result.exit_code,
+        signal=result.signal,
+        timed_out=result.reason == "timeout",
+        stalled=result.reason == "stalled",
+        error_type=result.error_type or None,
+        error_message=result.error_message or None,
+        wall_s=result.wall_s,
+        stall_s=stall_s,
+        tail=tuple(result.tail),
+    )
 
 
 def classify_outcome(exit_code: int | None, timed_out: bool, stalled: bool,

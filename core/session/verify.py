@@ -12,44 +12,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from portside.core.checks import Alarm, RunEnd, RunRecords, run_checks, sort_alarms
+from portside.core.checks import Alarm, RunRecords, sort_alarms
 from portside.core.checks.larger import check_larger
 from portside.core.checks.records.records_live import LiveRecords
-from portside.core.checks.refresh import EvidenceRefresh
 from portside.core.checks.settings import settings_summary
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.log.costs import PriceTable, load_prices, run_cost_from_facts
 from portside.core.log.criteria import Criteria
-from portside.core.log.decided import stop_message, stops
 from portside.core.log.ledger import ENGINE_KILLED, STOPPED, Ledger
 from portside.core.run.runner import TAIL_LINES, Executor, OutputPattern, Runner, RunResult, RunSpec
-from portside.core.session.outcome import classify_outcome, summarize_run
+from portside.core.session.candidate_run import CandidateRun, LiveCheckStats
+from portside.core.session.outcome import classify_outcome, run_end, summarize_run
 from portside.core.session.reference_reuse import ReferenceReuse, copy_into
 from portside.core.session.run_slots import RunSlots
-
-LIVE_CHECK_S = 1.0
-LIVE_CHECK_IDLE = 19  # seconds idle per second judging: ≤ 5% of a core
-
-
-@dataclass
-class LiveCheckStats:
-    """What the live checker cost (the last candidate run): benchmarks and diagnostics."""
-    passes: int = 0
-    records: int = 0  # folded
-    cpu_s: float = 0.0  # this thread's CPU in fold + checks
-    check_cpu_s: float = 0.0  # of which the checks (what paces the passes)
-    fold_s: float = 0.0  # wall, folding
-    check_s: float = 0.0  # wall, run_checks
-    last_pass_s: float = 0.0
-    max_pass_s: float = 0.0
-    max_pass_cpu_s: float = 0.0
 
 
 @dataclass
@@ -110,20 +91,6 @@ def _cores() -> int:
 
 def output_patterns(criteria: Criteria) -> list[OutputPattern]:
     return [OutputPattern(name, rx) for name, rx in criteria.output_patterns()]
-
-
-def _end(result: RunResult, stall_s: float | None) -> RunEnd:
-    return RunEnd(
-        exit_code=result.exit_code,
-        signal=result.signal,
-        timed_out=result.reason == "timeout",
-        stalled=result.reason == "stalled",
-        error_type=result.error_type or None,
-        error_message=result.error_message or None,
-        wall_s=result.wall_s,
-        stall_s=stall_s,
-        tail=tuple(result.tail),
-    )
 
 
 # Advice about the session's references, not about a run: said once a session.
@@ -306,7 +273,7 @@ class Verifier:
     def _finish(self, spec: RunSpec, result: RunResult, alarms: list[Alarm],
                 records: RunRecords | None = None) -> RunReport:
         if records is None:
-            records = RunRecords.from_records(result.records, _end(result, spec.stall_s),
+            records = RunRecords.from_records(result.records, run_end(result, spec.stall_s),
                                               spec.run_id)
         summary = summarize_run(records, result.exit_code, result.wall_s,
                                 self.criteria.compile.warmup_steps)
@@ -390,7 +357,7 @@ class Verifier:
         result = await self._run_folding(spec, lambda recs: live.add(recs))
         if self.current_run == spec.run_id:
             self.current_run = None
-        records = live.snapshot(_end(result, spec.stall_s), spec.run_id)
+        records = live.snapshot(run_end(result, spec.stall_s), spec.run_id)
         alarms: list[Alarm] = []
         if result.exit_code != 0 or records.n == 0:
             why = result.error_message or result.reason
@@ -467,7 +434,7 @@ class Verifier:
         first valid reference and take in each later one as it ends; its final pass waits
         for all of them: the verdict is the same function of every valid reference as when
         they had all ended first. An alarm raised against some of them and not against all
-        is cleared once all are in."""
+        is cleared once all are in. The judging is CandidateRun's (candidate_run.py)."""
         # As the ledger counts attempts: a run cut off by a kill of portside was none, and its
         # rerun on resume is that attempt again.
         n = 1 + sum(1 for c in self.candidates
@@ -480,173 +447,8 @@ class Verifier:
             if self.halted:  # stopped while it waited: as if the references had run first
                 slots.release()
                 raise CandidateNotStarted("the session stopped before the candidate's turn")
-        refs = self.valid_references()
-        raised: dict[str, Alarm] = {}
-        provisional: dict[str, str] = {}  # key -> alarm id: raised before every reference was in
-        live_keys: set[str] = set()  # raised on a partial run: the final pass confirms them
-        pending: list[dict[str, Any]] = []  # records not yet folded into `live`
-        live = LiveRecords()
-        stats = self.live_stats = LiveCheckStats()
-        stopped_by: list[tuple[Alarm, int | None]] = []  # [stop]: the alarm that decided it
-        dirty = asyncio.Event()
-        all_in = asyncio.get_running_loop().create_future()
-
-        def no_reference() -> None:
-            raised["reference-failed:none"] = Alarm(
-                "reference-failed", "error",
-                "no valid reference run to judge the candidate against",
-                {"references": [{"run": r.run_id, "outcome": r.outcome,
-                                 "steps": r.records.n} for r in self.references]},
-                key="reference-failed:none")
-            self._raise(raised["reference-failed:none"], spec.run_id)
-
-        def reference_ended() -> None:
-            refs[:] = self.valid_references()
-            dirty.set()
-            if not self._refs_pending and not all_in.done():
-                all_in.set_result(None)
-                if not refs:
-                    no_reference()
-
-        if self._refs_pending:
-            self._on_reference.append(reference_ended)
-        else:
-            all_in.set_result(None)
-            if not refs:
-                no_reference()
-
-        def on_records(recs: list[dict[str, Any]]) -> None:
-            pending.extend(recs)
-            dirty.set()
-
-        def fold() -> None:
-            batch = pending[:]
-            del pending[:]
-            live.add(batch)
-
-        refresh = EvidenceRefresh()
-
-        def withdraw(found: list[Alarm]) -> None:
-            """An alarm raised on part of the run that the whole run does not bear out (an
-            accelerate-style read-ahead doubles the first step's batch): cleared, with the
-            reason, in the log, on the card and in the exports; a milder alarm of the same
-            key is raised anew (an update never changes what an alarm counts for)."""
-            now_by_key = {a.key: a for a in found}
-            for key in sorted(live_keys):
-                was, now = raised.get(key), now_by_key.get(key)
-                if was is None or (now is not None and ev.SEVERITY_RANK.get(now.severity, 0)
-                                   >= ev.SEVERITY_RANK.get(was.severity, 0)):
-                    continue
-                alarm_id = refresh.alarm_id(key)
-                del raised[key]
-                if alarm_id is None:
-                    continue
-                self.bus.publish(ev.AlarmCleared(
-                    session_id=self.session_id, alarm_id=alarm_id,
-                    reason="raised on part of the run; the final judgement over the whole run "
-                           + ("does not confirm it" if now is None
-                              else f"finds it {now.severity}: {now.title}")[:300]))
-            live_keys.clear()
-
-        def judge(records: RunRecords, final: bool) -> None:
-            if not refs and not all_in.done():
-                return  # nothing to judge against yet: the first valid reference starts it
-            step = int(records.steps.max()) if records.n else None
-            now = time.monotonic()
-            found = run_checks(refs, records, self.criteria, self.target, final)
-            if all_in.done() and provisional:
-                # Every reference is in: what fewer of them raised and all of them do not
-                # was the narrower envelope's, not the candidate's.
-                keep = {a.key for a in found}
-                for key, alarm_id in provisional.items():
-                    if key not in keep:
-                        del raised[key]
-                        self.bus.publish(ev.AlarmCleared(
-                            session_id=self.session_id, alarm_id=alarm_id,
-                            reason=f"by all {len(refs)} valid references (raised while only "
-                                   "some were in)"))
-                provisional.clear()
-            if final and live_keys:
-                withdraw(found)
-            for alarm in found:
-                if alarm.key not in raised:
-                    raised[alarm.key] = alarm
-                    alarm_id = self._raise(alarm, spec.run_id)
-                    refresh.recorded(alarm, alarm_id, step, now)
-                    if not all_in.done():
-                        provisional[alarm.key] = alarm_id
-                    if not final:
-                        live_keys.add(alarm.key)
-                elif (due := refresh.due(alarm, step, now, final)) is not None:
-                    alarm_id, raised[alarm.key] = due
-                    self.bus.publish(raised[alarm.key].updated(self.session_id, alarm_id, step))
-            # [stop]: an alarm later steps cannot undo ends the run now. Only once every
-            # reference is in: one raised against some of them may yet be cleared.
-            if not final and all_in.done() and not stopped_by and not self.halted:
-                hit = next((a for a in sort_alarms(found) if a.key in raised
-                            and stops(a.kind, a.severity, self.criteria.stop.alarms)), None)
-                if hit is not None:
-                    stopped_by.append((hit, step))
-                    self.runner.abort(spec.run_id)
-
-        async def live_checks() -> None:
-            # Judge partial series while the run is live, at most once a second and the checks
-            # never more than ~5% of a core (paced by this thread's CPU time: on a busy machine the
-            # wall time of a pass says more about the neighbours). New records are folded
-            # into the arrays (O(new)); the checks then run on a snapshot of them.
-            while True:
-                await dirty.wait()
-                dirty.clear()
-                if not pending and not live.count:
-                    continue  # a reference ended before the candidate's first record
-                t0, c0 = time.perf_counter(), time.thread_time()
-                fold()
-                t1, c1 = time.perf_counter(), time.thread_time()
-                judge(live.snapshot(None, spec.run_id), final=False)
-                t2, c2 = time.perf_counter(), time.thread_time()
-                stats.passes += 1
-                stats.records = live.count
-                cpu, check_cpu = c2 - c0, c2 - c1
-                stats.cpu_s += cpu
-                stats.check_cpu_s += check_cpu
-                stats.max_pass_cpu_s = max(stats.max_pass_cpu_s, cpu)
-                stats.fold_s += t1 - t0
-                stats.check_s += t2 - t1
-                stats.last_pass_s = t2 - t0
-                stats.max_pass_s = max(stats.max_pass_s, t2 - t0)
-                # Paced by the checks' CPU alone: the fold costs the same per record whenever
-                # it runs (folding later only piles records up in memory), and counting it
-                # would make a fast run's passes ever rarer (a longer sleep, a larger batch).
-                await asyncio.sleep(max(LIVE_CHECK_S, LIVE_CHECK_IDLE * check_cpu))
-
-        self.current_run = spec.run_id
-        checker = asyncio.create_task(live_checks())
-        try:
-            try:
-                result = await self._run_folding(spec, on_records)
-            finally:
-                if slots is not None:
-                    slots.release()
-            if stopped_by and result.reason == "aborted":  # ended by [stop], not by a person
-                alarm, at_step = stopped_by[0]
-                result.reason, result.error_type = STOPPED, "Stopped"
-                result.error_message = stop_message(alarm.kind, alarm.title, at_step)
-            if result.reason not in ("aborted", STOPPED):
-                await all_in  # the live checks go on judging the whole run as references end
-        finally:
-            checker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await checker
-            self.current_run = None
-            if reference_ended in self._on_reference:
-                self._on_reference.remove(reference_ended)
-        # Every record went through on_records into the fold, which equals a rebuild from them
-        # (tests/unit/test_records_live.py).
-        fold()
-        final = live.snapshot(_end(result, spec.stall_s), spec.run_id)
-        if result.reason not in ("aborted", STOPPED):  # a stopped run's alarms decided it
-            judge(final, final=True)
-        report = self._finish(spec, result, sort_alarms(list(raised.values())), final)
+        result, records, alarms = await CandidateRun(self, spec).run(slots)
+        report = self._finish(spec, result, alarms, records)
         self.candidates.append(report)
         return report
 
@@ -663,7 +465,7 @@ class Verifier:
             result = await self._run_folding(spec, lambda recs: live.add(recs))
         finally:
             self.current_run = None
-        records = live.snapshot(_end(result, spec.stall_s), spec.run_id)
+        records = live.snapshot(run_end(result, spec.stall_s), spec.run_id)
         alarms = [] if result.reason == "aborted" else check_larger(candidate.records, records,
                                                                     self.criteria)
         for alarm in alarms:
@@ -693,7 +495,7 @@ class Verifier:
             error_type=finished.error_type,
             error_message=finished.error_message,
         )
-        recs = RunRecords.from_records(records, _end(result, self.stall_s), started.run_id)
+        recs = RunRecords.from_records(records, run_end(result, self.stall_s), started.run_id)
         summary = summarize_run(recs, result.exit_code, result.wall_s,
                                 self.criteria.compile.warmup_steps)
         report = RunReport(started.run_id, started.role, started.attempt, finished.outcome,

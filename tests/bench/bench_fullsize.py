@@ -46,7 +46,8 @@ from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.log.criteria import DEFAULT_CRITERIA
 from portside.core.run.runner import RunResult
-from portside.core.session.verify import LIVE_CHECK_IDLE, LIVE_CHECK_S, RunReport, Verifier
+from portside.core.session.candidate_run import LIVE_CHECK_IDLE, LIVE_CHECK_S
+from portside.core.session.verify import RunReport, Verifier
 from portside.store import Store
 
 HERE = Path(__file__).resolve().parent
