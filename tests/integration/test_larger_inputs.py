@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 
 TRAINER = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "train_batch.py"
 PY = sys.executable
@@ -34,12 +34,10 @@ def test_larger_run_is_its_own_run_judged_for_memory(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORTSIDE_")}
     env["OMP_NUM_THREADS"] = "1"
     db = tmp_path / "p.db"
-    res = subprocess.run(
-        [PY, "-m", "portside.cli", "--db", str(db), "verify",
-         "--reference", f"{base} --batch 8", "--candidate", f"{base} --batch 8",
-         "--target", "cpu", "--reference-runs", "1", "--timeout", "240",
-         "--criteria", str(tmp_path / "criteria.toml"), "--json"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    res = cli("verify", "--reference", f"{base} --batch 8", "--candidate", f"{base} --batch 8",
+              "--target", "cpu", "--reference-runs", "1", "--timeout", "240",
+              "--criteria", str(tmp_path / "criteria.toml"), "--json",
+              db=db, cwd=tmp_path, env=env, timeout=600)
     out = json.loads(res.stdout)
     cand = out["candidate"]
     (big,) = out["larger"]
@@ -82,9 +80,7 @@ def test_larger_run_is_its_own_run_judged_for_memory(tmp_path: Path) -> None:
     (fold,) = out["cost"]["larger"]
     assert fold["run"] == big["run"] and fold["candidate_run"] == cand["run"]
     assert fold["line"].startswith("at batch=64: passed after 3 step(s); peak host memory ")
-    report = subprocess.run(
-        [PY, "-m", "portside.cli", "--db", str(db), "export", "last", "--what", "report"],
-        env=env, capture_output=True, text=True, timeout=120).stdout
+    report = cli("export", "last", "--what", "report", db=db, env=env, timeout=120).stdout
     section = report.split("## Larger inputs", 1)[1].split("\n## ", 1)[0]
     assert f"- {big['run']} (after attempt 1, {cand['run']}): {fold['line']}" in section
     assert f"| {big['run']} | larger | 1 |" in report  # the runs table has its role

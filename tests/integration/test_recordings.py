@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 
 from portside.store import Store
 from portside.store.jsonl import import_file, read_recording
@@ -29,9 +28,7 @@ def test_recording_imports_and_replays(tmp_path: Path, name: str) -> None:
         checks = {a["check"] for a in store.alarms(sid)}
         assert EXPECTED[name] <= checks
         assert store.session(sid)["verdict"] == "fail"
-    res = subprocess.run(
-        [sys.executable, "-m", "portside.cli", "replay", str(path), "--headless",
-         "--speed", "0"], capture_output=True, text=True, timeout=300)
+    res = cli("replay", str(path), "--headless", "--speed", "0")
     assert res.returncode == 0, res.stderr[-2000:]
     lines = res.stdout.strip().splitlines()
     assert "session ended" in lines[-1]
@@ -50,7 +47,6 @@ def test_the_hint_after_a_replay_names_commands_that_run(tmp_path: Path) -> None
     commands = re.findall(r"`portside ([^`]+)`", after_replay_hint(sid))
     assert len(commands) == 2
     for cmd in commands:
-        res = subprocess.run([sys.executable, "-m", "portside.cli", "--db", str(db),
-                              *cmd.split()], capture_output=True, text=True, timeout=120)
+        res = cli(*cmd.split(), db=db, timeout=120)
         assert res.returncode == 0, (cmd, res.stderr[-1000:])
         assert res.stdout.strip()

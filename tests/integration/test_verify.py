@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_run import cli
 from doubles import MemorySink
 
 from portside.core.checks import RunRecords
@@ -130,10 +130,9 @@ def test_each_failure_raises_its_alarm(harness: _Harness, flags: str, kind: str,
 
 def test_verify_cli_json_and_exit_codes(tmp_path: Path) -> None:
     db = tmp_path / "v.db"
-    cmd = [PY, "-m", "portside.cli", "verify", "--reference", BASE, "--candidate",
-           f"{BASE} --max-norm 0.05", "--target", "cpu", "--criteria", str(CRITERIA),
-           "--reference-runs", "1", "--json", "--db", str(db), "--cwd", str(tmp_path)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    res = cli("verify", "--reference", BASE, "--candidate", f"{BASE} --max-norm 0.05",
+              "--target", "cpu", "--criteria", str(CRITERIA), "--reference-runs", "1", "--json",
+              "--cwd", str(tmp_path), db=db)
     assert res.returncode == 1, res.stderr[-2000:]
     data = json.loads(res.stdout)  # exactly one JSON object on stdout
     assert data["verdict"] == "fail" and data["outcome"] == "failed-silent"
@@ -154,17 +153,15 @@ def test_verify_cli_json_and_exit_codes(tmp_path: Path) -> None:
 def test_bad_criteria_exit_2_with_file_and_key(tmp_path: Path) -> None:
     bad = tmp_path / "c.toml"
     bad.write_text("[drift]\nwindow = -3\n")
-    res = subprocess.run([PY, "-m", "portside.cli", "verify", "--reference", "true",
-                          "--candidate", "true", "--target", "cpu", "--criteria", str(bad),
-                          "--db", str(tmp_path / "x.db")], capture_output=True, text=True)
+    res = cli("verify", "--reference", "true", "--candidate", "true", "--target", "cpu",
+              "--criteria", str(bad), db=tmp_path / "x.db")
     assert res.returncode == 2
     assert str(bad) in res.stderr and "drift.window" in res.stderr
 
 
 def test_unknown_target_is_usage_error(tmp_path: Path) -> None:
-    res = subprocess.run([PY, "-m", "portside.cli", "verify", "--reference", "true",
-                          "--candidate", "true", "--target", "gpu9000",
-                          "--db", str(tmp_path / "x.db")], capture_output=True, text=True)
+    res = cli("verify", "--reference", "true", "--candidate", "true", "--target", "gpu9000",
+              db=tmp_path / "x.db")
     assert res.returncode == 2 and "gpu9000" in res.stderr
 
 
