@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from cli_run import cli, cli_popen
 
 from portside.core.log import events as ev
 from portside.store import Store
@@ -46,11 +46,9 @@ time.sleep(3000)
 def test_signal_ends_the_session_and_kills_the_runs(tmp_path: Path, sig: int) -> None:
     (tmp_path / "hang.py").write_text(textwrap.dedent(HANG))
     db = tmp_path / "s.db"
-    proc = subprocess.Popen(
-        [PY, "-m", "portside.cli", "verify", "--reference", f"{PY} hang.py",
-         "--candidate", f"{PY} hang.py", "--target", "cpu", "--reference-runs", "1",
-         "--cwd", str(tmp_path), "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = cli_popen(
+        "verify", "--reference", f"{PY} hang.py", "--candidate", f"{PY} hang.py",
+        "--target", "cpu", "--reference-runs", "1", "--cwd", str(tmp_path), db=db,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"},
     )
     pids: list[int] = []
@@ -101,10 +99,9 @@ def test_a_session_ended_by_a_signal_resumes(tmp_path: Path, sig: int) -> None:
     candidate = (f"if [ ! -e {marker} ]; then touch {marker}; echo $$ > {pidfile}; sleep 300; "
                  f"fi; {train}")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        [PY, "-m", "portside.cli", "verify", "--reference", train, "--candidate", candidate,
-         "--target", "cpu", "--reference-runs", "1", "--cwd", str(tmp_path), "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = cli_popen("verify", "--reference", train, "--candidate", candidate,
+                     "--target", "cpu", "--reference-runs", "1", "--cwd", str(tmp_path),
+                     db=db, env=env)
     try:
         deadline = time.monotonic() + 120
         while not (pidfile.exists() and pidfile.read_text().strip()):
@@ -127,9 +124,7 @@ def test_a_session_ended_by_a_signal_resumes(tmp_path: Path, sig: int) -> None:
     assert (ended.verdict, ended.outcome) == ("fail", "interrupted")
     assert signal.Signals(sig).name in ended.reason
 
-    res = subprocess.run([PY, "-m", "portside.cli", "run", "--resume", sid, "--headless",
-                          "--json", "--db", str(db)],
-                         capture_output=True, text=True, timeout=300, env=env)
+    res = cli("run", "--resume", sid, "--headless", "--json", db=db, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads(res.stdout)["verdict"] == "pass"
     with Store(db) as store:
