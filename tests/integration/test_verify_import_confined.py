@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from cc_transcript import CLIP, TIGHT, Session, text, tool
+from cli_run import cli
 
 from portside.core.log import events as ev
 from portside.store import Store
@@ -28,11 +28,6 @@ REF = f"{PY} train.py --steps 20"
 VICTIM = "precious: the user's own file\n"
 OTHER = "another outside file\n"
 LINKED = "print('a file the session reached through a symlink')\n"
-
-
-def _cli(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "portside.cli", *args, "--db", str(db)],
-                          capture_output=True, text=True, timeout=400)
 
 
 def _sha(path: Path) -> str:
@@ -87,7 +82,7 @@ def _setup(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
     (outside / "other.txt").write_text(OTHER)
     (outside / "loader.py").write_text(LINKED)
     db = tmp_path / "p.db"
-    res = _cli("import", "--claude-code", str(transcript), "--as", "hostile", db=db)
+    res = cli("import", "--claude-code", str(transcript), "--as", "hostile", db=db)
     assert res.returncode == 0, res.stderr
     return project, outside, pristine, db
 
@@ -106,8 +101,8 @@ def test_verify_never_writes_outside_its_copies(tmp_path: Path, mode: str) -> No
     hashes = {p.name: _sha(p) for p in outside.iterdir()}
     assert len(hashes) == 3
     where = ["--before", str(pristine)] if mode == "before" else []
-    res = _cli("verify", "--session", "hostile", *where, "--reference", REF, "--target", "cpu",
-               "--reference-runs", "1", "--json", db=db)
+    res = cli("verify", "--session", "hostile", *where, "--reference", REF, "--target", "cpu",
+              "--reference-runs", "1", "--json", db=db, timeout=400)
     # The session's own edit is verified (clipping tightened: fail), the outside ones are not.
     assert res.returncode == 1, res.stderr[-3000:]
     assert json.loads(res.stdout)["verdict"] == "fail"
