@@ -9,11 +9,11 @@ import hashlib
 import json
 import os
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 
 pytestmark = pytest.mark.slow
 
@@ -47,8 +47,7 @@ reference_runs = 1
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
            "OMP_NUM_THREADS": "1"}
     db = tmp_path / "s.db"
-    out = subprocess.run([sys.executable, "-m", "portside.cli", "study", "run", str(study),
-                          "--db", str(db)], env=env, capture_output=True, text=True, timeout=900)
+    out = cli("study", "run", str(study), db=db, env=env, timeout=900)
     assert out.returncode == 0, out.stderr
     assert hashlib.sha256((TINY / "train.py").read_bytes()).hexdigest() == before
     conn = sqlite3.connect(db)
@@ -59,8 +58,7 @@ reference_runs = 1
     conn.close()
     assert placed and placed[0].startswith("all phase on ")
     assert kinds.count("edit.applied") == 1 and kinds.count("agent.claimed") == 1
-    report = json.loads(subprocess.run(
-        [sys.executable, "-m", "portside.cli", "study", "report", str(study), "--db", str(db),
-         "--format", "json"], env=env, capture_output=True, text=True).stdout)
+    report = json.loads(cli("study", "report", str(study), "--format", "json", db=db,
+                            env=env).stdout)
     (row,) = report["tasks"]
     assert (row["outcome"], row["verdict"], row["attempts"]) == ("passed", "pass", 1)
