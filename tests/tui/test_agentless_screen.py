@@ -4,14 +4,11 @@ agent keys (a r e m space), and once every run ended the header no longer says `
 from __future__ import annotations
 
 from conftest import FROZEN
-from doubles import MemorySink
+from live_app import live_app, settle
 from scenario import SID, at, facts, run_started, session_start, steps
 from screen_text import screen_lines
 
 from portside.core.log import events as ev
-from portside.core.log.bus import EventBus
-from portside.core.session.review import ReviewGate
-from portside.tui.app import make_app
 
 
 def _finished(run_id: str, dt: float) -> ev.RunFinished:
@@ -27,17 +24,9 @@ async def _lines(ended: bool) -> list[str]:
                               run_started("cand-1", "candidate", 1, 5), steps("cand-1", 5, dt=6)]
     if ended:
         events.append(_finished("cand-1", 7))
-    sink = MemorySink()
-    history = [sink.append(e) for e in events]
-    bus = EventBus(sink)
-    info = {"project": "/p/mnist", "target": "cpu", "agent": "none", "mode": "live",
-            "title": "mnist", "criteria": {}}
-    app = make_app(bus=bus, gate=ReviewGate(bus, SID, reviewer="t"), info=info,
-                   history=history, clock=lambda: FROZEN)
+    app, _ = live_app(events, lambda: FROZEN)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        app.live.flush()
-        await pilot.pause()
+        await settle(pilot, app)
         return screen_lines(app)
 
 

@@ -3,36 +3,20 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from conftest import FROZEN
+from live_app import live_app, settle
 from scenario import SID, session_start
 from screen_text import screen_lines
 
 from portside.core.log import events as ev
-from portside.core.log.bus import EventBus
-from portside.core.session.review import ReviewGate
-from portside.tui.app import make_app
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 
 async def test_attach_says_when_to_start_claude_until_attached() -> None:
     start = session_start()
     start.agent = "claude-code:attached"
-    sink = MemorySink()
-    history = [sink.append(start)]
-    bus = EventBus(sink)
-    info = {"project": "/p/mnist", "target": "cpu", "agent": "claude-code:attached",
-            "mode": "live", "title": "mnist", "criteria": {}}
-    app = make_app(bus=bus, gate=ReviewGate(bus, SID, reviewer="t"), info=info,
-                   history=history, clock=lambda: FROZEN)
+    app, sink = live_app([start], lambda: FROZEN, agent="claude-code:attached")
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        app.live.flush()
-        await pilot.pause()
+        await settle(pilot, app)
         (wait,) = app.live.query("#attach-wait")
         assert "do not start `claude` yet" in str(wait.render())
         assert "do not start" in " ".join(screen_lines(app))  # on screen, not past a fold

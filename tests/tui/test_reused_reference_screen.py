@@ -3,21 +3,13 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from conftest import FROZEN
+from live_app import live_app, settle
 from scenario import SID, at, facts, run_started, session_start, steps
 from screen_text import screen_lines
 
 from portside.core.log import events as ev
-from portside.core.log.bus import EventBus
-from portside.core.session.review import ReviewGate
-from portside.tui.app import make_app
 from portside.tui.widgets.run_tabs import RunTabs
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 ORIGIN = {"session": "20260101-120000-abcd", "run_id": "ref1-aaaaaaaaaaaa",
           "finished_at": 1_767_268_800.0, "host": "vm"}
@@ -37,17 +29,9 @@ async def test_reused_references_are_marked_and_say_where_from() -> None:
         st.reused_from = dict(ORIGIN, run_id=f"ref{n}-aaaaaaaaaaaa")
         events += [st, facts(f"ref-{n}", 1), steps(f"ref-{n}", 5, dt=1), _finished(f"ref-{n}", 1)]
     events += [run_started("cand-1", "candidate", 1, 2), steps("cand-1", 5, dt=3)]
-    sink = MemorySink()
-    history = [sink.append(e) for e in events]
-    bus = EventBus(sink)
-    info = {"project": "/p/mnist", "target": "cpu", "agent": "none", "mode": "live",
-            "title": "mnist", "criteria": {}}
-    app = make_app(bus=bus, gate=ReviewGate(bus, SID, reviewer="t"), info=info,
-                   history=history, clock=lambda: FROZEN)
+    app, _ = live_app(events, lambda: FROZEN)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        app.live.flush()
-        await pilot.pause()
+        await settle(pilot, app)
         screen = "\n".join(screen_lines(app))
         assert "ref#1 ✓↺" in screen and "ref#2 ✓↺" in screen, screen
         assert "cand#1 ●" in screen, screen
