@@ -630,7 +630,8 @@ def attach_cmd(ctx: click.Context, tree: Path, reference: str, candidate: str | 
                timeout_s: float | None, stall_s: float | None, no_sandbox: bool,
                db: Path | None) -> None:
     """Review the Claude Code session you run yourself in TREE (default .): hooks in
-    TREE/.claude/settings.local.json for its duration, answered by portside over a Unix socket only you can reach."""
+    TREE/.claude/settings.local.json for its duration, answered by portside over a Unix
+    socket only you can reach."""
     from .attach import attach
 
     attach(ctx, tree, reference=reference, candidate=candidate, target=target,
