@@ -7,23 +7,20 @@ import asyncio
 import csv
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 
 from portside.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
-PY = sys.executable
 
 
 @pytest.mark.slow  # the whole demo with its real runs
 def test_demo_headless_auto_catches_the_clipping_change(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
-    res = subprocess.run([PY, "-m", "portside.cli", "demo", "--headless", "--policy", "auto",
-                          "--json", "--db", str(db)], capture_output=True, text=True, timeout=900)
+    res = cli("demo", "--headless", "--policy", "auto", "--json", db=db, timeout=900)
     assert res.returncode == 1, res.stderr[-3000:]
     assert "scripted agent" in res.stderr  # labelled as scripted, wherever it shows
     data = json.loads(res.stdout)
@@ -37,8 +34,7 @@ def test_demo_headless_auto_catches_the_clipping_change(tmp_path: Path) -> None:
         assert "clipping-changed" in checks
         assert checks["agent-claim-contradicted"] == "critical"
         assert "recompilation" not in {k for k, v in checks.items() if v in ("error", "critical")}
-    out = subprocess.run([PY, "-m", "portside.cli", "export", sid, "--what", "interventions",
-                          "--format", "csv", "--db", str(db)], capture_output=True, text=True)
+    out = cli("export", sid, "--what", "interventions", "--format", "csv", db=db)
     assert out.returncode == 0, out.stderr
     rows = list(csv.DictReader(io.StringIO(out.stdout)))
     assert rows == []  # policy auto: no human intervened, and the export says so with a header

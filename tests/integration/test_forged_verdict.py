@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 from treehash import tree_hash
 
 from portside.core.log import events as ev
@@ -65,7 +66,6 @@ def _agent(tmp: Path) -> Path:
 @pytest.mark.slow  # a whole session with real runs, sandboxed and not
 @pytest.mark.parametrize("sandbox", ["sandboxed", "unsandboxed"])
 def test_forged_evidence_fails_under_policy_auto(tmp_path: Path, sandbox: str) -> None:
-    import subprocess
 
     if sandbox == "sandboxed" and unavailable():
         pytest.skip(f"no sandbox here: {unavailable()}")
@@ -76,13 +76,11 @@ def test_forged_evidence_fails_under_policy_auto(tmp_path: Path, sandbox: str) -
     (tmp_path / "host-secret").write_text("not for runs")
     before = tree_hash(home)
     extra = [] if sandbox == "sandboxed" else ["--no-sandbox"]
-    res = subprocess.run(
-        [PY, "-m", "portside.cli", "run", str(project), "--target", "tpu:v5e",
-         "--agent", f"scripted:{_agent(tmp_path)}", "--reference", f"{PY} train.py --steps 40",
-         "--reference-runs", "1", "--headless", "--policy", "auto", "--json",
-         "--db", str(tmp_path / "s.db"), "--stall", "120", *extra],
-        capture_output=True, text=True, timeout=600,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "OMP_NUM_THREADS": "1"})
+    res = cli("run", str(project), "--target", "tpu:v5e",
+              "--agent", f"scripted:{_agent(tmp_path)}", "--reference", f"{PY} train.py --steps 40",
+              "--reference-runs", "1", "--headless", "--policy", "auto", "--json",
+              "--stall", "120", *extra, db=tmp_path / "s.db", timeout=600,
+              env={"PATH": "/usr/bin:/bin", "HOME": str(home), "OMP_NUM_THREADS": "1"})
     assert res.returncode == 1, (res.stdout[-2000:], res.stderr[-3000:])
     assert tree_hash(home) == before  # the user's tree and home byte-identical
     sid = json.loads(res.stdout)["session"]
@@ -125,7 +123,6 @@ except SystemExit:
 def test_a_planted_interpreter_never_runs_on_the_host(tmp_path: Path) -> None:
     """Issue 24 item 1 through the real CLI: the candidate plants src/python3 and names it in
     its own #! line; the next run's sandbox builder ran it as root on the host (before)."""
-    import subprocess
     import uuid
 
     if unavailable():
@@ -143,13 +140,11 @@ def test_a_planted_interpreter_never_runs_on_the_host(tmp_path: Path) -> None:
     agent.write_text("\n".join(json.dumps(x) for x in steps) + "\n")
     before = tree_hash(home)
     try:
-        res = subprocess.run(
-            [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
-             "--agent", f"scripted:{agent}", "--reference", f"{PY} src/train.py --steps 10",
-             "--reference-runs", "1", "--headless", "--policy", "auto", "--json",
-             "--db", str(tmp_path / "s.db"), "--stall", "120"],
-            capture_output=True, text=True, timeout=600,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(home), "OMP_NUM_THREADS": "1"})
+        res = cli("run", str(project), "--target", "cpu", "--agent", f"scripted:{agent}",
+                  "--reference", f"{PY} src/train.py --steps 10", "--reference-runs", "1",
+                  "--headless", "--policy", "auto", "--json", "--stall", "120",
+                  db=tmp_path / "s.db", timeout=600,
+                  env={"PATH": "/usr/bin:/bin", "HOME": str(home), "OMP_NUM_THREADS": "1"})
         assert res.returncode in (0, 1), res.stderr[-3000:]
         sid = json.loads(res.stdout)["session"]
         with Store(tmp_path / "s.db") as store:
