@@ -4,11 +4,11 @@ place that was changed (the ground truth is the flag the candidate was given).""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 
 from ._util import clean_env, command, trace_all
 
@@ -83,12 +83,9 @@ def test_runs_stop_after_the_traced_steps(results: dict) -> None:
 
 
 def test_cli_json(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "portside.cli", "localize", "--reference", command(REFERENCE),
-         "--candidate", command("--label-smoothing 0.1"), "--steps", "1", "--json",
-         "--keep", str(tmp_path / "w")],
-        capture_output=True, text=True, env=clean_env(), timeout=600,
-    )
+    proc = cli("localize", "--reference", command(REFERENCE),
+               "--candidate", command("--label-smoothing 0.1"), "--steps", "1", "--json",
+               "--keep", str(tmp_path / "w"), env=clean_env(), timeout=600)
     assert proc.returncode == 1, proc.stderr
     out = json.loads(proc.stdout)
     assert out["divergence"]["kind"] == "loss" and out["divergence"]["step"] == 0
@@ -98,11 +95,9 @@ def test_cli_json(tmp_path: Path) -> None:
 
 
 def test_cli_reports_a_run_that_cannot_trace(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "portside.cli", "localize", "--reference", command(REFERENCE),
-         "--candidate", f"{sys.executable} -c 'import sys; sys.exit(3)'", "--json"],
-        capture_output=True, text=True, env=clean_env(), timeout=600,
-    )
+    proc = cli("localize", "--reference", command(REFERENCE),
+               "--candidate", f"{sys.executable} -c 'import sys; sys.exit(3)'", "--json",
+               env=clean_env(), timeout=600)
     assert proc.returncode == 2, proc.stderr
     out = json.loads(proc.stdout)
     assert out["divergence"] is None
@@ -111,11 +106,9 @@ def test_cli_reports_a_run_that_cannot_trace(tmp_path: Path) -> None:
 
 def test_candidate_that_crashes_is_localised_as_far_as_it_got(tmp_path: Path) -> None:
     crash = Path(__file__).parent / "scripts" / "crash_in_backward.py"
-    proc = subprocess.run(
-        [sys.executable, "-m", "portside.cli", "localize", "--reference", command(REFERENCE),
-         "--candidate", f"{sys.executable} {crash} --act gelu", "--json"],
-        capture_output=True, text=True, env=clean_env(), timeout=600,
-    )
+    proc = cli("localize", "--reference", command(REFERENCE),
+               "--candidate", f"{sys.executable} {crash} --act gelu", "--json",
+               env=clean_env(), timeout=600)
     assert proc.returncode == 1, proc.stderr
     out = json.loads(proc.stdout)
     d = out["divergence"]

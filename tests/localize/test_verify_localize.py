@@ -4,11 +4,10 @@ and in the session log (alarm.localized, read back from the SQLite store)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 
 from portside.core.log import events as ev
 
@@ -18,12 +17,9 @@ pytestmark = pytest.mark.slow
 
 
 def verify(tmp_path: Path, candidate: str, db: Path) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "portside.cli", "verify", "--reference", command("--steps 6"),
-         "--candidate", command(candidate), "--target", "cpu", "--reference-runs", "1",
-         "--localize", "--json", "--db", str(db)],
-        capture_output=True, text=True, env=clean_env(), timeout=900, cwd=tmp_path,
-    )
+    proc = cli("verify", "--reference", command("--steps 6"), "--candidate", command(candidate),
+               "--target", "cpu", "--reference-runs", "1", "--localize", "--json",
+               db=db, env=clean_env(), timeout=900, cwd=tmp_path)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
