@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
@@ -176,8 +177,9 @@ def test_engine_failure_stays_on_screen_with_its_reason(tmp_path: Path) -> None:
         time.sleep(1)
         _tmux("kill-server")
     sid = sqlite3.connect(db).execute("SELECT session_id FROM sessions").fetchone()[0]
-    shown = subprocess.run([sys.executable, "-m", "portside.cli", "--db", str(db), "show", sid],
-                           capture_output=True, text=True, check=True).stdout
+    res = cli("show", sid, db=db)
+    assert res.returncode == 0, res.stderr[-2000:]
+    shown = res.stdout
     flat = " ".join(shown.split())  # rich wraps at 80 columns off a terminal
     assert "reason: engine failed: NotADirectoryError" in flat and "work" in flat, shown
 
