@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from cli_run import cli_popen
 from loopback_sshd import ALIAS, LoopbackSSHD, why_not
 from test_remote import _runner_parts
 
@@ -93,22 +94,21 @@ def test_dropped_link_under_a_hung_candidate_ends_verify_and_the_remote_job(
     shutil.copy(TINY, project / "train_tiny.py")
     before = server.listing()
     env = {k: v for k, v in os.environ.items() if k != "PORTSIDE_DB"}
-    cli = subprocess.Popen(
-        [PY, "-m", "portside.cli", "verify", "--db", str(tmp_path / "p.db"), "--reference",
-         f"{BASE} --steps 40", "--candidate", HUNG, "--target", "cpu", "--reference-runs", "1",
-         "--cwd", str(project), "--criteria", str(CRITERIA), "--candidate-host", ALIAS,
-         "--ssh-config", str(server.config), "--json"], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    verify = cli_popen(
+        "verify", "--reference", f"{BASE} --steps 40", "--candidate", HUNG, "--target", "cpu",
+        "--reference-runs", "1", "--cwd", str(project), "--criteria", str(CRITERIA),
+        "--candidate-host", ALIAS, "--ssh-config", str(server.config), "--json",
+        db=tmp_path / "p.db", env=env)
     try:
         deadline, training = time.monotonic() + 180, None
         while training is None:
-            assert cli.poll() is None, cli.communicate()[1][-3000:]
+            assert verify.poll() is None, verify.communicate()[1][-3000:]
             if time.monotonic() > deadline:
-                cli.kill()
+                verify.kill()
                 counts = {f.name: f.read_text(errors="replace").count('"type": "step"')
                           for f in server.home.glob(".portside-*/records/*")}
                 pytest.fail(f"the remote candidate never stepped: {counts} "
-                            f"{server.processes_under_home()} {cli.communicate()[1][-3000:]}")
+                            f"{server.processes_under_home()} {verify.communicate()[1][-3000:]}")
             time.sleep(0.2)
             training = _hung_training(server)
         agent = _agent_of(training)
@@ -116,12 +116,12 @@ def test_dropped_link_under_a_hung_candidate_ends_verify_and_the_remote_job(
         assert server.drop_links(signal.SIGKILL if how == "killed" else signal.SIGSTOP) >= 2
         dropped = time.monotonic()
         try:
-            out, err = cli.communicate(timeout=60)
+            out, err = verify.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             pytest.fail(f"verify still running 60 s after the link was {how}")
         took = time.monotonic() - dropped
         left = [pid for pid in (training, agent) if _alive(pid)]
-        assert cli.returncode == 1, err[-3000:]
+        assert verify.returncode == 1, err[-3000:]
         cand = json.loads(out)["candidate"]
         assert cand["reason"] == "connection-lost", cand
         assert cand["outcome"] == "failed-error"
@@ -130,9 +130,9 @@ def test_dropped_link_under_a_hung_candidate_ends_verify_and_the_remote_job(
         assert took < BOUND_S, f"verify ended {took:.1f} s after the link was {how}"
         assert server.listing() == before  # the session's folder went too
     finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait()
+        if verify.poll() is None:
+            verify.kill()
+            verify.wait()
         server.drop_links(signal.SIGCONT)
         server.kill()
 
