@@ -15,7 +15,6 @@ import asyncio
 import json
 import re
 import shutil
-import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +23,7 @@ from typing import Any
 
 import anthropic
 import pytest
+from cli_run import cli
 from click.testing import CliRunner
 
 from portside.cli.main import main
@@ -251,6 +251,6 @@ def test_every_reader_agrees_with_the_ledger(tmp_path: Path) -> None:
 
 def test_the_cli_is_its_own_room() -> None:
     """`python -m portside.cli` is the command; tui holds no CLI code any more."""
-    res = subprocess.run([PY, "-m", "portside.cli", "--version"], capture_output=True, text=True)
+    res = cli("--version")
     assert res.returncode == 0 and "portside" in res.stdout
     assert not (REPO / "tui" / "cli.py").exists()

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 
 from portside.core.log import events as ev
 from portside.core.workspace.names import WorkspaceError, display_path, real_path
@@ -43,13 +44,10 @@ def test_a_session_whose_candidate_makes_a_non_utf8_name_ends_normally(tmp_path:
     ]
     script.write_text("".join(json.dumps(s) + "\n" for s in steps))
     db = tmp_path / "s.db"
-    res = subprocess.run(
-        [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
-         "--agent", f"scripted:{script}", "--reference", f"{PY} train.py --steps 20",
-         "--reference-runs", "1", "--headless", "--policy", "auto", "--json", "--db", str(db),
-         "--stall", "30"],
-        capture_output=True, text=True, timeout=600,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"})
+    res = cli("run", str(project), "--target", "cpu", "--agent", f"scripted:{script}",
+              "--reference", f"{PY} train.py --steps 20", "--reference-runs", "1", "--headless",
+              "--policy", "auto", "--json", "--stall", "30", db=db, timeout=600,
+              env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"})
     assert "UnicodeEncodeError" not in res.stderr, res.stderr[-3000:]
     assert res.returncode in (0, 1), res.stderr[-3000:]
     data = json.loads(res.stdout)

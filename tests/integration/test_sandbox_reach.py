@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 
 from portside.core.log import events as ev
 from portside.core.run.limits import Limits, mechanism
@@ -273,12 +274,10 @@ def test_a_candidate_reads_no_database_beside_db(srv: Path, tmp_path: Path) -> N
         {"read": "train.py"},
         {"write": {"path": "train.py", "content": body, "rationale": "port"}},
         {"run": "candidate"}, {"claim": "ported"}]) + "\n")
-    res = subprocess.run(
-        [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
-         "--agent", f"scripted:{agent}", "--reference", f"{PY} train.py", "--reference-runs", "1",
-         "--headless", "--policy", "auto", "--json", "--db", str(db), "--stall", "60"],
-        capture_output=True, text=True, timeout=600,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1"})
+    res = cli("run", str(project), "--target", "cpu", "--agent", f"scripted:{agent}",
+              "--reference", f"{PY} train.py", "--reference-runs", "1", "--headless",
+              "--policy", "auto", "--json", "--stall", "60", db=db, timeout=600,
+              env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1"})
     assert res.returncode in (0, 1), res.stderr[-3000:]
     assert "runs in bubblewrap" in res.stderr, res.stderr[-3000:]
     sid = json.loads(res.stdout)["session"]

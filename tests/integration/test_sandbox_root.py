@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 
 from portside.core.run.limits import Limits, mechanism
 from portside.core.run.runner import Runner, RunResult, RunSpec
@@ -331,13 +332,10 @@ def test_hostile_candidate_cannot_remount_its_way_out(tmp_path: Path, host_dir: 
         {"write": {"path": "train.py", "content": body, "rationale": "port"}},
         {"run": "candidate"}, {"claim": "ported"}]) + "\n")
     before = tree_hash(host_dir)
-    res = subprocess.run(
-        [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
-         "--agent", f"scripted:{agent}", "--reference", f"{PY} train.py", "--reference-runs", "1",
-         "--headless", "--policy", "auto", "--json", "--db", str(tmp_path / "s.db"),
-         "--stall", "60"],
-        capture_output=True, text=True, timeout=600,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "OMP_NUM_THREADS": "1"})
+    res = cli("run", str(project), "--target", "cpu", "--agent", f"scripted:{agent}",
+              "--reference", f"{PY} train.py", "--reference-runs", "1", "--headless",
+              "--policy", "auto", "--json", "--stall", "60", db=tmp_path / "s.db", timeout=600,
+              env={"PATH": "/usr/bin:/bin", "HOME": str(home), "OMP_NUM_THREADS": "1"})
     assert res.returncode in (0, 1), res.stderr[-3000:]
     assert "runs in bubblewrap" in res.stderr, res.stderr[-3000:]
     assert tree_hash(host_dir) == before  # the home, the project and the host file

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 from doubles import MemorySink
 
 from portside.core.log import events as ev
@@ -114,11 +114,9 @@ def test_correct_port_is_not_stopped(session: _Session) -> None:
 
 @pytest.mark.slow  # a reference and a candidate through the CLI
 def test_verify_json_carries_the_decided_state(tmp_path: Path) -> None:
-    cmd = [PY, "-m", "portside.cli", "verify", "--reference", BASE, "--candidate",
-           f"{BASE} --steps {LONG} --max-norm 0.05", "--target", "cpu",
-           "--reference-runs", "1", "--json", "--db", str(tmp_path / "v.db"),
-           "--cwd", str(tmp_path)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    res = cli("verify", "--reference", BASE,
+              "--candidate", f"{BASE} --steps {LONG} --max-norm 0.05", "--target", "cpu",
+              "--reference-runs", "1", "--json", "--cwd", str(tmp_path), db=tmp_path / "v.db")
     assert res.returncode == 1, res.stderr[-2000:]
     data = json.loads(res.stdout)
     assert data["candidate"]["reason"] == STOPPED
