@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 from treehash import tree_hash
 
 from portside.core.log import events as ev
@@ -112,15 +113,12 @@ def _agent(tmp: Path, home: Path, project: Path) -> Path:
 
 def _portside(tmp: Path, home: Path, project: Path, *extra: str,
               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
-         "--agent", f"scripted:{_agent(tmp, home, project)}", "--reference", f"{PY} train.py",
-         "--reference-runs", "1", "--headless", "--policy", "auto", "--json",
-         "--db", str(tmp / "s.db"), "--stall", "60", *extra],
-        capture_output=True, text=True, timeout=600,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "OMP_NUM_THREADS": "1",
-             "HF_TOKEN": SECRET, **(env or {})},
-    )
+    return cli("run", str(project), "--target", "cpu",
+               "--agent", f"scripted:{_agent(tmp, home, project)}", "--reference", f"{PY} train.py",
+               "--reference-runs", "1", "--headless", "--policy", "auto", "--json",
+               "--stall", "60", *extra, db=tmp / "s.db", timeout=600,
+               env={"PATH": "/usr/bin:/bin", "HOME": str(home), "OMP_NUM_THREADS": "1",
+                    "HF_TOKEN": SECRET, **(env or {})})
 
 
 @needs_bwrap

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_run import cli
 from tiny_project import tiny_project
 from treehash import tree_hash
 
@@ -37,15 +37,11 @@ def test_clipping_change_claimed_as_success_fails_the_session(tmp_path: Path) ->
         {"claim": "Ported; training converges, numerics unchanged."},
     ])
     db = tmp_path / "s.db"
-    res = subprocess.run(
-        [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
-         "--agent", f"scripted:{script}", "--reference", f"{PY} train.py",
-         "--reference-runs", "2", "--headless", "--policy", "auto", "--json", "--db", str(db),
-         "--stall", "30"],
-        capture_output=True, text=True, timeout=600,
-        env={"PATH": "/usr/bin:/bin", "ANTHROPIC_API_KEY": "sk-ant-must-not-leak",
-             "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"},
-    )
+    res = cli("run", str(project), "--target", "cpu", "--agent", f"scripted:{script}",
+              "--reference", f"{PY} train.py", "--reference-runs", "2", "--headless",
+              "--policy", "auto", "--json", "--stall", "30", db=db, timeout=600,
+              env={"PATH": "/usr/bin:/bin", "ANTHROPIC_API_KEY": "sk-ant-must-not-leak",
+                   "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"})
     assert res.returncode == 1, res.stderr[-3000:]
     data = json.loads(res.stdout)
     assert data["verdict"] == "fail"
