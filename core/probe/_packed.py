@@ -4,7 +4,7 @@ Why: turning a float into JSON text (CPython's shortest repr) costs ~0.8 us, and
 record holds six of them; written one line a step, the encoding was a third of the probe's
 cost between torch's kernels. Packed, the floats of a flush go out as raw IEEE doubles in one
 base64 string, the repeated values once, and the line is sealed once. The reader
-(core/run/runner.py) expands a packed line back into the very records it stands for, so
+(core/run/watch_records.py) expands a packed line back into the very records it stands for, so
 nothing past the runner sees the difference. Layout: FORMAT.md, "Packed steps".
 
 Loaded by path by ``_probe.py`` (stdlib only) and imported by the runner to expand: the two

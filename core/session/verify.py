@@ -26,7 +26,8 @@ from portside.core.log.bus import EventBus
 from portside.core.log.costs import PriceTable, load_prices, run_cost_from_facts
 from portside.core.log.criteria import Criteria
 from portside.core.log.ledger import ENGINE_KILLED, STOPPED, Ledger
-from portside.core.run.runner import TAIL_LINES, Executor, OutputPattern, Runner, RunResult, RunSpec
+from portside.core.run.runner import Executor, OutputPattern, Runner, RunResult, RunSpec
+from portside.core.run.watch_output import TAIL_LINES
 from portside.core.session.candidate_run import CandidateRun, LiveCheckStats
 from portside.core.session.outcome import classify_outcome, run_end, summarize_run
 from portside.core.session.reference_reuse import ReferenceReuse, copy_into

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from portside.core.log import events as ev
-from portside.core.run import runner
+from portside.core.run import runner, watch_output, watch_records
 from portside.core.run.batching import Batcher
 from portside.store import Store
 from portside.store.codec import full_body
@@ -56,11 +56,12 @@ def batches(n: int, every: float, what: str, adaptive: bool) -> Iterator[range]:
     """The steps each event holds, as the runner (before or after) batches them."""
     tick = runner.OUTPUT_BATCH_S
     if what == "output":
-        b: Batcher[int] = Batcher(hold_s=runner.OUTPUT_HOLD_S, tick_s=tick,
-                                  big_bytes=runner.OUTPUT_BIG_BYTES)
+        b: Batcher[int] = Batcher(hold_s=watch_output.OUTPUT_HOLD_S, tick_s=tick,
+                                  big_bytes=watch_output.OUTPUT_BIG_BYTES)
         size = len(log_line(0, random.Random(1))) + 4  # as the runner counts a line
     else:
-        b = Batcher(hold_s=runner.RECORD_HOLD_S, tick_s=tick, big_bytes=runner.RECORD_BIG_BYTES)
+        b = Batcher(hold_s=watch_records.RECORD_HOLD_S, tick_s=tick,
+                    big_bytes=watch_records.RECORD_BIG_BYTES)
         size = len(json.dumps(step_record(0, random.Random(1))))
     i, now = 0, 0.0
     while i < n or b:
@@ -70,7 +71,7 @@ def batches(n: int, every: float, what: str, adaptive: bool) -> Iterator[range]:
             i += 1
             if first and adaptive:
                 yield range(first[0], first[-1] + 1)
-            if what == "output" and len(b) >= runner.OUTPUT_BATCH_LINES:
+            if what == "output" and len(b) >= watch_output.OUTPUT_BATCH_LINES:
                 got = b.take()
                 yield range(got[0], got[-1] + 1)
         if b and (not adaptive or b.due(now) or i >= n):

@@ -24,6 +24,7 @@ from portside.core.checks import RunRecords, run_checks
 from portside.core.log import events as ev
 from portside.core.log.criteria import Criteria
 from portside.core.run import runner as runner_mod
+from portside.core.run import watch_disk, watch_output
 from portside.core.run.runner import Runner, RunSpec
 
 PY = sys.executable
@@ -247,8 +248,8 @@ def test_a_300mb_record_is_refused_without_holding_it(tmp_path: Path) -> None:
 
 def test_output_past_the_cap_keeps_head_and_tail_and_says_so(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner_mod, "OUTPUT_HEAD_BYTES", 20_000)
-    monkeypatch.setattr(runner_mod, "OUTPUT_TAIL_LINES", 50)
+    monkeypatch.setattr(watch_output, "OUTPUT_HEAD_BYTES", 20_000)
+    monkeypatch.setattr(watch_output, "OUTPUT_TAIL_LINES", 50)
     script = tmp_path / "loud.py"
     script.write_text("for i in range(20000):\n    print(f'line {i:05d} ' + 'y' * 40)\n"
                       "print('accuracy=12.5')\n")
@@ -290,8 +291,8 @@ def test_a_run_that_fills_its_disk_is_stopped_as_resource_limit(
                                             str(disk)], capture_output=True).returncode:
         pytest.skip("needs root to mount a small tmpfs")
     try:
-        monkeypatch.setattr(runner_mod, "DISK_RESERVE_BYTES", 16 << 20)
-        monkeypatch.setattr(runner_mod, "DISK_CHECK_S", 0.2)
+        monkeypatch.setattr(watch_disk, "DISK_RESERVE_BYTES", 16 << 20)
+        monkeypatch.setattr(watch_disk, "DISK_CHECK_S", 0.2)
         script = disk / "fill.py"
         script.write_text("import time\nwith open('big', 'wb') as fh:\n    for i in range(60):\n"
                           "        fh.write(b'z' * (1 << 20)); fh.flush(); time.sleep(0.05)\n")

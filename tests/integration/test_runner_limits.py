@@ -11,7 +11,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from portside.core.log import events as ev
-from portside.core.run.runner import MAX_LINE_BYTES, Runner, RunSpec
+from portside.core.run.runner import Runner, RunSpec
+from portside.core.run.watch_output import MAX_LINE_BYTES
 
 
 def _lines(tmp: Path, body: str) -> list[str]:
