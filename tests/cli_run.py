@@ -22,17 +22,20 @@ def _argv(args: tuple[str, ...], db: Path | None) -> list[str]:
 
 def cli(*args: str, db: Path | None = None, cwd: Path | None = None,
         env: Mapping[str, str] | None = None, timeout: float = 300,
-        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        stdin: str | None = None, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """``kw`` goes to subprocess.run as it is (``preexec_fn`` for a limit on the process)."""
     return subprocess.run([sys.executable, "-m", "portside.cli", *_argv(args, db)],
                           capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env=dict(env) if env is not None else None, input=stdin)
+                          env=dict(env) if env is not None else None, input=stdin, **kw)
 
 
 def cli_popen(*args: str, db: Path | None = None, cwd: Path | None = None,
               env: Mapping[str, str] | None = None, **kw: Any) -> subprocess.Popen[str]:
+    """Its output piped as text unless ``kw`` says otherwise (``stdout=subprocess.DEVNULL``
+    for a process the test only kills)."""
+    kw = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, **kw}
     return subprocess.Popen([sys.executable, "-m", "portside.cli", *_argv(args, db)], cwd=cwd,
-                            env=dict(env) if env is not None else None, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+                            env=dict(env) if env is not None else None, **kw)
 
 
 @contextlib.contextmanager

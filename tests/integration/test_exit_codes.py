@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import cli_popen
 
 from portside.cli.exit_codes import NONE, STATUSES, TABLE, markdown
 
@@ -49,9 +50,7 @@ def _cli(tmp: Path, *args: str, **kw: Any) -> subprocess.Popen[str]:
         if theirs is not None:
             theirs()
 
-    return subprocess.Popen([PY, "-m", "portside.cli", "--db", str(tmp / "p.db"), *args],
-                            cwd=tmp, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=before_exec, **kw)
+    return cli_popen(*args, db=tmp / "p.db", cwd=tmp, env=_env(), preexec_fn=before_exec, **kw)
 
 
 def _exit(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str]:

@@ -10,7 +10,6 @@ import resource
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -72,8 +71,7 @@ def _portside(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     ends in MemoryError here, not on the CI machine) and its time bounded."""
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
-    return subprocess.run([sys.executable, "-m", "portside.cli", *args], cwd=cwd, text=True,
-                          capture_output=True, timeout=30, preexec_fn=cap)
+    return cli(*args, cwd=cwd, timeout=30, preexec_fn=cap)
 
 
 @pytest.mark.timeout(60)

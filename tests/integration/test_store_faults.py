@@ -8,7 +8,6 @@ import os
 import resource
 import signal
 import sqlite3
-import subprocess
 import sys
 import threading
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from cli_run import cli, cli_popen
 
 from portside.core.log import events as ev
 from portside.store import Store, StoreError
@@ -104,11 +104,9 @@ def test_verify_with_a_failing_store_stops_the_runs_and_exits(tmp_path: Path) ->
     cmd = f"{sys.executable} t.py"
     t0 = time.monotonic()
     try:
-        out = subprocess.run(
-            [sys.executable, "-m", "portside.cli", "--db", str(tmp_path / "p.db"), "verify",
-             "--reference", cmd, "--candidate", cmd, "--target", "cpu", "--reference-runs", "1"],
-            capture_output=True, text=True, timeout=90, cwd=tmp_path,
-            preexec_fn=_limit_file_size)
+        out = cli("verify", "--reference", cmd, "--candidate", cmd, "--target", "cpu",
+                  "--reference-runs", "1", db=tmp_path / "p.db", cwd=tmp_path, timeout=90,
+                  preexec_fn=_limit_file_size)
     finally:
         pids = [int(p) for p in pidfile.read_text().split()] if pidfile.exists() else []
         alive = [p for p in pids if psutil.pid_exists(p)
@@ -140,10 +138,8 @@ def test_database_deleted_during_verify_is_recording_failed(tmp_path: Path, whic
         "    print('waiting', flush=True)\n"
         "    time.sleep(0.05)\n")
     cmd = f"{sys.executable} wait.py && {sys.executable} {TINY} --steps 30"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "portside.cli", "--db", str(db), "verify", "--reference", cmd,
-         "--candidate", cmd, "--target", "cpu", "--reference-runs", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    proc = cli_popen("verify", "--reference", cmd, "--candidate", cmd, "--target", "cpu",
+                     "--reference-runs", "1", db=db, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 60
         while not started.exists():

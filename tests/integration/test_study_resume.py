@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from cli_run import cli, cli_popen
 
 pytestmark = pytest.mark.slow
 
@@ -64,10 +65,9 @@ name = "second"
 candidate = "test -e {tmp_path}/slept || (touch {tmp_path}/slept; sleep 600); python train.py --steps 30 --max-norm 0.05"
 """)
     db = tmp_path / "s.db"
-    cmd = [sys.executable, "-m", "portside.cli", "study", "run", str(study), "--db", str(db),
-           "--parallel", "1"]
-    head = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    run = ("study", "run", str(study), "--parallel", "1")
+    head = cli_popen(*run, db=db, env=_env(), stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
     while not (tmp_path / "slept").exists():
         assert head.poll() is None and time.monotonic() < deadline
@@ -85,7 +85,7 @@ candidate = "test -e {tmp_path}/slept || (touch {tmp_path}/slept; sleep 600); py
     before = _rows(db, "SELECT session_id, COUNT(*) FROM events GROUP BY session_id")
     assert len(before) == 2
 
-    again = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=900)
+    again = cli(*run, db=db, env=_env(), timeout=900)
     assert again.returncode == 0, again.stderr
     assert "first: done earlier: not run again" in again.stderr
     assert _rows(db, "PRAGMA integrity_check")[0][0] == "ok"
@@ -97,8 +97,7 @@ candidate = "test -e {tmp_path}/slept || (touch {tmp_path}/slept; sleep 600); py
                                                 "'run.finished'")]
     assert sum(1 for f in finished if f["reason"] == "engine-killed") == 1
     assert len(finished) == 5  # 2 references (neither run twice), 2 candidates, 1 cut off
-    report = json.loads(subprocess.run(
-        [sys.executable, "-m", "portside.cli", "study", "report", str(study), "--db", str(db),
-         "--format", "json"], env=_env(), capture_output=True, text=True).stdout)
+    report = json.loads(cli("study", "report", str(study), "--format", "json", db=db,
+                            env=_env()).stdout)
     got = {r["task"]: (r["outcome"], r["attempts"]) for r in report["tasks"]}
     assert got == {"first": ("passed", 1), "second": ("failed-silent", 1)}
