@@ -23,10 +23,12 @@ def _argv(args: tuple[str, ...], db: Path | None) -> list[str]:
 def cli(*args: str, db: Path | None = None, cwd: Path | None = None,
         env: Mapping[str, str] | None = None, timeout: float = 300,
         stdin: str | None = None, **kw: Any) -> subprocess.CompletedProcess[str]:
-    """``kw`` goes to subprocess.run as it is (``preexec_fn`` for a limit on the process)."""
+    """``kw`` goes to subprocess.run (``preexec_fn`` for a limit on the process, ``text=False``
+    for the output's raw bytes)."""
+    kw = {"capture_output": True, "text": True, **kw}
     return subprocess.run([sys.executable, "-m", "portside.cli", *_argv(args, db)],
-                          capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env=dict(env) if env is not None else None, input=stdin, **kw)
+                          timeout=timeout, cwd=cwd, env=dict(env) if env is not None else None,
+                          input=stdin, **kw)
 
 
 def cli_popen(*args: str, db: Path | None = None, cwd: Path | None = None,

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import cli_popen
 
 from portside.core.claude_code.attach_settings import AttachError, install, uninstall
 
@@ -91,10 +92,8 @@ def project() -> Iterator[Path]:
 
 
 def _attach(project: Path, db: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [PY, "-m", "portside.cli", "attach", str(project), "--reference", "true",
-         "--reference-runs", "1", "--headless", "--policy", "auto", "--db", str(db),
-         "--no-sandbox"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return cli_popen("attach", str(project), "--reference", "true", "--reference-runs", "1",
+                     "--headless", "--policy", "auto", "--no-sandbox", db=db, text=False)
 
 
 def _hook_argv(proc: subprocess.Popen[bytes], project: Path, stale: list[str] | None = None

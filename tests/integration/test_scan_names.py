@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from cli_run import cli
 
 SOURCE = b"import torch\nx.cuda()\n"
 FAKE = b"evil\n  cuda-call (1): \x1b[32mall clear\x1b[0m\r.py"
@@ -31,8 +32,7 @@ def _scan(*args: str) -> subprocess.CompletedProcess[bytes]:
     # The C locale: Python writes undecodable names back as their raw bytes (surrogateescape).
     env = {**os.environ, "LC_ALL": "C"}
     env.pop("PYTHONIOENCODING", None)
-    return subprocess.run([sys.executable, "-m", "portside.cli", "scan", *args],
-                          capture_output=True, timeout=120, env=env)
+    return cli("scan", *args, env=env, timeout=120, text=False)
 
 
 def test_names_are_escaped_on_the_terminal(tmp_path: Path) -> None:

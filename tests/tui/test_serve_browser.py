@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import cli_popen
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
@@ -65,12 +66,10 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
     db = tmp_path / "serve.db"
     py = shlex.quote(sys.executable)
     ref = f"{py} train_tiny.py --steps 20"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "portside.cli", "--db", str(db), "serve", "run", str(project),
-         "--agent", f"scripted:{script}", "--reference", ref, "--target", "cpu",
-         "--reference-runs", "1", "--stall", "60"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True)
+    proc = cli_popen("serve", "run", str(project), "--agent", f"scripted:{script}",
+                     "--reference", ref, "--target", "cpu", "--reference-runs", "1",
+                     "--stall", "60", db=db, cwd=tmp_path, stderr=subprocess.STDOUT,
+                     start_new_session=True)
     try:
         url = None
         deadline = time.monotonic() + 60
