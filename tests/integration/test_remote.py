@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_run import cli, cli_popen
 from doubles import MemorySink
 from loopback_sshd import ALIAS, LoopbackSSHD, why_not
 from tiny_project import tiny_project
@@ -212,11 +213,9 @@ def test_secrets_stay_home_and_a_host_without_torch_is_an_outcome(
 
 def _verify_cli(tmp: Path, project: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PORTSIDE_DB"}
-    return subprocess.run(
-        [PY, "-m", "portside.cli", "verify", "--db", str(tmp / "p.db"), "--reference",
-         BASE, "--candidate", f"{BASE} --max-norm 0.05", "--target", "cpu",
-         "--reference-runs", "1", "--cwd", str(project), "--criteria", str(CRITERIA),
-         "--json", *extra], capture_output=True, text=True, timeout=300, env=env)
+    return cli("verify", "--reference", BASE, "--candidate", f"{BASE} --max-norm 0.05",
+               "--target", "cpu", "--reference-runs", "1", "--cwd", str(project),
+               "--criteria", str(CRITERIA), "--json", *extra, db=tmp / "p.db", env=env)
 
 
 def test_cli_unreachable_host_and_bad_key_exit_2(tmp_path: Path, sshd: LoopbackSSHD,
@@ -245,11 +244,9 @@ def test_cli_unreachable_host_and_bad_key_exit_2(tmp_path: Path, sshd: LoopbackS
     crit = tmp_path / "hosts.toml"
     crit.write_text(CRITERIA.read_text() + f'\n[hosts]\ncandidate = "{ALIAS}"\n')
     env = {k: v for k, v in os.environ.items() if k != "PORTSIDE_DB"}
-    done = subprocess.run(
-        [PY, "-m", "portside.cli", "verify", "--db", str(tmp_path / "p.db"), "--reference",
-         BASE, "--candidate", BASE, "--target", "cpu", "--reference-runs", "1", "--cwd",
-         str(project), "--criteria", str(crit), "--ssh-config", str(dead), "--json"],
-        capture_output=True, text=True, timeout=300, env=env)
+    done = cli("verify", "--reference", BASE, "--candidate", BASE, "--target", "cpu",
+               "--reference-runs", "1", "--cwd", str(project), "--criteria", str(crit),
+               "--ssh-config", str(dead), "--json", db=tmp_path / "p.db", env=env)
     assert done.returncode == 2, done.stderr
     assert "([hosts] candidate) portside-test: host-unreachable" in done.stderr
 
@@ -295,11 +292,9 @@ def test_a_user_starting_with_a_dash_never_reaches_ssh(tmp_path: Path) -> None:
     (fake / "ssh").chmod(0o755)
     env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
     env.pop("PORTSIDE_DB", None)
-    res = subprocess.run(
-        [PY, "-m", "portside.cli", "verify", "--db", str(tmp_path / "p.db"), "--reference",
-         "true", "--candidate", "true", "--target", "cpu", "--reference-runs", "1",
-         "--cwd", str(tmp_path), "--candidate-host", "ssh://-v@127.0.0.1"],
-        capture_output=True, text=True, timeout=60, env=env)
+    res = cli("verify", "--reference", "true", "--candidate", "true", "--target", "cpu",
+              "--reference-runs", "1", "--cwd", str(tmp_path),
+              "--candidate-host", "ssh://-v@127.0.0.1", db=tmp_path / "p.db", env=env, timeout=60)
     assert res.returncode == 2, res.stderr[-2000:]
     assert "the user '-v' starts with '-'" in res.stderr
     assert not mark.exists()
@@ -317,27 +312,26 @@ def test_portside_killed_mid_run_leaves_no_run_on_the_host(tmp_path: Path, sshd:
     the run and the session's keeper removes the session's folder."""
     before = sshd.listing()
     env = {k: v for k, v in os.environ.items() if k != "PORTSIDE_DB"}
-    cli = subprocess.Popen(
-        [PY, "-m", "portside.cli", "verify", "--db", str(tmp_path / "p.db"), "--reference",
-         f"{BASE} --sleep-at 3 --sleep 300", "--candidate", BASE, "--target", "cpu",
-         "--reference-runs", "1", "--cwd", str(project), "--reference-host", ALIAS,
-         "--ssh-config", str(sshd.config)], env=env, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+    verify = cli_popen(
+        "verify", "--reference", f"{BASE} --sleep-at 3 --sleep 300", "--candidate", BASE,
+        "--target", "cpu", "--reference-runs", "1", "--cwd", str(project),
+        "--reference-host", ALIAS, "--ssh-config", str(sshd.config), db=tmp_path / "p.db",
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while not any("train_tiny" in p for p in sshd.processes_under_home()):
-            assert cli.poll() is None and time.monotonic() < deadline, "the run never started"
+            assert verify.poll() is None and time.monotonic() < deadline, "the run never started"
             time.sleep(0.1)
         assert sshd.listing() != before  # the session's folder is there while it runs
-        cli.kill()
-        cli.wait()
+        verify.kill()
+        verify.wait()
         _until(lambda: not sshd.processes_under_home(), 10)
         assert sshd.processes_under_home() == []
         _until(lambda: sshd.listing() == before, 10)
         assert sshd.listing() == before
     finally:
-        if cli.poll() is None:
-            cli.kill()
+        if verify.poll() is None:
+            verify.kill()
         for p in sshd.home.glob(".portside-*"):  # left by a failure: not for the next tests
             shutil.rmtree(p, ignore_errors=True)
 
@@ -397,25 +391,22 @@ def test_resume_runs_on_the_recorded_host(tmp_path: Path, sshd: LoopbackSSHD,
     db = tmp_path / "r.db"
     env = {k: v for k, v in os.environ.items() if k != "PORTSIDE_DB"}
     candidate = f'echo "ran-in=$HOME"; if [ -e {flag} ]; then rm {flag}; sleep 300; fi; {BASE}'
-    cli = subprocess.Popen(
-        [PY, "-m", "portside.cli", "run", str(project), "--headless", "--db", str(db),
-         "--target", "cpu", "--reference", BASE, "--candidate", candidate,
-         "--reference-runs", "1", "--criteria", str(CRITERIA), "--candidate-host", ALIAS,
-         "--ssh-config", str(sshd.config)], env=env, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+    session = cli_popen(
+        "run", str(project), "--headless", "--target", "cpu", "--reference", BASE,
+        "--candidate", candidate, "--reference-runs", "1", "--criteria", str(CRITERIA),
+        "--candidate-host", ALIAS, "--ssh-config", str(sshd.config), db=db, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 180
         while not any("sleep 300" in p for p in sshd.processes_under_home()):
-            assert cli.poll() is None and time.monotonic() < deadline, "no candidate run"
+            assert session.poll() is None and time.monotonic() < deadline, "no candidate run"
             time.sleep(0.1)
         _until(lambda: _ran_in(db), 10)  # the cut-off run's first line is in the log
-        cli.kill()
-        cli.wait()
+        session.kill()
+        session.wait()
         _until(lambda: sshd.listing() == before, 10)
         assert sshd.listing() == before
-        done = subprocess.run([PY, "-m", "portside.cli", "run", "--resume", "last",
-                               "--headless", "--json", "--db", str(db)],
-                              capture_output=True, text=True, timeout=300, env=env)
+        done = cli("run", "--resume", "last", "--headless", "--json", db=db, env=env)
         assert done.returncode == 0, done.stderr[-3000:]
         assert json.loads(done.stdout)["verdict"] == "pass"
         with Store(db) as store:
@@ -430,8 +421,8 @@ def test_resume_runs_on_the_recorded_host(tmp_path: Path, sshd: LoopbackSSHD,
         assert sshd.listing() == before
         assert sshd.processes_under_home() == []
     finally:
-        if cli.poll() is None:
-            cli.kill()
+        if session.poll() is None:
+            session.kill()
         for p in sshd.home.glob(".portside-*"):
             shutil.rmtree(p, ignore_errors=True)
 
