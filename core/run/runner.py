@@ -412,21 +412,10 @@ class _Watch:
                     if handle.returncode is not None:
                         break  # the command ended; what it left running is killed below
                     self._publish(self._observe, handle)
-                now = time.monotonic()
-                if abort.is_set():
-                    reason = "aborted"
-                elif spec.timeout_s and now - t0 > spec.timeout_s:
-                    reason = "timeout"
-                elif spec.stall_s and now - self.last_activity > spec.stall_s:
-                    reason = "stalled"
-                elif self.sink_error is not None:
-                    reason = "recording-failed"  # nothing of the run could be kept: stop it
-                elif isinstance(handle, _LocalHandle) and self.disk.full(now):
-                    reason = "resource-limit"
-                else:
-                    continue
-                await self._terminate(handle, waiter)
-                break
+                if why := self._past_limit(handle, abort.is_set(), t0):
+                    reason = why
+                    await self._terminate(handle, waiter)
+                    break
         except asyncio.CancelledError:
             await self._terminate(handle, waiter)
             raise
@@ -445,14 +434,7 @@ class _Watch:
             reader.cancel()
         stop.set()
         await ticker
-        self._publish(self.output.flush)
-        self._publish(self._poll_records, True)
-        self._publish(self.output.flush_held_metrics)
-        self._publish(self._end_evidence, handle)
-        self._publish(self.records.flush)
-        self._publish(self.output.flush_tail)
-        if self.sink_error is not None:
-            raise RecordingFailed(f"run {spec.run_id} stopped: {self.sink_error}") from self.sink_error
+        self._last_word(handle)
         wall = time.monotonic() - t0
         fault = getattr(handle, "fault", None)  # a remote run's own end: connection lost
         if fault is not None and reason == "exit":
@@ -464,6 +446,34 @@ class _Watch:
             # /bin/sh reports a signalled child as 128+N.
             sig = returncode - 128
         return self._classify(code, sig, reason, wall)
+
+    def _past_limit(self, handle: Handle, aborted: bool, t0: float) -> str:
+        """Why the run must be stopped now, the first that holds; "": it goes on."""
+        spec, now = self.spec, time.monotonic()
+        if aborted:
+            return "aborted"
+        if spec.timeout_s and now - t0 > spec.timeout_s:
+            return "timeout"
+        if spec.stall_s and now - self.last_activity > spec.stall_s:
+            return "stalled"
+        if self.sink_error is not None:
+            return "recording-failed"  # nothing of the run could be kept: stop it
+        if isinstance(handle, _LocalHandle) and self.disk.full(now):
+            return "resource-limit"
+        return ""
+
+    def _last_word(self, handle: Handle) -> None:
+        """Everything the ended run left, out in order: the held output, the probe files to
+        their end, the capped metrics' newest points, the evidence, the output's tail."""
+        self._publish(self.output.flush)
+        self._publish(self._poll_records, True)
+        self._publish(self.output.flush_held_metrics)
+        self._publish(self._end_evidence, handle)
+        self._publish(self.records.flush)
+        self._publish(self.output.flush_tail)
+        if self.sink_error is not None:
+            raise RecordingFailed(f"run {self.spec.run_id} stopped: {self.sink_error}") \
+                from self.sink_error
 
     async def _terminate(self, handle: Handle, waiter: asyncio.Task[int]) -> None:
         handle.kill_all(signal.SIGTERM)  # the probe flushes its records on SIGTERM
