@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from cc_transcript import CLIP, TIGHT, clipping_port
+from cli_run import cli as portside
 from tiny_project import tiny_project
 from treehash import tree_hash
 
@@ -28,11 +29,6 @@ pytestmark = pytest.mark.slow
 
 PY = sys.executable
 REF = f"{PY} train.py --steps 40"
-
-
-def _cli(*args: str, db: Path, timeout: int = 400) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "portside.cli", *args, "--db", str(db)],
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def _project(tmp: Path, name: str = "proj") -> Path:
@@ -65,11 +61,11 @@ def test_verify_imported_session_on_the_tree_it_left(tmp_path: Path) -> None:
     _as_claude_code_left_it(project)
     before = tree_hash(project)
     db = tmp_path / "p.db"
-    assert _cli("import", "--claude-code", str(transcript), db=db).returncode == 0
+    assert portside("import", "--claude-code", str(transcript), db=db).returncode == 0
     imported = f"cc-{s.session_id}"
     # No --tree: the folder the session ran in, as it left it.
-    res = _cli("verify", "--session", imported, "--reference", REF, "--target", "cpu",
-               "--json", db=db)
+    res = portside("verify", "--session", imported, "--reference", REF, "--target", "cpu",
+                   "--json", db=db, timeout=400)
     assert res.returncode == 1, res.stderr[-3000:]
     out = json.loads(res.stdout)
     assert out["verdict"] == "fail"
@@ -98,20 +94,20 @@ def test_trees_that_do_not_fit_the_transcript_are_refused(tmp_path: Path) -> Non
     s = clipping_port(project)
     transcript = s.write(tmp_path / "t.jsonl")
     db = tmp_path / "p.db"
-    assert _cli("import", "--claude-code", str(transcript), db=db).returncode == 0
+    assert portside("import", "--claude-code", str(transcript), db=db).returncode == 0
     imported = f"cc-{s.session_id}"
     # The folder was never edited: it is not the tree the session left.
-    res = _cli("verify", "--session", imported, "--reference", REF, "--target", "cpu", db=db)
+    res = portside("verify", "--session", imported, "--reference", REF, "--target", "cpu", db=db)
     assert res.returncode == 2
     assert f"{project / 'PORTING.md'}: missing" in res.stderr, res.stderr
     # --before with a tree the session did not start from.
     other = _project(tmp_path, "other")
     (other / "train.py").write_text("print('something else')\n")
-    res = _cli("verify", "--session", imported, "--before", str(other), "--reference", REF,
-               "--target", "cpu", db=db)
+    res = portside("verify", "--session", imported, "--before", str(other), "--reference", REF,
+                   "--target", "cpu", db=db)
     assert res.returncode == 2 and f"{other / 'train.py'}: different" in res.stderr, res.stderr
     # A session that is not an imported one.
-    res = _cli("verify", "--session", "nope", "--reference", REF, "--target", "cpu", db=db)
+    res = portside("verify", "--session", "nope", "--reference", REF, "--target", "cpu", db=db)
     assert res.returncode == 2 and "--session" in res.stderr
     with Store(db) as store:
         assert [r["session_id"] for r in store.sessions()] == [imported]  # nothing more written
@@ -174,8 +170,8 @@ def test_real_claude_code_session_imports_and_verifies(tmp_path: Path) -> None:
 
     db = tmp_path / "p.db"
     for source, name in ((log, "from-log"), (transcripts[0], "from-transcript")):
-        res = _cli("import", "--claude-code", str(source), "--as", name, "--target", "tpu",
-                   db=db)
+        res = portside("import", "--claude-code", str(source), "--as", name, "--target", "tpu",
+                       db=db)
         assert res.returncode == 0, res.stderr
         with Store(db) as store:
             events = list(store.events(name))
@@ -200,8 +196,9 @@ def test_real_claude_code_session_imports_and_verifies(tmp_path: Path) -> None:
         assert led.tokens_in == result["usage"]["input_tokens"]
         assert "sk-ant-loopback" not in json.dumps([ev.to_builtins(e) for e in events])
     # Verified from the tree before (a copy of the project as it was): clipping-changed.
-    res = _cli("verify", "--session", "from-transcript", "--before", str(pristine),
-               "--reference", REF, "--target", "cpu", "--reference-runs", "1", db=db)
+    res = portside("verify", "--session", "from-transcript", "--before", str(pristine),
+                   "--reference", REF, "--target", "cpu", "--reference-runs", "1", db=db,
+                   timeout=400)
     assert res.returncode == 1, res.stderr[-3000:]
     with Store(db) as store:
         sid = [r["session_id"] for r in store.sessions()
