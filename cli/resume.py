@@ -26,7 +26,7 @@ def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: b
     from portside.store.jsonl import refuse_untrusted_resume
 
     from .drive import drive
-    from .options import attach_hosts, open_store, recorded_hosts
+    from .options import attach_hosts, open_store, recorded_hosts, require_startable
 
     store = open_store(ctx, db)
     err = Console(stderr=True, highlight=False)
@@ -48,6 +48,8 @@ def resume_session(ctx: click.Context, ref: str, db: Path | None, *, headless: b
         try:
             engine = engine_from_log(log, store.recorder, policy=policy,
                                      mode="headless" if headless else "live")
+            # the agent must be able to start before any run goes again (a key, a login)
+            require_startable(engine.config.agent)
             engine.lock()  # refused while the first engine still runs
             from .stored_references import reuse_references
 

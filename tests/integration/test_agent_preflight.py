@@ -61,3 +61,52 @@ def test_claude_code_with_a_key_passes_the_preflight(tmp_path: Path) -> None:
     logged_out = ClaudeCodeAgent(None, env={"HOME": str(tmp_path)})
     if not os.environ.get("ANTHROPIC_API_KEY"):
         assert "not logged in" in preflight(logged_out)
+
+
+def test_resume_checks_the_agent_before_any_run(tmp_path: Path) -> None:
+    """`run --resume` rebuilds the agent from the log: without its key it is refused at once
+    (exit 2, naming the variable), before the references run again."""
+    import signal
+    import subprocess
+
+    from cli_run import cli_popen
+
+    from portside.store import Store
+
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "train.py").write_text("print('x')\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    db = tmp_path / "s.db"
+    # A session with the built-in Claude agent (a key that reaches nothing) whose references
+    # sleep: portside is killed while they run, so the session is left open, resumable.
+    env = _env(home, ANTHROPIC_API_KEY="sk-ant-test", ANTHROPIC_BASE_URL="http://127.0.0.1:9")
+    proc = cli_popen("run", str(project), "--target", "cpu", "--agent", "claude",
+                     "--reference", "sleep 300", "--headless", "--policy", "auto", db=db,
+                     env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no reference started"
+            if db.exists():
+                with Store(db) as store:
+                    runs = [r for s in store.sessions() for r in store.runs(s["session_id"])]
+                if runs:
+                    break
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGKILL)  # the engine dies: the session stays open
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with Store(db) as store:
+        (sid,) = [s["session_id"] for s in store.sessions()]
+        before = len(list(store.events(sid)))
+    res = cli("run", "--resume", sid, "--headless", db=db, env=_env(home), timeout=120)
+    assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
+    assert "ANTHROPIC_API_KEY" in res.stderr, res.stderr
+    with Store(db) as store:
+        assert len(list(store.events(sid))) == before  # nothing ran, nothing was written
+    subprocess.run(["pkill", "-f", "sleep 300"], check=False)
