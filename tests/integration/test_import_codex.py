@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import cli
 from codex_cli import CODEX, SKIP_REASON
 from loopback_responses import LoopbackResponses, codex_home, message, patch, shell
 
@@ -91,11 +92,6 @@ def _steps() -> list[Any]:
             [message("Ported; all checks pass, numerics unchanged.")]]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "portside.cli", *args], capture_output=True, text=True,
-                          timeout=400)
-
-
 @pytest.mark.slow  # two real trainer runs in verify --session (~40 s each, loaded machine)
 @pytest.mark.heavy  # a whole real agent CLI session (make test-slow)
 def test_codex_rollout_imported_and_verified(tmp_path: Path) -> None:
@@ -106,7 +102,7 @@ def test_codex_rollout_imported_and_verified(tmp_path: Path) -> None:
     rollout = codex_session(tmp_path, project, _steps())
     assert TIGHT in (project / "train.py").read_text()  # Codex applied it, in the project
     db = tmp_path / "s.db"
-    res = _cli("import", "--codex", str(rollout), "--db", str(db), "--target", "cpu")
+    res = cli("import", "--codex", str(rollout), "--target", "cpu", db=db)
     assert res.returncode == 0, res.stderr
     from portside.store import Store
 
@@ -138,9 +134,8 @@ def test_codex_rollout_imported_and_verified(tmp_path: Path) -> None:
     assert not any(isinstance(e, ev.Intervention) for e in events)
     assert KEY not in json.dumps([ev.to_builtins(e) for e in events])
     # verify --session: the tree before the session rebuilt, both run, the claim contradicted.
-    res = _cli("verify", "--session", sid, "--db", str(db), "--reference",
-               f"{PY} train.py --steps 30", "--reference-runs", "1", "--target", "cpu",
-               "--json")
+    res = cli("verify", "--session", sid, "--reference", f"{PY} train.py --steps 30",
+              "--reference-runs", "1", "--target", "cpu", "--json", db=db, timeout=400)
     assert res.returncode == 1, res.stderr[-3000:]
     store = Store(db)
     verified = list(store.events(json.loads(res.stdout)["session"]))
@@ -160,8 +155,8 @@ def test_bad_rollout_names_file_and_line_and_writes_nothing(tmp_path: Path) -> N
                                                       "payload": {}}))):
         broken = tmp_path / f"broken{n}.jsonl"
         broken.write_text("\n".join([*lines[:n - 1], bad, *lines[n:]]) + "\n")
-        res = _cli("import", "--codex", str(broken), "--db", str(db))
+        res = cli("import", "--codex", str(broken), db=db)
         assert res.returncode == 2, res.stderr
         assert f"{broken}:{n}:" in res.stderr
-    res = _cli("sessions", "--plain", "--db", str(db))
+    res = cli("sessions", "--plain", db=db)
     assert "No sessions" in res.stdout, res.stdout
