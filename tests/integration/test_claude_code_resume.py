@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import cli as portside  # cli: the Claude Code binary below
+from cli_run import cli_popen
 
 pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not installed "
                     "(pip install -e '.[claude-code]'; `make venv` does)")
@@ -27,10 +29,6 @@ from portside.core.log import events as ev
 
 PY = sys.executable
 OLD, NEW = "import argparse\n", "import argparse  # ported to XLA\n"  # OLD is not in NEW
-
-
-def _portside(args: list[str], env: dict[str, str], **kw: Any) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([PY, "-m", "portside.cli", *args], env=env, **kw)
 
 
 @pytest.mark.slow  # two real claude CLI sessions with real runs
@@ -77,11 +75,11 @@ def test_resume_continues_the_conversation_and_never_reapplies(tmp_path: Path) -
     with LoopbackAPI(steps) as api:
         env = {**os.environ, **_env(api, tmp_path)}
         log1 = (tmp_path / "first.log").open("wb")
-        first = _portside(["run", str(project), "--target", "cpu", "--agent",
-                           f"claude-code:{MODEL}", "--reference", f"{PY} train.py",
-                           "--reference-runs", "1", "--headless", "--policy", "auto",
-                           "--db", str(db), "--stall", "60"],
-                          env, stdout=log1, stderr=subprocess.STDOUT)
+        first = cli_popen("run", str(project), "--target", "cpu", "--agent",
+                          f"claude-code:{MODEL}", "--reference", f"{PY} train.py",
+                          "--reference-runs", "1", "--headless", "--policy", "auto",
+                          "--stall", "60", db=db, env=env, stdout=log1,
+                          stderr=subprocess.STDOUT, text=False)
         try:
             if not reached.wait(180):
                 first.kill()
@@ -106,9 +104,8 @@ def test_resume_continues_the_conversation_and_never_reapplies(tmp_path: Path) -
         assert NEW in (ws / "train.py").read_text()
         prior_turns = len(api.conversation)
 
-        res = subprocess.run([PY, "-m", "portside.cli", "run", "--resume", sid, "--headless",
-                              "--json", "--db", str(db)],
-                             env=env, capture_output=True, text=True, timeout=400)
+        res = portside("run", "--resume", sid, "--headless", "--json", db=db, env=env,
+                       timeout=400)
         assert res.returncode in (0, 1), res.stderr[-3000:]
         assert not [e for e in api.errors if "script ran out" not in e], api.errors
 
