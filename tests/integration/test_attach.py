@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import cli_popen
 
 claude_agent_sdk = pytest.importorskip(
     "claude_agent_sdk", reason="the claude-code extra is not installed (`make venv` does)")
@@ -159,10 +160,8 @@ def test_attach_fails_closed_when_portside_is_gone(tmp_path: Path) -> None:
     project = _project(tmp_path)
     marker = project / "MARKER"
     db = tmp_path / "s.db"
-    proc = subprocess.Popen(
-        [PY, "-m", "portside.cli", "attach", str(project), "--reference", "true",
-         "--reference-runs", "1", "--headless", "--policy", "auto", "--db", str(db),
-         "--no-sandbox"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = cli_popen("attach", str(project), "--reference", "true", "--reference-runs", "1",
+                     "--headless", "--policy", "auto", "--no-sandbox", db=db, text=False)
     settings = project / ".claude" / "settings.local.json"
     deadline = time.monotonic() + 60
     while b"claude_code/hook_client.py" not in (settings.read_bytes() if settings.exists() else b""):

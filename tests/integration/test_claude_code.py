@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import cli as portside  # cli: the Claude Code binary below
 
 if os.environ.get("PORTSIDE_CI") and not __import__("importlib").util.find_spec("claude_agent_sdk"):
     raise RuntimeError("CI: claude-agent-sdk (the claude-code extra) must be installed; "
@@ -175,12 +176,9 @@ def test_every_change_gated_live(tmp_path: Path, cc_env: Any) -> None:
 
 def _run_cli(tmp: Path, api: LoopbackAPI, project: Path, db: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **_env(api, tmp)}
-    return subprocess.run(
-        [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
-         "--agent", f"claude-code:{MODEL}", "--reference", f"{PY} train.py",
-         "--reference-runs", "1", "--headless", "--policy", "auto", "--json", "--db", str(db),
-         "--stall", "60"],
-        capture_output=True, text=True, timeout=400, env=env)
+    return portside("run", str(project), "--target", "cpu", "--agent", f"claude-code:{MODEL}",
+                    "--reference", f"{PY} train.py", "--reference-runs", "1", "--headless",
+                    "--policy", "auto", "--json", "--stall", "60", db=db, env=env, timeout=400)
 
 
 @pytest.mark.slow  # the real claude CLI through a whole session with real runs
@@ -225,8 +223,8 @@ def test_headless_clipping_port_blocked_at_stop_and_fails(tmp_path: Path) -> Non
     stops = [e for e in events if isinstance(e, ev.SessionState) and e.state == "agent-stop-blocked"]
     assert len(stops) == 3  # bounded, then handed to the policy
     export = tmp_path / "export.jsonl"
-    subprocess.run([PY, "-m", "portside.cli", "export", sid, "--db", str(db), "-o",
-                    str(export)], check=True, capture_output=True, timeout=120)
+    exported = portside("export", sid, "-o", str(export), db=db, timeout=120)
+    assert exported.returncode == 0, exported.stderr[-2000:]
     store.close()
     assert _tree(project) == before
     for f in [db, export, *db.parent.glob("s.db*")]:
