@@ -20,7 +20,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 import psutil
 import pytest
+from cli_run import cli, cli_popen
 from ray_cluster import LocalRayCluster, ray_env
 
 # A whole study: three short torch runs and two worker processes on a shared machine (and,
@@ -40,9 +40,7 @@ DEADLINE_S = 240  # each wait, inside the test's timeout
 
 
 def _status(study: Path, db: Path) -> dict[str, dict]:
-    out = subprocess.run([sys.executable, "-m", "portside.cli", "study", "status", str(study),
-                          "--db", str(db), "--json"], env=ray_env(), capture_output=True,
-                         text=True, timeout=120)
+    out = cli("study", "status", str(study), "--json", db=db, env=ray_env(), timeout=120)
     assert out.returncode == 0, out.stderr
     return {t["task_id"]: t for t in json.loads(out.stdout)["tasks"]}
 
@@ -131,9 +129,8 @@ name = "verified"
 candidate = "python train.py --steps 20"
 """ if verified else ""))
     db = tmp / "s.db"
-    head = subprocess.Popen([sys.executable, "-m", "portside.cli", "study", "run", str(study),
-                             "--db", str(db), "--parallel", "2", *engine], env=ray_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    head = cli_popen("study", "run", str(study), "--parallel", "2", *engine, db=db,
+                     env=ray_env())
     # Ray's "\tINFO ..." lines of connecting come before the study's own first line.
     assert head.stderr is not None
     said: list[str] = []
