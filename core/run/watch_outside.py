@@ -39,5 +39,6 @@ class OutsideView:
         pids = [] if final else pids
         if not pids and not final:
             return
-        if observe.sample(self.sighting, pids, self.writable) or final or self.sighting.samples == 1:
+        seen = observe.sample(self.sighting, pids, self.writable)
+        if seen or final or self.sighting.samples == 1:
             self.add_records([self.sighting.record(time.time(), final)], 300)

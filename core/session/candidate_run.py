@@ -58,7 +58,8 @@ class CandidateRun:
         self.spec = spec
         self.refs = verifier.valid_references()
         self.raised: dict[str, Alarm] = {}
-        self.provisional: dict[str, str] = {}  # key -> alarm id: raised before every reference was in
+        # key -> alarm id: raised before every reference was in
+        self.provisional: dict[str, str] = {}
         self.live_keys: set[str] = set()  # raised on a partial run: the final pass confirms them
         self.pending: list[dict[str, Any]] = []  # records not yet folded into `live`
         self.live = LiveRecords()
