@@ -38,7 +38,7 @@ def _commands(group: click.Group, ctx: click.Context) -> Iterator[tuple[str, cli
         if cmd is None or cmd.hidden:
             continue
         sub = click.Context(cmd, info_name=name, parent=ctx, terminal_width=WIDTH,
-                            max_content_width=WIDTH)
+                            max_content_width=WIDTH, **cmd.context_settings)
         yield sub.command_path, sub
         if isinstance(cmd, click.Group):
             yield from _commands(cmd, sub)
@@ -47,8 +47,11 @@ def _commands(group: click.Group, ctx: click.Context) -> Iterator[tuple[str, cli
 def render() -> str:
     from .main import main
 
+    # The commands' own context settings (`-h` as well as `--help`), as a real invocation
+    # makes them: click keeps the help option it made first, so the page must not depend on
+    # whether the CLI ran before in this process.
     root = click.Context(main, info_name="portside", terminal_width=WIDTH,
-                         max_content_width=WIDTH)
+                         max_content_width=WIDTH, **main.context_settings)
     parts = [HEADER, exit_table(), "\n## `portside`\n\n```\n", main.get_help(root), "\n```\n"]
     for path, ctx in _commands(main, root):
         parts += [f"\n## `{path}`\n\n```\n", ctx.command.get_help(ctx), "\n```\n"]

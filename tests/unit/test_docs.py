@@ -31,6 +31,19 @@ def test_cli_reference_is_generated_from_the_commands() -> None:
         "docs/cli.md is out of date: `python -m portside.cli.reference > docs/cli.md`")
 
 
+def test_the_reference_shows_help_as_the_commands_take_it() -> None:
+    """Every command takes `-h` as well as `--help` (the group's context settings). click keeps
+    the help option a command made first, so a page rendered without those settings read
+    `--help` alone when rendered first and `-h, --help` after the CLI had run in the process
+    (the unit tier), and the page test failed or passed by test order."""
+    from click.testing import CliRunner
+
+    page = render()
+    assert page.count("-h, --help") == page.count("## `portside"), page
+    CliRunner().invoke(main, ["export", "--help"])
+    assert render() == page
+
+
 def test_every_command_has_its_section() -> None:
     page = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
     ctx = click.Context(main, info_name="portside")
