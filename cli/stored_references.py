@@ -21,7 +21,11 @@ def reuse_references(engine: Any, store: Any) -> None:
     from portside.store.reference_runs import StoredReferences
 
     config = engine.config
-    root = Path(config.work_root) if config.work_root else Path(store.path).resolve().parent
+    # Where the session's own folder is (never inside the project: default_workdir); the
+    # cache is shared by the sessions under one work root.
+    workdir = Path(engine.workdir)
+    root = (workdir.parent if config.work_root
+            and workdir.parent == Path(config.work_root).absolute() else workdir)
     engine.verifier.reuse = ReferenceReuse(
         Path(config.project), StoredReferences(store.path),
         cache_file=root / "interpreters.json",

@@ -10,9 +10,9 @@ limit, which sets the timeline's offsets). A row is used only when all of it sti
   file is plain SQLite anyone who can write it can fill) is refused, with ``miss`` saying so;
 * the blob decodes as a frame of this format, the log's events it names read from the log.
 
-The key is a random 32 bytes in a 0600 file of a 0700 folder beside the database
-(`.portside-keys/`, not in the database: whoever can write the database, or hands it over,
-holds no key; and a `--db` outside the home writes nothing into it), made on first use.
+The key is a random 32 bytes in a 0600 file beside the database (`<db>-key`, not in the
+database: whoever can write the database, or hands it over, holds no key; and a `--db` outside
+the home writes nothing into it), made on first use.
 Another user, or another machine, tags its own rows: theirs are misses here and are written
 again.
 
@@ -51,12 +51,12 @@ KEY_BYTES = 32
 
 
 def frame_key(db: Path) -> bytes:
-    """This user's key for the replay frames of the database at ``db``, made on first use
-    (0600, in a 0700 folder beside the database: a `--db` elsewhere writes nothing into the
-    home, and a user who cannot read the key cannot write a row that is drawn)."""
-    folder = Path(db).resolve().parent / ".portside-keys"
-    path = folder / "replay-frames.key"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """This user's key for the replay frames of the database at ``db``, made on first use: a
+    0600 file named as the database's own sidecars are (``<db>-key``, beside ``-wal`` and
+    ``-shm``): a `--db` elsewhere writes nothing into the home, a database inside a project
+    adds nothing but its own files there, and a user who cannot read the key cannot write a
+    row that is drawn."""
+    path = Path(str(Path(db).resolve()) + "-key")
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(path, flags)

@@ -149,8 +149,9 @@ def test_db_inside_the_project_runs_and_the_card_shows_its_risk_mark(tmp_path: P
     # Nothing of the session's work landed in the checkout (only the DB the user put there).
     status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=project,
                             capture_output=True, text=True, check=True).stdout
+    # the database the user put there, and its own sidecars (its frame key among them)
     assert {line[3:].split("/")[0] for line in status.splitlines()} <= {"p.db", "p.db-wal",
-                                                                        "p.db-shm"}
+                                                                        "p.db-shm", "p.db-key"}
 
 
 def test_engine_failure_stays_on_screen_with_its_reason(tmp_path: Path) -> None:
