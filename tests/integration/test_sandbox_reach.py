@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 import textwrap
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_run import cli
+from host_folder import host_folder
 
 from portside.core.log import events as ev
 from portside.core.run.limits import Limits, mechanism
@@ -36,12 +35,8 @@ needs_cgroup = pytest.mark.skipif(mechanism() == "rlimit", reason="no cgroup can
 def srv() -> Iterator[Path]:
     """A host directory outside /tmp, the home and any git repo (as `--db /srv/x/...` is):
     before the allow-list only the read-only root stood between a run and it."""
-    where = Path("/var/cache/portside-tests") / uuid.uuid4().hex[:10]
-    where.mkdir(parents=True)
-    try:
+    with host_folder() as where:
         yield where
-    finally:
-        subprocess.run(["rm", "-rf", str(where)], check=False)
 
 
 def _run(sb: Sandbox, command: str, cwd: Path, probe: Path, timeout: float = 120) -> RunResult:

@@ -11,12 +11,12 @@ import re
 import subprocess
 import sys
 import textwrap
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_run import cli
+from host_folder import host_folder
 
 from portside.core.run.limits import Limits, mechanism
 from portside.core.run.runner import Runner, RunResult, RunSpec
@@ -34,12 +34,8 @@ needs_cgroup = pytest.mark.skipif(mechanism() == "rlimit",
 def host_dir() -> Iterator[Path]:
     """A directory of the host outside /tmp (which is private in the sandbox anyway) and
     outside any home or project: only the read-only root stands between a run and it."""
-    where = Path("/var/cache/portside-tests") / uuid.uuid4().hex[:10]
-    where.mkdir(parents=True)
-    try:
+    with host_folder() as where:
         yield where
-    finally:
-        subprocess.run(["rm", "-rf", str(where)], check=False)
 
 
 def _run(sb: Sandbox, command: str, cwd: Path, timeout: float = 120) -> RunResult:
