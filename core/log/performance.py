@@ -83,10 +83,16 @@ def performance(ledger: Ledger) -> dict[str, Any] | None:
             "cost_ratio": cost, "line": _sentence(ref, cand, speed, cost, noisy)}
 
 
+def too_far_apart(lo: float, hi: float) -> bool:
+    """Whether steady step times of one command ranging lo..hi say the machine, not the code,
+    decided them (the performance sentence and the study's table ask the same)."""
+    return lo > 0 and hi / lo > SPREAD_LIMIT
+
+
 def _too_wide(side: dict[str, Any]) -> str:
     """Why this side's steady step time says nothing (its runs too far apart), or ""."""
     lo_hi = side["steady_range_s"]
-    if not lo_hi or lo_hi[0] <= 0 or lo_hi[1] / lo_hi[0] <= SPREAD_LIMIT:
+    if not lo_hi or not too_far_apart(*lo_hi):
         return ""
     return (f"the references' own steady steps range {_ms(lo_hi[0])} to {_ms(lo_hi[1])} "
             f"(more than {SPREAD_LIMIT:g}× apart: the machine was busy)")

@@ -11,7 +11,7 @@ from typing import Any
 from portside.core.log import costs
 from portside.core.log import events as ev
 from portside.core.log.ledger import Ledger, fold
-from portside.core.log.performance import SPREAD_LIMIT
+from portside.core.log.performance import too_far_apart
 from portside.core.session.awaiting import awaiting
 from portside.core.session.resume import final_end
 
@@ -90,9 +90,9 @@ def task_row(task: Task, session_id: str, log: list[ev.Event]) -> dict[str, Any]
     steady = [r.finished.steady_step_s for r in cands if r.finished and r.finished.steady_step_s]
     ref_steady = [r.finished.steady_step_s for r in refs if r.finished and r.finished.steady_step_s]
     # Steady steps as the performance sentence takes them (core/log/performance.py): medians,
-    # and "busy" when the references' own lie more than SPREAD_LIMIT apart: the machine, not
-    # the code, decided them (the same tiny trainer read 0.29 to 72 ms here under load).
-    busy = bool(ref_steady) and max(ref_steady) > SPREAD_LIMIT * min(ref_steady)
+    # and "busy" when the references' own lie too far apart: the machine, not the code,
+    # decided them (the same tiny trainer read 0.29 to 72 ms here under load).
+    busy = bool(ref_steady) and too_far_apart(min(ref_steady), max(ref_steady))
     c = led.cost()
     return {
         "task": task.task_id,
