@@ -132,15 +132,22 @@ def test_clipping_card_shows_the_change_and_keys_reach_the_line(tmp_path: Path) 
         _tmux("kill-server")
 
 
+def _demo_in_fresh_home(tmp_path: Path, home: Path, xla_python: Path) -> tuple[str, str]:
+    """`portside demo`'s command line and environment: a HOME with no cached torch_xla check,
+    PORTSIDE_XLA_PYTHON as given (a path that does not exist: no torch_xla)."""
+    home.mkdir()
+    py = shlex.quote(sys.executable)
+    cmd = f"{py} -m portside.cli --db {shlex.quote(str(tmp_path / 'd.db'))} demo"
+    env = f"HOME={shlex.quote(str(home))} PORTSIDE_XLA_PYTHON={shlex.quote(str(xla_python))}"
+    return cmd, env
+
+
 @pytest.mark.skipif(not XLA_PY.exists(), reason=f"no torch_xla venv at {XLA_PY} (make xla-venv)")
 def test_demo_first_frame_comes_before_the_torch_xla_check(tmp_path: Path) -> None:
     """With no cached answer (a fresh HOME), the demo opens its screen and says it is checking
     torch_xla; the import (~20 s loaded) does not hold the first frame."""
     home = tmp_path / "home"
-    home.mkdir()
-    py = shlex.quote(sys.executable)
-    cmd = f"{py} -m portside.cli --db {shlex.quote(str(tmp_path / 'd.db'))} demo"
-    env = f"HOME={shlex.quote(str(home))} PORTSIDE_XLA_PYTHON={shlex.quote(str(XLA_PY))}"
+    cmd, env = _demo_in_fresh_home(tmp_path, home, XLA_PY)
     session = "first"
     _tmux("kill-server")
     load = os.getloadavg()[0] / (os.cpu_count() or 1)
@@ -235,11 +242,7 @@ def test_replay_from_a_point_the_session_lacks_says_so_once(tmp_path: Path) -> N
 def test_demo_without_torch_xla_says_so_on_the_screen(tmp_path: Path) -> None:
     """Without torch_xla the demo's candidate runs on the CPU: the screen says so and keeps
     saying it (it was printed to the terminal and covered by the app 0.3 s later)."""
-    home = tmp_path / "home"
-    home.mkdir()
-    py = shlex.quote(sys.executable)
-    cmd = f"{py} -m portside.cli --db {shlex.quote(str(tmp_path / 'd.db'))} demo"
-    env = f"HOME={shlex.quote(str(home))} PORTSIDE_XLA_PYTHON={shlex.quote(str(tmp_path / 'none'))}"
+    cmd, env = _demo_in_fresh_home(tmp_path, tmp_path / "home", tmp_path / "none")
     session = "noxla"
     _tmux("kill-server")
     _start(session, cmd, tmp_path, env)
