@@ -16,7 +16,7 @@ def attach(ctx: click.Context, tree: Path, *, reference: str, candidate: str | N
            reference_target: str, policy: str, headless: bool, as_json: bool,
            timeout_s: float | None, stall_s: float | None, no_sandbox: bool,
            db: Path | None) -> None:
-    from portside.core.claude_code.attach_settings import AttachError, install, uninstall
+    from portside.core.claude_code.attach_hooks import AttachError, install, uninstall
     from portside.core.claude_code.attach_wait import wait_text
     from portside.core.claude_code.attached import AttachedClaudeCode
     from portside.core.run.sandbox import auto_refusal

@@ -100,7 +100,7 @@ def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str 
         return replayer
 
     if not headless:
-        if importlib.util.find_spec("portside.tui.replay") is not None:
+        if importlib.util.find_spec("portside.tui.replay_app") is not None:
             # Begun before the screen's imports: the index, the snapshots and the point are
             # built while Textual loads (the screen's mount waits for the rest).
             from portside.core.replay.opening import PendingOpening
@@ -111,7 +111,7 @@ def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str 
 
                 cache = FrameCache(store, session_id, point_key(spec, idle_limit))
             opening = PendingOpening(source, build, cache)
-            from portside.tui.replay import run_replay  # type: ignore[import-not-found]
+            from portside.tui.replay_app import run_replay  # type: ignore[import-not-found]
 
             try:
                 run_replay(subject, session_id, opening)

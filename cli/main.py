@@ -119,7 +119,7 @@ def sessions_cmd(ctx: click.Context, db: Path | None = None, plain: bool = False
 
 def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
     from portside.store.exports import session_costs
-    from portside.tui.sessions import SessionsApp
+    from portside.tui.sessions_app import SessionsApp
 
     store = _open_store(ctx, db)
     try:
@@ -129,7 +129,7 @@ def _sessions_screen(ctx: click.Context, db: Path | None) -> None:
             from portside.core.replay.player import DEFAULT_IDLE_LIMIT, Replayer
             from portside.store.replay_frames import FrameCache, point_key
             from portside.store.replay_source import StoreSource
-            from portside.tui.replay import run_replay
+            from portside.tui.replay_app import run_replay
 
             from .study_review import review_relay, review_session
 

@@ -44,28 +44,31 @@ def study_group() -> None:
 
 @study_group.command("run")
 @click.argument("manifest", type=MANIFEST)
-@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+@click.option("--launcher", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="local: worker processes here; ray: Ray tasks placed by their resources.")
+@click.option("--engine", "old_engine", type=click.Choice(["local", "ray"]), default=None,
+              hidden=True)  # the option's name before 2026-12-06, still taken
 @click.option("--address", default=None, metavar="ADDR",
-              help="With --engine ray: the cluster (default $RAY_ADDRESS, else 'auto').")
+              help="With --launcher ray: the cluster (default $RAY_ADDRESS, else 'auto').")
 @click.option("--parallel", type=click.IntRange(1, 1024), default=None,
               help="Phases at once (local default: cores - 1; ray: as the cluster places them).")
 @click.option("--retries", type=click.IntRange(0, 20), default=2, show_default=True,
               help="Times a phase whose worker died is run again (from the session's log).")
 @db_option
 @click.pass_context
-def run_cmd(ctx: click.Context, manifest: Path, engine: str, address: str | None,
-            parallel: int | None, retries: int, db: Path | None) -> None:
+def run_cmd(ctx: click.Context, manifest: Path, launcher: str, old_engine: str | None,
+            address: str | None, parallel: int | None, retries: int, db: Path | None) -> None:
     """Run every task of MANIFEST not done yet (exit 0: every task ended; 1: some could not)."""
     from portside.core.safety.terminal_text import clean_line
-    from portside.core.study.run import StudyRun, make_engine
+    from portside.core.study.driver import StudyRun, make_launcher
     from portside.store.study_log import StoreStudyLog
 
     m = _manifest(manifest)
-    if address and engine != "ray":
-        raise click.UsageError("--address goes with --engine ray")
+    launcher = old_engine or launcher
+    if address and launcher != "ray":
+        raise click.UsageError("--address goes with --launcher ray")
     try:
-        eng = make_engine(engine, parallel=parallel, address=address)
+        eng = make_launcher(launcher, parallel=parallel, address=address)
     except (ValueError, ConnectionError) as exc:
         raise UsageFailure(f"portside study run: {exc}") from None
     from .study_review import work_root
@@ -75,7 +78,7 @@ def run_cmd(ctx: click.Context, manifest: Path, engine: str, address: str | None
     def say(task_id: str, what: str) -> None:
         click.echo(clean_line(f"study {m.name} · {task_id}: {what}", 300), err=True)
 
-    click.echo(f"study {m.name}: {len(m.tasks)} tasks, engine {engine}, database {store.path}",
+    click.echo(f"study {m.name}: {len(m.tasks)} tasks, launcher {launcher}, database {store.path}",
                err=True)
     try:
         try:
@@ -83,7 +86,7 @@ def run_cmd(ctx: click.Context, manifest: Path, engine: str, address: str | None
                              max_tries=retries + 1, on_change=say)
         except ValueError as exc:
             raise UsageFailure(f"portside study run: {exc}") from None
-        results = study.run()
+        results = study.driver()
     finally:
         eng.close()
         store.close()

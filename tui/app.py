@@ -31,7 +31,7 @@ from portside.core.session.review import ReviewGate
 from .commands import ReviewCommands
 from .messages import EventsApplied, EventsArrived
 from .model import SessionModel
-from .screens.live import COMPARE_TOOLTIP, LiveScreen
+from .screens.review import COMPARE_TOOLTIP, ReviewScreen
 
 ENGINE_WORKER = "engine"
 #: After SIGTERM/SIGHUP, how long the engine has to end in order (runs aborted and recorded)
@@ -132,7 +132,7 @@ class PortsideApp(App[None]):
         self.engine_stop = engine_stop
         self.clock = clock
         self.model = SessionModel(info)
-        self.live = LiveScreen(self.model, gate, mode=mode, clock=clock)
+        self.live = ReviewScreen(self.model, gate, mode=mode, clock=clock)
         self._history = list(history or [])
         self._inbox: list[ev.Event] = []
         self._inbox_lock = threading.Lock()
@@ -267,16 +267,16 @@ class PortsideApp(App[None]):
     # --- app-wide actions --------------------------------------------------------------------
 
     def action_help(self) -> None:
-        if isinstance(self.screen, LiveScreen) or hasattr(self.screen, "HELP_TITLE"):
+        if isinstance(self.screen, ReviewScreen) or hasattr(self.screen, "HELP_TITLE"):
             self.screen.action_help()  # type: ignore[attr-defined]
 
     def action_compare(self) -> None:
-        if isinstance(self.screen, LiveScreen):
+        if isinstance(self.screen, ReviewScreen):
             self.screen.action_compare()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "compare":  # only the live and replay screens compare (hidden elsewhere)
-            return isinstance(self.screen, LiveScreen)
+            return isinstance(self.screen, ReviewScreen)
         return True
 
     async def _on_exit_app(self) -> None:

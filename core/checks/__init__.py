@@ -21,7 +21,6 @@ from .alarms import (
     KINDS,
     SEVERITIES,
     Alarm,
-    Finding,
     agent_claim_contradicted,
     budget_exhausted,
     check_budget,
@@ -33,8 +32,8 @@ from .checklist import CHECKS, Check, run_checks
 from .clipping import check_clipping, clip_share
 from .data import check_data
 from .drift import check_drift, drift_criteria
-from .evidence import check_evidence
 from .goal import check_goal
+from .integrity import check_integrity
 from .lr import check_lr
 from .nonfinite import check_nonfinite
 from .optimizer import check_optimizer
@@ -56,10 +55,11 @@ from .slow import check_slow, steady_step_s
 from .step_count import check_step_count
 
 __all__ = [
-    "CHECKS", "KINDS", "SEVERITIES", "TARGETS", "Alarm", "Check", "Comparison", "Finding",
+    "CHECKS", "KINDS", "SEVERITIES", "TARGETS", "Alarm", "Check", "Comparison",
     "RunEnd", "RunRecords", "clip_share", "drift_criteria",
     "agent_claim_contradicted", "budget_exhausted", "check_budget", "check_clipping",
-    "check_data", "check_drift", "check_end", "check_evidence", "check_fallback", "check_goal", "check_hardware", "check_lr",
+    "check_data", "check_drift", "check_end", "check_fallback", "check_goal", "check_hardware",
+    "check_integrity", "check_lr",
     "check_lr_batch", "check_nonfinite", "check_optimizer", "check_precision",
     "check_rank_average", "check_ranks",
     "check_recompilation", "check_slow", "check_step_count", "device_facts", "global_batch",

@@ -3,7 +3,7 @@
 Severities (why each is what it is):
 - critical — `non-finite` loss: the run is numerically broken from that step on;
   `evidence-tampered`: the run's records are not what its probe wrote, or its facts are not
-  what its processes did (checks/evidence.py). It cannot be overridden: no record of such a run
+  what its processes did (checks/integrity.py). It cannot be overridden: no record of such a run
   is a basis for a pass.
 - error — anything that makes the port wrong even when the run exits 0: `numeric-drift`,
   `goal-regression`, `clipping-changed`, `lr-schedule-changed`, `wrong-hardware`,
@@ -85,9 +85,6 @@ class Alarm:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "severity": self.severity, "title": self.title,
                 "evidence": self.evidence, "key": self.key}
-
-
-Finding = Alarm  # the same thing; "finding" reads better for info-level results
 
 
 def jsonable(obj: Any) -> Any:

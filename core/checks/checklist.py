@@ -22,7 +22,7 @@ from .causes import link_causes
 from .clipping import check_clipping
 from .data import check_data
 from .drift import drift
-from .evidence import check_evidence
+from .integrity import check_integrity
 from .memory import check_memory
 from .nonfinite import check_nonfinite
 from .optimizer import check_optimizer
@@ -51,7 +51,7 @@ class Check:
 
 
 CHECKS: tuple[Check, ...] = (
-    Check("evidence", "standalone", check_evidence),
+    Check("integrity", "standalone", check_integrity),
     Check("end", "standalone", check_end),
     Check("non-finite", "standalone", check_nonfinite),
     Check("hardware", "standalone", check_hardware),

@@ -3,7 +3,7 @@
 The user's ``claude`` (interactive or ``-p``) keeps its settings and works in the user's own
 tree, as they chose. portside serves its hooks on a private channel (a Unix socket in a folder
 only this user can enter, both ends authenticated: core/claude_code/attach_channel.py) and
-writes them into ``DIR/.claude/settings.local.json`` (core/claude_code/attach_settings.py,
+writes them into ``DIR/.claude/settings.local.json`` (core/claude_code/attach_hooks.py,
 which keeps and restores what was there). Each hook is answered by
 the same gate as ``--agent claude-code`` (core/claude_code/live.py): PreToolUse → edit cards
 with real diffs before the file changes, Bash → command cards; PostToolUse → what ran and its
@@ -121,7 +121,7 @@ class AttachedClaudeCode(ClaudeCodeAgent):
 
     async def run(self, host: AgentHost) -> None:
         from portside.core.claude_code.attach_channel import HookChannel
-        from portside.core.claude_code.attach_settings import install, uninstall
+        from portside.core.claude_code.attach_hooks import install, uninstall
 
         loop = asyncio.get_running_loop()
         self._ended = asyncio.Event()

@@ -6,7 +6,7 @@ thread begun before the screen's imports, its waits on the disk overlap them; it
 it is Python on the GIL, like the imports and Textual's start, and two GIL-bound threads cost
 more than one (measured: the frame ~40 ms later). So the screen's mount blocks on the future,
 the GIL free for the thread, and draws a "loading…" frame only if the opening is still out
-after a deadline (tui/replay.py); it folds the result when it lands.
+after a deadline (tui/replay_app.py); it folds the result when it lands.
 
 With a first frame cached (``first_frame.py``; the store keeps it, ``store/replay_frames.py``)
 the thread hands that over first, in a few ms, and builds the replayer only once the screen has

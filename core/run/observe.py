@@ -7,7 +7,7 @@ the files it holds open. A run that claims a TPU has libtpu mapped or ``/dev/acc
 ``/dev/vfio/*`` open; one that claims CUDA has libcuda mapped or ``/dev/nvidia*`` open.
 The runner samples the run's processes while it runs (local runs only: a remote host's /proc
 is not ours to read) and records what it saw as portside's own ``observed`` records, which
-``core/checks/evidence.py`` holds against the facts.
+``core/checks/integrity.py`` holds against the facts.
 
 Names alone are not evidence (issue 38): a device counts only when the open file is a
 character device whose major number is the accelerator driver's (``/proc/devices``), never a

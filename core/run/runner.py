@@ -362,7 +362,7 @@ class _Watch:
         if isinstance(handle, _LocalHandle):
             self.outside.look(handle.live, final)  # remember() read them this tick
 
-    def _end_evidence(self, handle: Handle) -> None:
+    def _end_integrity(self, handle: Handle) -> None:
         """The run's last word on its evidence: what was seen of it from outside, how many
         records failed their check or were refused past the detailed ones."""
         self._observe(handle, final=True)
@@ -468,7 +468,7 @@ class _Watch:
         self._publish(self.output.flush)
         self._publish(self._poll_records, True)
         self._publish(self.output.flush_held_metrics)
-        self._publish(self._end_evidence, handle)
+        self._publish(self._end_integrity, handle)
         self._publish(self.records.flush)
         self._publish(self.output.flush_tail)
         if self.sink_error is not None:

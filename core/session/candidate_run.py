@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from portside.core.checks import Alarm, RunRecords, run_checks, sort_alarms
-from portside.core.checks.records.records_live import LiveRecords
+from portside.core.checks.records.records_fold import IncrementalRecords
 from portside.core.checks.refresh import EvidenceRefresh
 from portside.core.log import events as ev
 from portside.core.log.decided import stop_message, stops
@@ -62,7 +62,7 @@ class CandidateRun:
         self.provisional: dict[str, str] = {}
         self.live_keys: set[str] = set()  # raised on a partial run: the final pass confirms them
         self.pending: list[dict[str, Any]] = []  # records not yet folded into `live`
-        self.live = LiveRecords()
+        self.live = IncrementalRecords()
         self.stats = verifier.live_stats = LiveCheckStats()
         self.stopped_by: tuple[Alarm, int | None] | None = None  # [stop]: the alarm that decided it
         self.dirty = asyncio.Event()
@@ -101,7 +101,7 @@ class CandidateRun:
             if self.reference_ended in verifier._on_reference:
                 verifier._on_reference.remove(self.reference_ended)
         # Every record went through on_records into the fold, which equals a rebuild from them
-        # (tests/unit/test_records_live.py).
+        # (tests/unit/test_records_fold.py).
         self.fold()
         final = self.live.snapshot(run_end(result, spec.stall_s), spec.run_id)
         if result.reason not in ("aborted", STOPPED):  # a stopped run's alarms decided it

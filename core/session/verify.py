@@ -19,7 +19,7 @@ from typing import Any
 
 from portside.core.checks import Alarm, RunRecords, sort_alarms
 from portside.core.checks.larger import check_larger
-from portside.core.checks.records.records_live import LiveRecords
+from portside.core.checks.records.records_fold import IncrementalRecords
 from portside.core.checks.settings import settings_summary
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
@@ -353,7 +353,7 @@ class Verifier:
         reused = await self._reused(spec)
         if reused is not None:
             return reused
-        live = LiveRecords()
+        live = IncrementalRecords()
         self.current_run = spec.run_id
         result = await self._run_folding(spec, lambda recs: live.add(recs))
         if self.current_run == spec.run_id:
@@ -460,7 +460,7 @@ class Verifier:
         larger = self.criteria.larger
         spec = self._spec("larger", candidate.attempt, larger.render(), cwd, self.target, 0, env)
         spec.max_steps = larger.steps
-        live = LiveRecords()
+        live = IncrementalRecords()
         self.current_run = spec.run_id
         try:
             result = await self._run_folding(spec, lambda recs: live.add(recs))

@@ -16,7 +16,7 @@ TOML, checked like criteria (core/log/criteria.py): every error reads
     # policy = "ask"                 # an agent's edits wait for a reviewer (default "auto")
 
 A project with ``repetitions = N`` is N tasks (``name#1`` … ``name#N``). Placement: each phase
-asks the engine for resources; the defaults follow the targets (references where a ``CPU`` or
+asks the launcher for resources; the defaults follow the targets (references where a ``CPU`` or
 ``GPU`` is, candidates where the target's resource is, ``TPU: <devices>`` for a TPU slice) and
 ``reference_resources`` / ``candidate_resources`` override them.
 """

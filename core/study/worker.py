@@ -1,9 +1,9 @@
-"""One phase of one study task, in a process of its own, on whichever machine the engine chose.
+"""One phase of one study task, in a process of its own, on whichever machine the launcher chose.
 
 ``python -m portside.core.study.worker --events-fd N``: the job (one JSON line) comes on stdin;
 the session's events go out on descriptor N, one encoded event per line, and a last line
 ``{"phase": "done"}`` once the phase ended in good order. Nothing is written to any database
-here: the submitting machine's one writer appends what arrives (core/study/run.py).
+here: the submitting machine's one writer appends what arrives (core/study/driver.py).
 
 A job names its session and carries the session's log so far: a phase after the first, or one
 whose worker died, continues the session from that log exactly as ``run --resume`` does
@@ -64,7 +64,7 @@ class ChannelSink:
 
 
 def where_label() -> str:
-    """Where this worker runs, for the log: the engine's node id when it gave one."""
+    """Where this worker runs, for the log: the launcher's node id when it gave one."""
     node = os.environ.get("PORTSIDE_STUDY_NODE", "")
     return f"{socket.gethostname()}" + (f" (node {node[:12]})" if node else "")
 

@@ -9,7 +9,7 @@ compositor update is rendered to terminal bytes (bench_tui_flood.py's PaintLog).
 wall ms from ``edit.proposed`` published to its title painted, the screen's layout passes, and
 the main thread's CPU ms in that window (less swayed by the machine's load than wall time).
 Before the screen held its update for a new card to compose and anchored a following Agent
-column (tui/widgets/transcript.py), a card took 2-3 passes (laid out empty below the fold,
+column (tui/widgets/agent_column.py), a card took 2-3 passes (laid out empty below the fold,
 composed, scrolled into view): 2.08 and 2.83 per card measured here beside 1.75 and 1.83
 after. The target, at most 2 on average, is printed as a TARGET line. Not collected by pytest.
 """

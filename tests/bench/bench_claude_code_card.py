@@ -16,7 +16,7 @@ approves each card once it is painted (not timed). It also prints the two parts:
 request → ``edit.proposed`` on the bus (the gate), and bus → card painted (the screen).
 Target: p95 < 200 ms. Most of the screen part used to be the Agent column flipping between
 narrow and wide on every decision and every new card (each flip re-lays out and repaints every
-column); it now stays wide for REVIEW_HOLD_S after a decision (tui/screens/live.py). Figures
+column); it now stays wide for REVIEW_HOLD_S after a decision (tui/screens/review.py). Figures
 from this machine are in the issue notes; under load they swing by 2-3x.
 The timing loop is tests/bench/card_latency.py's, shared with bench_codex_card.py (which runs
 both side by side). Not collected by pytest.

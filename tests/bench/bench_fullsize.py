@@ -41,7 +41,7 @@ import numpy as np
 
 from portside.core.checks import RunEnd, RunRecords, run_checks
 from portside.core.checks.records import steps as steps_mod
-from portside.core.checks.records.records_live import LiveRecords
+from portside.core.checks.records.records_fold import IncrementalRecords
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.log.criteria import DEFAULT_CRITERIA
@@ -116,7 +116,7 @@ def compare(refs: list[RunRecords], records: list[dict], upto: int, per_s: int) 
         run_checks(refs, RunRecords.from_records(prefix, None, "cand"), DEFAULT_CRITERIA, "cpu",
                    False)
         old.append(time.process_time() - t0)
-        live = LiveRecords()
+        live = IncrementalRecords()
         live.add(prefix[: max(upto - per_s, 0)])  # folded on earlier passes
         t0 = time.process_time()
         live.add(prefix[max(upto - per_s, 0):])
@@ -273,7 +273,7 @@ def previous_checks(rev: str = PREVIOUS) -> tuple[ModuleType, ModuleType] | str:
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
-    return mod, importlib.import_module("portside.core._checks_prev.records_live")
+    return mod, importlib.import_module("portside.core._checks_prev.records_fold")
 
 
 def held_bytes(live: Any) -> tuple[int, int]:
@@ -318,10 +318,10 @@ def passes_at_size(n: int, ranks: int, old_steps: int, per_pass: int) -> None:
     refs = [reference(s, n, ranks) for s in (1, 2)]
     facts = [{"type": "facts", "rank": r, "backend": "cpu", "device_kind": "CPU",
               "device_name": "cpu", "device_count": 1, "world_size": ranks} for r in range(ranks)]
-    live = LiveRecords()
+    live = IncrementalRecords()
     live.add(facts)
     # the previous fold, with references of its own RunRecords (no memo shared)
-    live_p = prev[1].LiveRecords() if not isinstance(prev, str) else None
+    live_p = prev[1].IncrementalRecords() if not isinstance(prev, str) else None
     refs_p = [reference(s, n, ranks, prev[0].RunRecords) for s in (1, 2)] \
         if not isinstance(prev, str) else []
     if live_p is not None:

@@ -160,7 +160,7 @@ def frame_once(db: Path, blocks: bool, cached: bool = True) -> dict[str, float]:
     Textual at 120x40): Store, replayer, the compact history folded, the first frame drawn."""
     import asyncio
 
-    from portside.tui.replay import make_replay_app
+    from portside.tui.replay_app import make_replay_app
 
     try:  # the replayer is built in a thread while the screen starts
         from portside.core.replay.opening import PendingOpening

@@ -3,7 +3,7 @@
     .venv/bin/python tests/bench/bench_study.py [--tasks 4] [--parallel 2] [--no-ray] [--edits 5]
 
 One study of ``--tasks`` verification tasks of the example study's tiny trainer (one reference,
-one candidate each), run three ways into fresh databases: sequentially (``--engine local
+one candidate each), run three ways into fresh databases: sequentially (``--launcher local
 --parallel 1``), with ``--parallel`` local workers, and on a local Ray cluster (a head on
 127.0.0.1 plus a node declaring ``TPU``; skipped without Ray). Per way: the study's wall time,
 the sum of its runs' own wall times (from the log), the study's overhead per task (wall minus
@@ -33,8 +33,8 @@ from typing import Any
 
 from portside.cli.study_review import Follower, review_relay, work_root
 from portside.core.log import events as ev
+from portside.core.study.driver import StudyRun, make_launcher
 from portside.core.study.manifest import parse_manifest
-from portside.core.study.run import StudyRun, make_engine
 from portside.store import Store
 from portside.store.study_log import StoreStudyLog, study_sessions
 
@@ -58,7 +58,7 @@ def run_study(m: Any, engine: Any, tmp: Path, label: str) -> dict[str, Any]:
     store = Store(db)
     study = StudyRun(m, StoreStudyLog(store), engine, tmp / f"{label}-work")
     t0 = time.perf_counter()
-    results = study.run()
+    results = study.driver()
     wall = time.perf_counter() - t0
     assert not any(r.error for r in results), [r.error for r in results]
     runs_s = 0.0
@@ -95,7 +95,7 @@ def review_round_trips(engine: Any, tmp: Path, edits: int) -> list[float]:
     store = Store(tmp / "study.db")
     study = StudyRun(review_manifest(edits, tmp), StoreStudyLog(store), engine, work_root(store))
     done: list[Any] = []
-    head = threading.Thread(target=lambda: done.append(study.run()), daemon=True)
+    head = threading.Thread(target=lambda: done.append(study.driver()), daemon=True)
     head.start()
     reviewer = Store(tmp / "study.db")
     got: list[float] = []
@@ -166,12 +166,12 @@ def main() -> int:
     out: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-study-") as tmp:
         t = Path(tmp)
-        review = {"local": review_round_trips(make_engine("local", parallel=1), t / "rv-local",
+        review = {"local": review_round_trips(make_launcher("local", parallel=1), t / "rv-local",
                                               args.edits)}
-        out["sequential"] = run_study(manifest(n, False), make_engine("local", parallel=1), t,
+        out["sequential"] = run_study(manifest(n, False), make_launcher("local", parallel=1), t,
                                       "seq")
         out[f"local x{args.parallel}"] = run_study(
-            manifest(n, False), make_engine("local", parallel=args.parallel), t, "par")
+            manifest(n, False), make_launcher("local", parallel=args.parallel), t, "par")
         try:
             os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # ray_cluster.py: loopback
             import ray  # noqa: F401
@@ -182,9 +182,9 @@ def main() -> int:
             cluster = LocalRayCluster(dict(os.environ))
             try:
                 cluster.add_node("tpu", {"TPU": 1})
-                ray_engine = make_engine("ray", address=cluster.address)
-                out["ray"] = run_study(manifest(n, True), ray_engine, t, "ray")
-                review["ray"] = review_round_trips(ray_engine, t / "rv-ray", args.edits)
+                ray_launcher = make_launcher("ray", address=cluster.address)
+                out["ray"] = run_study(manifest(n, True), ray_launcher, t, "ray")
+                review["ray"] = review_round_trips(ray_launcher, t / "rv-ray", args.edits)
             finally:
                 cluster.close()
     seq = out["sequential"]

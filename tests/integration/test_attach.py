@@ -179,7 +179,7 @@ def test_attach_fails_closed_when_portside_is_gone(tmp_path: Path) -> None:
         assert _mentioned(api.conversation[-1], "portside is not answering"), out[-3000:]
     assert not marker.exists()
     # What the next attach does first: the user's settings back, byte for byte.
-    from portside.core.claude_code.attach_settings import install, uninstall
+    from portside.core.claude_code.attach_hooks import install, uninstall
 
     inst = install(project, "http://127.0.0.1:9/x")
     assert inst.recovered.startswith("restored")

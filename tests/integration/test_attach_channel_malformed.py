@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from portside.core.claude_code.attach_channel import HookChannel
-from portside.core.claude_code.attach_settings import CLIENT
+from portside.core.claude_code.attach_hooks import CLIENT
 
 
 def _frame(data: bytes) -> bytes:

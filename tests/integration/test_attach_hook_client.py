@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 
-from portside.core.claude_code.attach_settings import CLIENT
+from portside.core.claude_code.attach_hooks import CLIENT
 
 
 def _client(folder: str, event: str) -> subprocess.CompletedProcess[str]:

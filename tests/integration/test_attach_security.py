@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from cli_run import cli_popen
 
-from portside.core.claude_code.attach_settings import AttachError, install, uninstall
+from portside.core.claude_code.attach_hooks import AttachError, install, uninstall
 
 PY = sys.executable
 ATTACKER = "portside-attacker"

@@ -1,5 +1,5 @@
 """A local Ray cluster, as the tests and the benchmark start it, listens on loopback only
-(issue 38.13): the head, a second node, and a driver connected through portside's RayEngine
+(issue 38.13): the head, a second node, and a driver connected through portside's RayLauncher
 that has run a task (so a worker process exists). Every listening TCP socket and every bound
 UDP socket of every process of theirs is read from the kernel (psutil: /proc/PID/fd matched
 against /proc/net/tcp, tcp6, udp, udp6) and must be on 127.0.0.1 / ::1 / ::ffff:127.0.0.1.
@@ -24,8 +24,8 @@ pytestmark = [pytest.mark.slow,  # two Ray nodes and a driver: 30-90 s on a load
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 DRIVER = """
 import sys, ray
-from portside.core.study.ray_engine import RayEngine
-RayEngine(sys.argv[1])
+from portside.core.study.ray_launcher import RayLauncher
+RayLauncher(sys.argv[1])
 assert ray.get(ray.remote(lambda: 7).options(num_cpus=0).remote()) == 7
 print("ready", flush=True)
 sys.stdin.read()

@@ -1,4 +1,4 @@
-"""`portside study run --engine ray` on a real local Ray cluster, one node killed mid-task.
+"""`portside study run --launcher ray` on a real local Ray cluster, one node killed mid-task.
 
 The cluster: a head on 127.0.0.1 (CPUs, no TPU) and a node declaring a ``TPU`` resource. Six
 fixture projects (two correct ports, three silently wrong, one that crashes), each a
@@ -7,7 +7,7 @@ node, the node's whole process tree is SIGKILLed (raylet, workers, the training 
 TPU node joins. The study must still end with every task done once: the killed phase run
 again from the session's log (its cut-off run ``engine-killed``, not an attempt), candidates
 only on TPU nodes, the database passing ``integrity_check`` with gap-free seqs, and the report
-equal to a sequential ``--engine local --parallel 1`` run's. The expected outcome of each
+equal to a sequential ``--launcher local --parallel 1`` run's. The expected outcome of each
 project comes from how its port was made, not from portside.
 
 Slow (minutes, two studies of torch runs on a shared machine): the issue asks for exactly this
@@ -95,7 +95,7 @@ def test_study_on_ray_survives_a_killed_node(tmp_path: Path) -> None:
         db = tmp_path / "ray.db"
         run = subprocess.Popen(
             [sys.executable, "-m", "portside.cli", "study", "run", str(study), "--db", str(db),
-             "--engine", "ray", "--address", cluster.address],
+             "--launcher", "ray", "--address", cluster.address],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 900
         while not candidate_live(db):
@@ -145,7 +145,7 @@ def test_study_on_ray_survives_a_killed_node(tmp_path: Path) -> None:
 
     # The same study, sequentially on this machine: the same report.
     seq_db = tmp_path / "local.db"
-    local = portside("study", "run", str(study), "--db", str(seq_db), "--engine", "local",
+    local = portside("study", "run", str(study), "--db", str(seq_db), "--launcher", "local",
                      "--parallel", "1", env=env)
     assert local.returncode == 0, local.stderr
     reports = [json.loads(portside("study", "report", str(study), "--db", str(d), "--format",

@@ -92,7 +92,7 @@ def engine(request: pytest.FixtureRequest) -> Iterator[list[str]]:
     pytest.importorskip("ray")
     cluster = LocalRayCluster(ray_env())
     try:
-        yield ["--engine", "ray", "--address", cluster.address]
+        yield ["--launcher", "ray", "--address", cluster.address]
     finally:
         cluster.close()
 
@@ -244,7 +244,7 @@ def test_a_lost_mailbox_ends_the_phase_and_the_next_one_takes_the_decision(
 
     cluster = LocalRayCluster(ray_env())
     try:
-        study, db, head = _start(tmp_path, ["--engine", "ray", "--address", cluster.address],
+        study, db, head = _start(tmp_path, ["--launcher", "ray", "--address", cluster.address],
                                  verified=False)
         with _reaped(head):
             _until("the edit waiting", head, lambda: _status(study, db).get(

@@ -18,8 +18,8 @@ from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.session.review import ReviewGate
 from portside.tui.app import make_app
+from portside.tui.widgets.agent_column import AgentColumn
 from portside.tui.widgets.diff_card import DiffCard
-from portside.tui.widgets.transcript import Transcript
 
 CHANGED = "max_norm=0.05"
 
@@ -71,7 +71,7 @@ async def test_clipping_card_opens_on_its_title_marks_and_changed_line() -> None
     async with app.run_test(size=(120, 40)) as pilot:
         await _settle(pilot)
         text = screen_text(app)
-        card = app.live.query_one(Transcript).cards["e3"]
+        card = app.live.query_one(AgentColumn).cards["e3"]
         assert isinstance(card, DiffCard)
         shown = card.body.visible_text()
         # The card's title and the clipping mark are on screen without a key ...
@@ -88,7 +88,7 @@ async def test_keys_scroll_the_diff_and_step_hunks() -> None:
     app = _app(events)
     async with app.run_test(size=(120, 40)) as pilot:
         await _settle(pilot)
-        body = app.live.query_one(Transcript).cards["e3"].body  # type: ignore[union-attr]
+        body = app.live.query_one(AgentColumn).cards["e3"].body  # type: ignore[union-attr]
         opened = body.scroll_y
         await pilot.press("J", "J", "ctrl+up")
         await _settle(pilot)

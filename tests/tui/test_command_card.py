@@ -11,7 +11,7 @@ from textual.widgets import TextArea
 
 from portside.core.log import events as ev
 from portside.core.session.review import Decision
-from portside.tui.screens.live import LiveScreen
+from portside.tui.screens.review import ReviewScreen
 from portside.tui.widgets.command_card import CommandCard
 from portside.tui.widgets.diff_card import DiffCard
 
@@ -36,7 +36,7 @@ class CommandEngine:
 
 
 async def _pending(h: Harness, pilot: object) -> None:
-    await until(pilot, lambda: h.gate.pending_edits() and isinstance(pilot.app.screen, LiveScreen)  # type: ignore[attr-defined]
+    await until(pilot, lambda: h.gate.pending_edits() and isinstance(pilot.app.screen, ReviewScreen)  # type: ignore[attr-defined]
                 and "cmd-1" in pilot.app.screen._shown_at)  # type: ignore[attr-defined]
     # The screen's next tick tells the gate when the card was first shown.
     await until(pilot, lambda: all(p.shown_at is not None for p in h.gate.pending_edits()))
@@ -51,7 +51,7 @@ async def test_command_card_approved_with_a(harness: Harness) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await _pending(harness, pilot)
         text = screen_text(app)
-        cards = app.live.query_one("Transcript").cards  # type: ignore[attr-defined]
+        cards = app.live.query_one("AgentColumn").cards  # type: ignore[attr-defined]
         assert isinstance(cards["cmd-1"], CommandCard) and isinstance(cards["e1"], DiffCard)
         assert "command 1 python -m pytest -q" in text and "edit 1 " in text, text
         assert "edit 1 of" not in text and "edit 2" not in text  # numbered apart

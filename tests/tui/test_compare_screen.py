@@ -174,7 +174,7 @@ async def test_compare_view_at_large_size_stays_responsive(harness):
 
 async def test_compare_view_opens_from_the_replay_screen():
     from portside.core.replay.player import Replayer, SequenceSource
-    from portside.tui.replay import make_replay_app
+    from portside.tui.replay_app import make_replay_app
 
     sink = MemorySink()
     events = [sink.append(e) for e in session()]

@@ -19,7 +19,7 @@ from portside.core.log.decided import stop_message
 from portside.core.log.ledger import STOPPED
 from portside.core.session.review import ReviewGate
 from portside.tui.app import make_app
-from portside.tui.screens.live import LiveScreen
+from portside.tui.screens.review import ReviewScreen
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
 from doubles import MemorySink  # noqa: E402
@@ -52,7 +52,7 @@ async def _checks_text(events: list[ev.Event]) -> str:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         screen = app.screen
-        assert isinstance(screen, LiveScreen)
+        assert isinstance(screen, ReviewScreen)
         screen.flush()
         await pilot.pause()
         return screen_text(app)

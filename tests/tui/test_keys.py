@@ -14,7 +14,7 @@ from portside.core.log import events as ev
 from portside.core.session.review import Decision
 from portside.tui.screens.dialogs import TextDialog, VerdictDialog
 from portside.tui.screens.help import HelpScreen
-from portside.tui.screens.live import LiveScreen
+from portside.tui.screens.review import ReviewScreen
 from portside.tui.widgets.checks import ChecksPanel
 from portside.tui.widgets.text_line import TextLine
 
@@ -41,7 +41,7 @@ class EditEngine:
 
 async def _with_pending_edit(h: Harness, pilot: Any) -> None:
     await until(pilot, lambda: h.gate.pending_edits()
-                and isinstance(pilot.app.screen, LiveScreen)
+                and isinstance(pilot.app.screen, ReviewScreen)
                 and "e1" in pilot.app.screen._shown_at)
     # The screen's next tick tells the gate when the card was first shown.
     await until(pilot, lambda: all(p.shown_at is not None for p in h.gate.pending_edits()))
@@ -116,7 +116,7 @@ class TestEditKeys:
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("a")
             await pilot.pause()
-            assert isinstance(app.screen, LiveScreen)
+            assert isinstance(app.screen, ReviewScreen)
         assert harness.interventions() == []
 
 
@@ -318,18 +318,18 @@ class TestViewKeys:
             await pilot.press("question_mark")
             await until(pilot, lambda: isinstance(app.screen, HelpScreen))
             await pilot.press("escape")
-            await until(pilot, lambda: isinstance(app.screen, LiveScreen))
+            await until(pilot, lambda: isinstance(app.screen, ReviewScreen))
 
     async def test_every_binding_has_an_id_and_a_tooltip(self, harness: Harness) -> None:
         app = harness.app()
-        for b in [*LiveScreen.BINDINGS, *app.BINDINGS]:
+        for b in [*ReviewScreen.BINDINGS, *app.BINDINGS]:
             assert b.id and b.tooltip, b  # type: ignore[union-attr]
 
     async def test_tab_moves_between_columns_and_z_zooms(self, harness: Harness) -> None:
         app = harness.app()
         async with app.run_test(size=(120, 40)) as pilot:
             screen = app.screen
-            assert isinstance(screen, LiveScreen)
+            assert isinstance(screen, ReviewScreen)
             seen = []
             for _ in range(3):
                 await pilot.press("tab")

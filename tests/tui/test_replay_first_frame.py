@@ -22,10 +22,10 @@ from screen_text import screen_lines
 from portside.core.log import events as ev
 from portside.core.replay.opening import PendingOpening
 from portside.core.replay.player import IndexArrays, Replayer, SequenceSource
-from portside.tui.replay import ReplayApp, make_replay_app
+from portside.tui.replay_app import ReplayApp, make_replay_app
 from portside.tui.widgets import transcript as transcript_widget
+from portside.tui.widgets.agent_column import AgentColumn
 from portside.tui.widgets.runs import RunPane, RunsPanel
-from portside.tui.widgets.transcript import Transcript
 
 REPO = Path(__file__).resolve().parents[2]
 SIZE = (120, 40)
@@ -213,16 +213,16 @@ class TestOneLayout:
         monkeypatch.setattr(Screen, "_on_timer_update", spy)
         async with app.run_test(size=SIZE) as pilot:
             await _first_frame(pilot)
-            transcript = app.live.query_one(Transcript)
+            transcript = app.live.query_one(AgentColumn)
             await until(pilot, lambda: not transcript.uncoloured)
             await pilot.pause()
             assert relayouts and not any(relayouts), relayouts
 
 
-async def _transcript_at_its_end(pilot: Any, app: Any) -> Transcript:
+async def _transcript_at_its_end(pilot: Any, app: Any) -> AgentColumn:
     """The first frame's Agent column, once it has scrolled to its end."""
     await _first_frame(pilot)
-    transcript = app.live.query_one(Transcript)
+    transcript = app.live.query_one(AgentColumn)
     await until(pilot, lambda: transcript.max_scroll_y > 0
                 and transcript.scroll_y == transcript.max_scroll_y)
     return transcript
@@ -258,14 +258,14 @@ class TestHeldTranscript:
         bench's point, each a scroll to the end): one follow does it, after the refresh."""
         events = _session(3_000)
         follows: list[int] = []
-        follow = Transcript._follow
+        follow = AgentColumn._follow
 
-        def spy(transcript: Transcript, tries: int = 20) -> None:
+        def spy(transcript: AgentColumn, tries: int = 20) -> None:
             if tries == 20:  # a follow queued, not a retry of one not laid out yet
                 follows.append(len(transcript.children))
             follow(transcript, tries)
 
-        monkeypatch.setattr(Transcript, "_follow", spy)
+        monkeypatch.setattr(AgentColumn, "_follow", spy)
         app = _app(events)
         async with app.run_test(size=SIZE) as pilot:
             await _transcript_at_its_end(pilot, app)
@@ -289,7 +289,7 @@ class TestHeldTranscript:
         layout = Screen._refresh_layout
 
         def spy(screen: Screen[Any], size: Any = None, scroll: bool = False) -> None:
-            transcript = next(iter(screen.query(Transcript)), None)
+            transcript = next(iter(screen.query(AgentColumn)), None)
             if transcript is not None and transcript.children and not scroll:
                 at_layout.append(transcript.show_vertical_scrollbar)
             layout(screen, size, scroll)
@@ -297,7 +297,7 @@ class TestHeldTranscript:
         monkeypatch.setattr(Screen, "_refresh_layout", spy)
         async with app.run_test(size=SIZE) as pilot:
             await _first_frame(pilot)
-            transcript = app.live.query_one(Transcript)
+            transcript = app.live.query_one(AgentColumn)
             # Ground truth: the column's content is taller than the column.
             assert transcript.virtual_size.height > transcript.scrollable_content_region.height
             assert at_layout and all(at_layout), at_layout
@@ -307,7 +307,7 @@ class TestHeldTranscript:
         app = _app(_session(3_000))
         async with app.run_test(size=(120, 160)) as pilot:
             await _first_frame(pilot)
-            transcript = app.live.query_one(Transcript)
+            transcript = app.live.query_one(AgentColumn)
             await until(pilot, lambda: transcript.max_scroll_y > 0 or not transcript.older)
             await pilot.pause()
             overflows = transcript.virtual_size.height > transcript.size.height
@@ -317,7 +317,7 @@ class TestHeldTranscript:
         app = _app(_session(3_000))
         async with app.run_test(size=SIZE) as pilot:
             await _first_frame(pilot)
-            transcript = app.live.query_one(Transcript)
+            transcript = app.live.query_one(AgentColumn)
             assert transcript.older
             await pilot.resize_terminal(120, 160)
             # Held entries stay reachable: they are mounted until the column can scroll.
@@ -338,7 +338,7 @@ class TestHeldColour:
             await _first_frame(pilot)
             cards = [c for c in app.live.query(DiffCard)]
             assert cards, "no diff on the first frame"
-            transcript = app.live.query_one(Transcript)
+            transcript = app.live.query_one(AgentColumn)
             await until(pilot, lambda: not transcript.uncoloured)
             await pilot.pause()
             for card in cards:

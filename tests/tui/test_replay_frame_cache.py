@@ -30,7 +30,7 @@ from portside.store.codec import ROW_COLUMNS, decode_row
 from portside.store.projections import Batch
 from portside.store.replay_frames import FrameCache, _tag, frame_key, point_key, warm_frames
 from portside.store.replay_source import StoreSource
-from portside.tui.replay import make_replay_app
+from portside.tui.replay_app import make_replay_app
 from portside.tui.widgets.runs import RunPane
 
 REPO = Path(__file__).resolve().parents[2]

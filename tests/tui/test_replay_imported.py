@@ -14,7 +14,7 @@ from portside.core.replay.player import Replayer
 from portside.store import Store
 from portside.store.jsonl import import_events
 from portside.store.replay_source import StoreSource
-from portside.tui.replay import make_replay_app
+from portside.tui.replay_app import make_replay_app
 from portside.tui.screens.replay import ReplayScreen
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "train_tiny.py"

@@ -31,7 +31,7 @@ from portside.store import Store
 from portside.store.replay_source import StoreSource
 from portside.tui.app import make_app
 from portside.tui.model import SessionModel
-from portside.tui.replay import ReplayApp, make_replay_app
+from portside.tui.replay_app import ReplayApp, make_replay_app
 from portside.tui.screens.dialogs import TextDialog
 from portside.tui.screens.replay import ReplayScreen
 from portside.tui.widgets.checks import ChecksPanel

@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 
 from portside.core.log import events as ev
 from portside.store import Store
-from portside.tui.sessions import COLUMNS, SessionsApp
+from portside.tui.sessions_app import COLUMNS, SessionsApp
 
 
 def _rows(tmp: Path) -> list[dict]:

@@ -18,7 +18,7 @@ from screen_text import screen_lines
 from portside.core.log.bus import EventBus
 from portside.core.session.review import ReviewGate
 from portside.tui.app import PortsideApp, make_app
-from portside.tui.screens.live import LiveScreen
+from portside.tui.screens.review import ReviewScreen
 from portside.tui.widgets.checks import ChecksPanel
 
 SIZE = (120, 40)
@@ -34,7 +34,7 @@ def _app(events: list | None = None) -> PortsideApp:
 
 async def _settle(pilot: Any) -> None:
     screen = pilot.app.screen
-    assert isinstance(screen, LiveScreen)
+    assert isinstance(screen, ReviewScreen)
     await pilot.pause()
     screen.query_one(ChecksPanel).select("a-clip")
     screen.flush()

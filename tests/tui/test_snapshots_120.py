@@ -14,8 +14,8 @@ from test_replay_screen import _scenario_events, settle
 from portside.core.log import events as ev
 from portside.core.replay.player import Replayer, SequenceSource
 from portside.store import Store
-from portside.tui.replay import make_replay_app
-from portside.tui.sessions import SessionsApp
+from portside.tui.replay_app import make_replay_app
+from portside.tui.sessions_app import SessionsApp
 from portside.tui.widgets.checks import ChecksPanel
 
 SIZE = (120, 40)

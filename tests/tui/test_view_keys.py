@@ -16,7 +16,7 @@ from textual.widgets import Input, TextArea
 
 from portside.core.log import events as ev
 from portside.tui.screens.dialogs import EditDialog
-from portside.tui.screens.live import LiveScreen
+from portside.tui.screens.review import ReviewScreen
 from portside.tui.widgets.diff_card import DiffBody, DiffCard
 from portside.tui.widgets.log_view import MATCH_STYLE, LogView
 from portside.tui.widgets.runs import RunsPanel
@@ -24,9 +24,9 @@ from portside.tui.widgets.runs import RunsPanel
 SIZE = (120, 40)
 
 
-def _live(app: Any) -> LiveScreen:
+def _live(app: Any) -> ReviewScreen:
     screen = app.screen
-    assert isinstance(screen, LiveScreen)
+    assert isinstance(screen, ReviewScreen)
     return screen
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from portside.core.claude_code.attach_settings import AttachError, install, restore, uninstall
+from portside.core.claude_code.attach_hooks import AttachError, install, restore, uninstall
 
 URL = "http://127.0.0.1:9/hook/tok"
 THEIRS = b'{"permissions": {"allow": ["Read"]},\n "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo mine"}]}]}}\n'

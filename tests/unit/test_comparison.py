@@ -14,7 +14,7 @@ from portside.core.checks import CHECKS, Alarm, Comparison, RunRecords, check_lr
 from portside.core.checks.causes import link_causes
 from portside.core.checks.lr import check_lr
 from portside.core.checks.records import comparison as comparison_mod
-from portside.core.checks.records.records_live import LiveRecords
+from portside.core.checks.records.records_fold import IncrementalRecords
 from portside.core.log.criteria import DEFAULT_CRITERIA
 
 
@@ -93,7 +93,7 @@ def test_a_carried_lr_verdict_is_about_its_own_reference() -> None:
     cand = batch_run(64, 1.0, 5)
     a_ref = records(batch_run(64, 1.0, 0))  # the candidate's schedule
     b_ref = records(batch_run(64, 0.5, 1))  # another lr from step 0
-    live = LiveRecords()
+    live = IncrementalRecords()
     live.add(cand[:100])
     assert check_lr(Comparison([a_ref], live.snapshot(None, "cand")), DEFAULT_CRITERIA) == []
     live.add(cand[100:])

@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_records_live import OK, same
+from test_records_fold import OK, same
 
 from portside.core.checks.records import steps as steps_mod
 from portside.core.checks.records.carry import Buf
 from portside.core.checks.records.records import RunRecords
-from portside.core.checks.records.records_live import LiveRecords
+from portside.core.checks.records.records_fold import IncrementalRecords
 from portside.core.checks.records.series import rolling_mean, smoothed
 
 
@@ -45,7 +45,7 @@ def test_the_fold_leaves_at_most_a_sixteenth_of_its_rows_unused() -> None:
     # Two ranks: their own loss and step time, one reduced gradient norm (shared): five
     # columns of 8-byte values, steps 0..n-1 (the one shared array, not the fold's).
     rng = np.random.default_rng(3)
-    live = LiveRecords()
+    live = IncrementalRecords()
     recs: list[dict] = []
     step = 0
     while step < 40_000:
@@ -88,7 +88,7 @@ def test_a_rolling_window_carries_only_the_sums_it_reads_back(holes: bool, w: in
     if holes:
         xs[rng.integers(0, xs.size, 200)] = np.nan
         xs[rng.integers(0, xs.size, 20)] = np.inf
-    live = LiveRecords()
+    live = IncrementalRecords()
     lo, most = 0, 600
     while lo < xs.size:
         hi = min(lo + (20_000 if lo == 0 else int(rng.integers(1, most))), xs.size)

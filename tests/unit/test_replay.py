@@ -325,7 +325,7 @@ def test_replay_cli_errors(tmp_path: Path) -> None:
 def test_replay_without_screen_falls_back(tmp_path: Path) -> None:
     import importlib.util
 
-    if importlib.util.find_spec("portside.tui.replay") is not None:
+    if importlib.util.find_spec("portside.tui.replay_app") is not None:
         pytest.skip("the replay screen exists")
     db = tmp_path / "p.db"
     _store_with(db, EVENTS).close()

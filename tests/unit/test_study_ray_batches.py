@@ -1,4 +1,4 @@
-"""The Ray task's batching of a worker's event lines (core/study/ray_engine.py): a line the
+"""The Ray task's batching of a worker's event lines (core/study/ray_launcher.py): a line the
 worker follows with silence — a card waiting for a reviewer — reaches the head at once, not
 with the next line (which, for a card, comes only after the reviewer decided: a deadlock)."""
 
@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from portside.core.study.engines import WorkerLost
-from portside.core.study.ray_engine import BATCH_S, _batches
+from portside.core.study.launchers import WorkerLost
+from portside.core.study.ray_launcher import BATCH_S, _batches
 
 
 def test_a_line_followed_by_silence_is_sent_within_the_batch_time() -> None:

@@ -2,7 +2,7 @@
 play / speed / seek keys in place of the review actions (only `n`, a review note, still records).
 
 The screen folds events exactly as the live one does; the playing, the seeking and the rebuild
-after a seek belong to :class:`portside.tui.replay.ReplayApp`, which the actions here call.
+after a seek belong to :class:`portside.tui.replay_app.ReplayApp`, which the actions here call.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from portside.core.session.review import ReviewGate
 
 from ..model import SessionModel
 from ..widgets.timeline import Timeline
-from .live import VIEW_BINDINGS, LiveScreen, _b
+from .review import VIEW_BINDINGS, ReviewScreen, _b
 
 
 class ReplayControl(Protocol):
@@ -74,7 +74,7 @@ DISABLED_BINDINGS = [
 REPLAY_VIEW_BINDINGS = [b for b in VIEW_BINDINGS if b.id not in ("view.next-edit", "view.prev-edit")]
 
 
-class ReplayScreen(LiveScreen, inherit_bindings=False):
+class ReplayScreen(ReviewScreen, inherit_bindings=False):
     BINDINGS = [*REPLAY_BINDINGS, *DISABLED_BINDINGS, *REPLAY_VIEW_BINDINGS]
     PALETTE = REPLAY_BINDINGS + REPLAY_VIEW_BINDINGS
     HELP_TITLE = "portside · keys of the replay"

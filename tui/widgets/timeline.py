@@ -21,7 +21,7 @@ MARKS: dict[str, tuple[int, str, str]] = {
     "run.started": (5, "├", "#61afef"),
 }
 LEGEND = " ✖ alarm ● intervention ◆ claim ├┤ run "
-# What the bar says while the session opens (tui/replay.py builds the replay in a thread).
+# What the bar says while the session opens (tui/replay_app.py builds the replay in a thread).
 LOADING = " loading… the session's index, snapshots and the point to open at "
 
 

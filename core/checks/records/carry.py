@@ -1,13 +1,13 @@
 """Facts of a run's first rows, carried from one live pass to the next.
 
-A live snapshot (records_live.py) hands the checks its series' memo (`derived.live`, memo.py): the
+A live snapshot (records_fold.py) hands the checks its series' memo (`derived.live`, memo.py): the
 same one on every pass, over rows that are only ever appended. A reference cut at the
 candidate's last step (`RunRecords.upto`) is its parent's first k rows, and k grows as the
 candidate does. A fact that folds row by row (counts, the smallest few distinct values, sums of
 integers) is kept in that memo with the number of rows it covers, so a pass folds only the rows
 added since. Any other RunRecords folds all its rows at once through the same code: the live
 answer and the rebuilt one come from one fold, and the property tests
-(tests/unit/test_records_live.py) check that chunks fold to the whole.
+(tests/unit/test_records_fold.py) check that chunks fold to the whole.
 """
 
 from __future__ import annotations

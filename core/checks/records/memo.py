@@ -5,7 +5,7 @@ from that run alone (smoothed series, steps per epoch, the clip configuration...
 computed at most once, because the references are judged again on every live pass. It is not
 part of the data: records are treated as immutable once built.
 
-`LiveMemo` is what a live run's snapshots share (records_live.py hands every snapshot of a
+`LiveMemo` is what a live run's snapshots share (records_fold.py hands every snapshot of a
 series the same one, as `derived.live`): states over rows that are only ever appended, so a
 pass folds only the rows added since the last (carry.py, series.smoothed, drift's verdicts,
 the ranks' spreads).
@@ -57,7 +57,7 @@ class Derived:
     increasing: bool | None = None
     ordered: bool | None = None  # steps sorted (RunRecords.upto)
     cut_of: tuple[RunRecords, int] | None = None  # this run is that one's first k rows
-    live: LiveMemo | None = None  # a live snapshot's series memo (records_live.py)
+    live: LiveMemo | None = None  # a live snapshot's series memo (records_fold.py)
     carried: LiveMemo | None = None  # any other run's own folds (carry.home)
     progress: np.ndarray | None = None
     steps_per_epoch: dict[bool, dict[int, int]] = field(default_factory=dict)  # by `attempted`

@@ -24,7 +24,7 @@ import numpy as np
 from portside.core.log import events as ev
 
 from . import carry
-from .evidence import Evidence
+from .integrity import Integrity
 from .memo import Derived, FoldKey
 from .steps import increasing
 
@@ -74,7 +74,7 @@ class RunRecords:
     extra: dict[str, np.ndarray] = field(default_factory=dict)  # EXTRA columns present
     ranks: dict[int, RunRecords] = field(default_factory=dict)  # per rank, when > 1 stepped
     rank_facts: dict[int, dict[str, Any]] = field(default_factory=dict)
-    evidence: Evidence = field(default_factory=Evidence)  # portside's own records (evidence.py)
+    integrity: Integrity = field(default_factory=Integrity)  # portside's own records (integrity.py)
     # What the checks derive from these records (memo.py); not part of the data.
     derived: Derived = field(default_factory=Derived, init=False, repr=False, compare=False)
 
@@ -125,10 +125,10 @@ class RunRecords:
         rank_facts: dict[int, dict[str, Any]] = {}
         exits: dict[Any, dict[str, Any]] = {}
         metrics: dict[str, list[float]] = {}
-        evidence = Evidence()
+        integrity = Integrity()
         for rec in records:
             typ = rec.get("type")
-            evidence.add(rec)
+            integrity.add(rec)
             if typ == "step":
                 by_rank.setdefault(rec.get("rank", 0), []).append(rec)
             elif typ == "metric":
@@ -156,7 +156,7 @@ class RunRecords:
                                             exit=exits.get(k), name=f"{name}/rank{k}")
                          for k in ranked}
         out.rank_facts = rank_facts
-        out.evidence = evidence
+        out.integrity = integrity
         return out
 
     @classmethod

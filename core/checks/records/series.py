@@ -64,7 +64,7 @@ def rolling_mean(x: np.ndarray, w: int) -> np.ndarray:
 
 
 def smoothed(r: RunRecords, name: str, w: int) -> np.ndarray:
-    """`rolling_mean(r.series(name), w)`. On a live run's snapshot (records_live.py) the
+    """`rolling_mean(r.series(name), w)`. On a live run's snapshot (records_fold.py) the
     sums are carried from the last pass and only the new steps are added: O(new), with
     rolling_mean's arithmetic, so the values are the same to the bit."""
     x = r.series(name)

@@ -1,6 +1,6 @@
 """A live run's records folded into growing arrays, so the checks never rebuild them.
 
-`LiveRecords.add(records)` folds a batch in (each record once, amortised O(1): an array grows
+`IncrementalRecords.add(records)` folds a batch in (each record once, amortised O(1): an array grows
 by half its capacity when full); `snapshot(end, name)` returns a `RunRecords` equal, field by field, to
 `RunRecords.from_records(everything added so far, end, name)` without touching the records again
 — its arrays are read-only views of the first n rows, which later adds never write (they only
@@ -26,7 +26,7 @@ import numpy as np
 
 from . import carry
 from . import steps as steps_mod
-from .evidence import Evidence
+from .integrity import Integrity
 from .memo import LiveMemo
 from .records import EXTRA, RunEnd, RunRecords, _extra_number, to_float
 from .steps import arange
@@ -362,7 +362,7 @@ class _Joined:
         return out
 
 
-class LiveRecords:
+class IncrementalRecords:
     """The growing records of one live run (all ranks); see the module doc."""
 
     def __init__(self) -> None:
@@ -371,7 +371,7 @@ class LiveRecords:
         self.rank_facts: dict[int, dict[str, Any]] = {}
         self.exits: dict[Any, dict[str, Any]] = {}
         self.metrics: dict[str, list[float]] = {}
-        self.evidence = Evidence()
+        self.integrity = Integrity()
         self.count = 0  # records folded in
         self.common: dict[Any, _Col] = {}  # columns the ranks share while their rows agree
 
@@ -380,7 +380,7 @@ class LiveRecords:
         for rec in records:
             self.count += 1
             typ = rec.get("type")
-            self.evidence.add(rec)
+            self.integrity.add(rec)
             if typ == "step":
                 steps.setdefault(rec.get("rank", 0), []).append(rec)
             elif typ == "metric":
@@ -425,7 +425,7 @@ class LiveRecords:
             out.ranks = {k: by_rank[k].view(facts=self.rank_facts.get(k), exit=exits.get(k),
                                             name=f"{name}/rank{k}") for k in ranked}
         out.rank_facts = dict(self.rank_facts)
-        out.evidence = self.evidence.copy()
+        out.integrity = self.integrity.copy()
         return out
 
     @property

@@ -1,7 +1,7 @@
-"""A run's evidence records, folded: portside's own records of whether the run's records are
+"""A run's integrity records, folded: portside's own records of whether the run's records are
 its own (the seal's ``tamper`` records, what was ``observed`` from outside the run, metrics the
-run printed). One fold, used by the rebuild (records.py) and the live fold (records_live.py);
-the check that judges it is checks/evidence.py.
+run printed). One fold, used by the rebuild (records.py) and the live fold (records_fold.py);
+the check that judges it is checks/integrity.py.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ KEEP_PRINTED = 2000  # (step, value) pairs per printed series
 
 
 @dataclass
-class Evidence:
-    """portside's own records about a run's evidence, folded."""
+class Integrity:
+    """portside's own records of whether a run's records are its own, folded."""
 
     failures: list[dict[str, Any]] = field(default_factory=list)
     failed: int = 0
@@ -39,7 +39,7 @@ class Evidence:
             if len(pairs) < KEEP_PRINTED and isinstance(v, int | float):
                 pairs.append((int(rec["step"]), float(v)))
 
-    def copy(self) -> Evidence:
-        return Evidence(list(self.failures), self.failed,
+    def copy(self) -> Integrity:
+        return Integrity(list(self.failures), self.failed,
                         dict(self.observed) if self.observed else None,
                         {k: list(v) for k, v in self.printed.items()})

@@ -1,7 +1,7 @@
-"""The Ray engine: each phase of a task is a Ray task asking for the phase's resources
+"""The Ray launcher: each phase of a task is a Ray task asking for the phase's resources
 (references a ``CPU`` or ``GPU``, candidates the target's, e.g. ``TPU: 4``), so Ray places it.
 
-The Ray task starts the same worker process as the local engine on its node and streams the
+The Ray task starts the same worker process as the local launcher on its node and streams the
 worker's event lines back in batches (a streaming generator): the submitting process appends
 them through its one writer. Ray does not retry a phase itself (``max_retries=0``): a phase
 whose node or worker died is run again by the study, from the session's log, so the cut-off
@@ -10,7 +10,7 @@ run is finished ``engine-killed`` and never counted as an attempt.
 A phase of a task that waits for a reviewer (``policy = "ask"``) gets a mailbox: a small Ray
 actor (no CPU) the head creates on its own node, so losing the worker's node loses no decision.
 The head puts each decision in it (``send``); a thread of the phase's Ray task takes them, with
-a short wait each, and writes them on the worker's stdin, as the local engine does. Every call
+a short wait each, and writes them on the worker's stdin, as the local launcher does. Every call
 between them has a timeout: a mailbox that is lost or stops answering ends the phase as
 ``WorkerLost`` (run again from the log, with a new mailbox), never a hang.
 """
@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .engines import WorkerLost
+from .launchers import WorkerLost
 
 BATCH_S = 0.05  # how long lines gather before a batch goes back to the head
 TAKE_WAIT_S = 0.5  # how long one take() waits in the mailbox (a line put meanwhile: at once)
@@ -98,7 +98,7 @@ def _phase_task(job: dict[str, Any], mailbox: Any = None) -> Iterator[list[bytes
     reviewer's decisions in it carried to the worker."""
     import ray
 
-    from .local_engine import WorkerProcess
+    from .local_launcher import WorkerProcess
 
     node = ray.get_runtime_context().get_node_id()
     log = Path(tempfile.gettempdir()) / "portside-study" / f"{job['session_id']}-{job['phase']}.log"
@@ -215,7 +215,7 @@ def _loopback(address: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1")
 
 
-class RayEngine:
+class RayLauncher:
     name = "ray"
     reviewable = True  # through each asking phase's mailbox
 
@@ -228,7 +228,7 @@ class RayEngine:
         try:
             import ray
         except ImportError:
-            raise ValueError("the ray engine needs Ray: pip install 'portside[ray]'") from None
+            raise ValueError("the ray launcher needs Ray: pip install 'portside[ray]'") from None
         if not ray.is_initialized():
             # The workers import portside as this process does (PYTHONPATH travels along).
             env = {k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}

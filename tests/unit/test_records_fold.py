@@ -1,4 +1,4 @@
-"""The live checker's incremental records (core/checks/records/records_live.py) against the full rebuild.
+"""The live checker's incremental records (core/checks/records/records_fold.py) against the full rebuild.
 
 Ground truth: `RunRecords.from_records` on the whole stream so far (the implementation the live
 checker used before, and the one every finished run still goes through). Property tests: random
@@ -23,7 +23,7 @@ from tiers import examples
 from portside.core.checks import RunEnd, RunRecords, jsonable, run_checks
 from portside.core.checks.clipping import rank_norm_spread
 from portside.core.checks.records.records import EXTRA
-from portside.core.checks.records.records_live import LiveRecords
+from portside.core.checks.records.records_fold import IncrementalRecords
 from portside.core.checks.records.series import rolling_mean, smoothed
 from portside.core.checks.records.steps import index_of, intersect
 from portside.core.log.criteria import DEFAULT_CRITERIA
@@ -69,7 +69,7 @@ def feed(records: list[dict], cuts: list[int], end: RunEnd | None = None,
          judge=None) -> None:
     """Feed records in chunks at `cuts`; after each chunk the snapshot equals the rebuild of
     the prefix (and judges the same); at the end every kept snapshot still does."""
-    live = LiveRecords()
+    live = IncrementalRecords()
     kept: list[tuple[int, RunRecords]] = []
     bounds = sorted({c for c in cuts if 0 < c < len(records)}) + [len(records)]
     lo = 0
@@ -237,7 +237,7 @@ def test_training_faults_are_found_live(fault: str, kind: str) -> None:
     recs = training(7, 4, 62, 6, drift_at=200 if fault == "drift" else None,
                     lr_change=fault == "lr", clip=0.05 if fault == "clip" else 1.0,
                     nan_at=300 if fault == "nan" else None)
-    live = LiveRecords()
+    live = IncrementalRecords()
     seen: set[str] = set()
     for i in range(0, len(recs) - 8, 97):
         live.add(recs[i:i + 97])
@@ -247,7 +247,7 @@ def test_training_faults_are_found_live(fault: str, kind: str) -> None:
 
 
 def test_snapshot_arrays_are_read_only_views() -> None:
-    live = LiveRecords()
+    live = IncrementalRecords()
     live.add(training(3, 2, 10, 1))
     snap = live.snapshot()
     with pytest.raises(ValueError):
@@ -260,7 +260,7 @@ def test_parse_error_raises_like_the_rebuild_and_adds_nothing() -> None:
     bad = [{"type": "step", "step": 0, "loss": 1.0}, {"type": "step", "step": "1.5"}]
     with pytest.raises(ValueError):
         RunRecords.from_records(bad)
-    live = LiveRecords()
+    live = IncrementalRecords()
     with pytest.raises(ValueError):
         live.add(bad)
     assert live.snapshot().n == 0
@@ -319,7 +319,7 @@ def test_rank_spread_is_its_definition(seed: int, world: int, shape: str, holes:
        st.lists(st.integers(1, 80), max_size=6), st.integers(1, 12))
 def test_carried_smoothing_is_rolling_mean_to_the_bit(xs: list[float], at: list[int],
                                                       w: int) -> None:
-    live = LiveRecords()
+    live = IncrementalRecords()
     recs = [{"type": "step", "step": i, "loss": v} for i, v in enumerate(xs)]
     lo = 0
     for hi in sorted({c for c in at if c < len(recs)}) + [len(recs)]:
@@ -337,7 +337,7 @@ def test_a_short_excursion_cut_by_a_pass_is_still_found() -> None:
     cut = next(i for i, r in enumerate(recs) if r.get("step") == 268)
     judge = lambda c, final: run_checks(REFS1, c, DEFAULT_CRITERIA, "cpu", final)  # noqa: E731
     feed(recs, [cut - 200, cut, cut + 8], OK, judge)
-    live = LiveRecords()
+    live = IncrementalRecords()
     for lo, hi in ((0, cut), (cut, cut + 30)):
         live.add(recs[lo:hi])
         kinds = {a.kind for a in judge(live.snapshot(None, "c"), False)}
@@ -357,7 +357,7 @@ def test_carried_rank_spread_is_the_rebuilt_one(seed: int, world: int, at: list[
     for rec in recs:  # ranks' own clip norms (clipping before the reduction), some unknown
         if rec.get("type") == "step" and "grad_norm" in rec:
             rec["grad_norm"] *= 1 + 0.01 * rng.random()
-    live = LiveRecords()
+    live = IncrementalRecords()
     lo = 0
     for hi in sorted({c for c in at if 0 < c < len(recs)}) + [len(recs)]:
         live.add(recs[lo:hi])
@@ -404,7 +404,7 @@ def div_text(d: dict | None) -> object:
 def facts_feed(records: list[dict], at: list[int], refs: list[RunRecords]) -> None:
     """After each chunk the snapshot's facts are the rebuild's; snapshots not asked until the
     end (their state is behind the kept one then) still give their own prefix's facts."""
-    live = LiveRecords()
+    live = IncrementalRecords()
     later: list[tuple[int, RunRecords]] = []
     lo = 0
     bounds = sorted({c for c in at if 0 < c < len(records)}) + [len(records)]
@@ -473,11 +473,11 @@ def test_training_streams_carry_the_rebuilt_facts(seed: int, per_epoch: int, wor
 
 
 def test_ranks_that_agree_share_their_columns() -> None:
-    # Memory (records_live._Cell): data-parallel ranks log the same epoch, batch, lr and
+    # Memory (records_fold._Cell): data-parallel ranks log the same epoch, batch, lr and
     # checksums, their own loss; arriving in any order (rank 1 ahead of rank 0, behind it),
     # the columns they agree on stay shared, the loss forks; every rank reads its own rows.
     recs = training(5, 4, 30, 4)
-    live = LiveRecords()
+    live = IncrementalRecords()
     for i in range(0, len(recs), 37):
         live.add(recs[i:i + 37])
     for rank in range(4):
@@ -493,7 +493,7 @@ def test_ranks_that_agree_share_their_columns() -> None:
 def test_a_rank_behind_forks_where_its_own_rows_differ() -> None:
     # Rank 0 writes 1,1,1,2,2,2 first; rank 1 then 1,1,1 (the common rows) and 1,1,1: those
     # differ from the common rows 3..5 (not from rows 0..2), so rank 1 must fork there.
-    live = LiveRecords()
+    live = IncrementalRecords()
     rows = [(0, [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]), (1, [1.0, 1.0, 1.0]), (1, [1.0, 1.0, 1.0])]
     recs: list[dict] = []
     seen = {0: 0, 1: 0}

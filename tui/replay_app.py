@@ -47,7 +47,7 @@ from portside.core.session.review import ReviewGate
 from .app import PortsideApp
 from .model import SessionModel
 from .screens.replay import ReplayScreen, speed_label
-from .widgets.transcript import Transcript
+from .widgets.agent_column import AgentColumn
 
 PUMP_S = 1 / 30  # how often the timer looks for due events
 BATCH = 2_000  # events folded per timer tick at most: a fast replay stays responsive
@@ -235,14 +235,14 @@ class ReplayApp(PortsideApp):
             self._end_batch()
         # What waited for a refresh ran inside the batch, before any layout: the Agent column
         # follows its end again now. Diffs drawn plain get their colour after that frame.
-        transcript = screen.query_one(Transcript)
+        transcript = screen.query_one(AgentColumn)
         transcript.scroll_end(animate=False)
         if transcript.uncoloured:
             self.call_after_refresh(transcript.colour_held)
 
     def _load(self, screen: ReplayScreen, seq: int, state: ReplayState | None,
               history: History | None = None) -> None:
-        with screen.query_one(Transcript).holding():  # mounts the column's newest entries
+        with screen.query_one(AgentColumn).holding():  # mounts the column's newest entries
             self._fold(screen, seq, state, history)
 
     def _fold(self, screen: ReplayScreen, seq: int, state: ReplayState | None,

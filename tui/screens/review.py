@@ -23,13 +23,13 @@ from portside.core.session.review import GateError, ReviewGate
 
 from ..messages import AlarmSelected
 from ..model import CommandView, SessionModel, clock
+from ..widgets.agent_column import AgentColumn
 from ..widgets.checks import ChecksPanel
 from ..widgets.command_card import CommandCard
 from ..widgets.diff_card import DiffCard
 from ..widgets.footer import ReviewFooter
 from ..widgets.runs import RunsPanel
 from ..widgets.text_line import TextLine
-from ..widgets.transcript import Transcript
 from .dialogs import DialogResult, EditDialog, TextDialog, VerdictDialog
 from .help import HelpScreen
 
@@ -112,7 +112,7 @@ class Column(Vertical):
     ALLOW_MAXIMIZE = True
 
 
-class LiveScreen(Screen[None]):
+class ReviewScreen(Screen[None]):
     BINDINGS = [*REVIEW_BINDINGS, *VIEW_BINDINGS]
     ALLOW_IN_MAXIMIZED_VIEW = "#top-bar, ReviewFooter"
     PALETTE = REVIEW_BINDINGS + VIEW_BINDINGS
@@ -163,7 +163,7 @@ class LiveScreen(Screen[None]):
         with Horizontal(id="columns"):
             with Column(id="agent-col", classes="column") as col:
                 col.border_title = "Agent"
-                yield Transcript(id="transcript")
+                yield AgentColumn(id="transcript")
             with Column(id="runs-col", classes="column") as col:
                 col.border_title = "Runs"
                 yield RunsPanel(id="runs")
@@ -176,7 +176,7 @@ class LiveScreen(Screen[None]):
     def on_mount(self) -> None:
         self.set_interval(TICK_S, self.tick)
         self.tick()
-        transcript = self.query_one(Transcript)
+        transcript = self.query_one(AgentColumn)
         if str(self.model.info.get("agent") or "none") == "none":
             # Verification only: say so instead of leaving the column blank.
             transcript.mount(Static(Text(
@@ -200,7 +200,7 @@ class LiveScreen(Screen[None]):
         now; redraws of tails, status and chart wait for the next tick. ``model_only``: the
         events that feed the model alone (a replay's history before its transcript window);
         their edits keep their place in the numbering."""
-        transcript = self.query_one(Transcript)
+        transcript = self.query_one(AgentColumn)
         runs = self.query_one(RunsPanel)
         renumber = select = False
         awaiting: DiffCard | CommandCard | None = None
@@ -419,7 +419,7 @@ class LiveScreen(Screen[None]):
 
     def _renumber_cards(self) -> None:
         # Edits and commands are numbered apart: "edit 2/3", "command 1/4".
-        cards = self.query_one(Transcript).cards
+        cards = self.query_one(AgentColumn).cards
         for group in (self.model.edits, self.model.commands):
             ids = [i for i in self.edit_order if i in group]
             for n, edit_id in enumerate(ids, 1):
@@ -427,17 +427,17 @@ class LiveScreen(Screen[None]):
                     cards[edit_id].refresh_status(n, len(ids))
 
     def _select_edit(self, edit_id: str, scroll: bool = True) -> None:
-        cards = self.query_one(Transcript).cards
+        cards = self.query_one(AgentColumn).cards
         for other_id, card in cards.items():
             card.selected = other_id == edit_id
         self.current_edit = edit_id
         if scroll and edit_id in cards:
-            self.query_one(Transcript).scroll_to_card(cards[edit_id])
+            self.query_one(AgentColumn).scroll_to_card(cards[edit_id])
 
     def _card(self) -> DiffCard | CommandCard | None:
         if self.current_edit is None:
             return None
-        return self.query_one(Transcript).cards.get(self.current_edit)
+        return self.query_one(AgentColumn).cards.get(self.current_edit)
 
     def _target_edit(self) -> str | None:
         """The selected card when it awaits a decision, else the oldest edit awaiting one."""
@@ -622,7 +622,7 @@ class LiveScreen(Screen[None]):
     def _focus_in(self, col: Column) -> None:
         target: Widget | None = None
         if col.id == "agent-col":
-            target = self._card() if self._card() is not None else self.query_one(Transcript)
+            target = self._card() if self._card() is not None else self.query_one(AgentColumn)
         elif col.id == "runs-col":
             target = self.query_one(RunsPanel).active_log()
         else:

@@ -81,7 +81,7 @@ class ToolCall(Static, can_focus=True):
         self.expanded = not self.expanded
 
 
-class Transcript(VerticalScroll, can_focus=True):
+class AgentColumn(VerticalScroll, can_focus=True):
     """Appends as events arrive; stays at the end until the reviewer scrolls up."""
 
     ALLOW_MAXIMIZE = False

@@ -1,9 +1,9 @@
-"""The seam between a study and what runs its tasks: an engine starts one phase of one task
+"""The seam between a study and what runs its tasks: a launcher starts one phase of one task
 somewhere and hands back the phase's event lines, in order, as they come.
 
-Two engines ship: ``local`` (core/study/local_engine.py: worker processes on this machine, at
-most ``--parallel`` at once) and ``ray`` (core/study/ray_engine.py: each phase a Ray task with
-the phase's resource request, placed by Ray). Another engine (SkyPilot, Kubernetes Jobs) is a
+Two launchers ship: ``local`` (core/study/local_launcher.py: worker processes on this machine, at
+most ``--parallel`` at once) and ``ray`` (core/study/ray_launcher.py: each phase a Ray task with
+the phase's resource request, placed by Ray). Another launcher (SkyPilot, Kubernetes Jobs) is a
 class with ``start``: it must run ``python -m portside.core.study.worker`` with the job on
 stdin where the resources are, and carry the lines the worker writes back to this process.
 """
@@ -33,7 +33,7 @@ class PhaseStream(Protocol):
         ...
 
 
-class Engine(Protocol):
+class Launcher(Protocol):
     name: str
     slots: int  # phases at once (local: --parallel; ray: as many as the cluster takes)
     reviewable: bool  # whether send() reaches the worker: tasks may wait for a reviewer

@@ -1,5 +1,5 @@
-"""The embedded engine: each phase a worker process on this machine (core/study/worker.py),
-at most ``parallel`` at once. The Ray engine runs the same worker, on a node Ray chose."""
+"""The embedded launcher: each phase a worker process on this machine (core/study/worker.py),
+at most ``parallel`` at once. The Ray launcher runs the same worker, on a node Ray chose."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .engines import WorkerLost
+from .launchers import WorkerLost
 from .worker import DONE
 
 LOG_TAIL_BYTES = 2000
@@ -88,7 +88,7 @@ class WorkerProcess:
                 self.proc.stdin.close()
 
 
-class LocalEngine:
+class LocalLauncher:
     name = "local"
     reviewable = True
 

@@ -1,4 +1,4 @@
-"""`portside study run`: every task of a manifest, each phase started by an engine, every event
+"""`portside study run`: every task of a manifest, each phase started by a launcher, every event
 coming back appended through the one writer of the submitting machine's database.
 
 Resumable: a task whose session has ended is never run again; an open one continues from its
@@ -23,7 +23,7 @@ from portside.core.log.ledger import Ledger
 from portside.core.session.awaiting import awaiting
 from portside.core.session.resume import final_end
 
-from .engines import Engine, WorkerLost
+from .launchers import Launcher, WorkerLost
 from .manifest import Manifest, Task
 from .review_relay import CARD_ACTIONS, RelayError, ReviewRelay, relay_file
 
@@ -57,12 +57,12 @@ class ProtocolError(WorkerLost):
 
 
 class StudyRun:
-    def __init__(self, manifest: Manifest, log: StudyLog, engine: Engine, work_root: Path, *,
+    def __init__(self, manifest: Manifest, log: StudyLog, launcher: Launcher, work_root: Path, *,
                  max_tries: int = MAX_TRIES,
                  on_change: Callable[[str, str], None] | None = None) -> None:
         self.manifest = manifest
         self.log = log
-        self.engine = engine
+        self.launcher = launcher
         self.work_root = work_root
         self.max_tries = max_tries
         self.on_change = on_change or (lambda task_id, what: None)
@@ -74,10 +74,10 @@ class StudyRun:
         self._sending = threading.Lock()  # the relay answers in threads: one line at a time
         self._stopping = False
         asks = [t.task_id for t in manifest.tasks if t.policy == "ask"]
-        if asks and not engine.reviewable:  # both shipped engines are; another may not be
+        if asks and not launcher.reviewable:  # both shipped launchers are; another may not be
             raise ValueError(f"tasks {', '.join(asks)} wait for a reviewer (policy = \"ask\"); "
-                             f"the {engine.name} engine cannot carry decisions to its workers: "
-                             "use --engine local or ray")
+                             f"the {launcher.name} launcher cannot carry decisions to its workers: "
+                             "use --launcher local or ray")
 
     def run(self) -> list[TaskResult]:
         relay = None
@@ -113,7 +113,7 @@ class StudyRun:
 
     def _run(self) -> list[TaskResult]:
         known = self.log.find(self.manifest.name)
-        pool = ThreadPoolExecutor(max_workers=max(1, self.engine.slots),
+        pool = ThreadPoolExecutor(max_workers=max(1, self.launcher.slots),
                                   thread_name_prefix="study-task")
         try:
             futures = [pool.submit(self._task, t, known.get(t.task_id)) for t in
@@ -151,7 +151,7 @@ class StudyRun:
         for phase in task.phases:
             log = self.log.events(sid)  # a new session's is empty
             if log and final_end(log) is not None:
-                break  # the reference phase ended it (e.g. the engine failed)
+                break  # the reference phase ended it (e.g. the launcher failed)
             if phase == "reference" and _references_done(log, task.reference_runs):
                 continue
             while True:
@@ -161,7 +161,7 @@ class StudyRun:
                 log = self.log.events(sid)
                 result.tries += 1
                 submitted = time.perf_counter()
-                stream = self.engine.start(self._job(task, sid, phase, log),
+                stream = self.launcher.start(self._job(task, sid, phase, log),
                                            task.resources(phase))
                 with self._say:
                     self._live.add(stream)
@@ -236,7 +236,7 @@ class StudyRun:
                 self._tell(task, f"waiting for a reviewer: `portside study review {sid}`")
 
     def _close_cut_off(self, sid: str, why: str) -> None:
-        """The end a killed engine never wrote: its live runs aborted (engine-killed, never
+        """The end a killed launcher never wrote: its live runs aborted (engine-killed, never
         attempts), then the session failed with the reason."""
         from portside.core.log.ledger import ENGINE_KILLED
 
@@ -266,13 +266,13 @@ def _references_done(log: list[ev.Event], wanted: int) -> bool:
     return len(done) >= wanted
 
 
-def make_engine(name: str, *, parallel: int | None = None, address: str | None = None) -> Engine:
+def make_launcher(name: str, *, parallel: int | None = None, address: str | None = None) -> Launcher:
     if name == "local":
-        from .local_engine import LocalEngine
+        from .local_launcher import LocalLauncher
 
-        return LocalEngine(parallel)
+        return LocalLauncher(parallel)
     if name == "ray":
-        from .ray_engine import RayEngine
+        from .ray_launcher import RayLauncher
 
-        return RayEngine(address, parallel)
-    raise ValueError(f"unknown engine {name!r} (local, ray)")
+        return RayLauncher(address, parallel)
+    raise ValueError(f"unknown launcher {name!r} (local, ray)")

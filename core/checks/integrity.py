@@ -12,7 +12,7 @@ Three tests, each of something the candidate's code could fake alone but not all
   whenever it agrees in the references (which print the same way): a reference that prints a
   running average never agrees, and then the candidate is not held to it either.
 
-The records are folded into each run's `Evidence` (records/evidence.py); this judges them.
+The records are folded into each run's `Integrity` (records/integrity.py); this judges them.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .alarms import Alarm
 from .records.comparison import Comparison
 from .records.records import RunRecords
 
-__all__ = ["check_evidence"]
+__all__ = ["check_integrity"]
 
 AGREE = 0.8  # share of steps at which a printed value must match the probe's
 _CLAIMS = {"TPU": "tpu", "CUDA": "cuda"}
@@ -36,10 +36,10 @@ _WHAT = {"tpu": "libtpu mapped, /dev/accel* or /dev/vfio/* open",
          "torch_xla": "torch_xla's _XLAC mapped"}
 
 
-def check_evidence(c: Comparison, criteria: Criteria) -> list[Alarm]:
+def check_integrity(c: Comparison, criteria: Criteria) -> list[Alarm]:
     references, candidate = c.refs, c.cand
     out: list[Alarm] = []
-    e = candidate.evidence
+    e = candidate.integrity
     if e.failed:
         first = e.failures[0] if e.failures else {}
         out.append(_alarm(f"{e.failed} probe record(s) failed their check: {first.get('why')}",
@@ -61,7 +61,7 @@ def _hardware(candidate: RunRecords) -> Alarm | None:
     facts = candidate.facts or {}
     needs = [k for k in (_CLAIMS.get(str(facts.get("device_kind") or "").upper()),
                          "torch_xla" if facts.get("backend") == "torch_xla" else None) if k]
-    seen = candidate.evidence.observed
+    seen = candidate.integrity.observed
     if not needs or seen is None:
         return None
     # Both times portside's own: the last sample that saw the run alive, and when the runner
@@ -111,8 +111,8 @@ def _agreement(pairs: list[tuple[int, float]], rr: RunRecords, name: str) -> flo
 
 def _printed(references: list[RunRecords], candidate: RunRecords) -> list[Alarm]:
     out = []
-    for name, pairs in candidate.evidence.printed.items():
-        refs = [_agreement(r.evidence.printed.get(name, []), r, name) for r in references]
+    for name, pairs in candidate.integrity.printed.items():
+        refs = [_agreement(r.integrity.printed.get(name, []), r, name) for r in references]
         if not refs or any(a is None or a < AGREE for a in refs):
             continue  # the references do not print the probe's value: no yardstick
         got = _agreement(pairs, candidate, name)
