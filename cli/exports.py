@@ -52,13 +52,8 @@ def _write(text: str | Iterable[str], output: Path | None, what: str | Callable[
 def replay(open_store: Callable[[], Any], target: str, speed: float, from_: str | None,
            headless: bool, idle_limit: float) -> None:
     from portside.core.log.render import event_line
-    from portside.core.replay.player import (
-        Replayer,
-        ReplayError,
-        SequenceSource,
-        check_speed,
-        parse_from,
-    )
+    from portside.core.replay.index import ReplayError, SequenceSource
+    from portside.core.replay.player import Replayer, check_speed, parse_from
 
     if speed < 0:
         _fail(f"--speed {speed}: must be >= 0 (0 plays as fast as possible)")

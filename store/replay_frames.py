@@ -34,8 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from portside.core.replay.first_frame import FirstFrame, decode_frame, encode_frame, frame_of
+from portside.core.replay.index import ReplayError
 from portside.core.replay.opening import prepare
-from portside.core.replay.player import DEFAULT_IDLE_LIMIT, FromSpec, Replayer, ReplayError
+from portside.core.replay.player import DEFAULT_IDLE_LIMIT, FromSpec, Replayer
 
 from .queries import Store
 from .replay_source import StoreSource

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from portside.core.log import events as ev
-from portside.core.replay.player import KIND_CODE, KINDS, IndexArrays
+from portside.core.replay.index import KIND_CODE, KINDS, IndexArrays
 
 from .codec import ROW_COLUMNS, decode_row
 from .queries import Store

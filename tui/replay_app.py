@@ -41,7 +41,8 @@ from portside.core.log.bus import EventBus, Sink
 from portside.core.replay.first_frame import FirstFrame
 from portside.core.replay.history import History, StructuralCache, compact_history, session_info
 from portside.core.replay.opening import PendingOpening
-from portside.core.replay.player import Replayer, ReplayState
+from portside.core.replay.player import Replayer
+from portside.core.replay.state import ReplayState
 from portside.core.session.review import ReviewGate
 
 from .app import PortsideApp

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from portside.core.claude_code.attached import NOT_SYNCED
-from portside.core.claude_code.transcript import edited_files
-from portside.core.claude_code.trees import TreeError
+from portside.core.claude_code.trees import TreeError, edited_files
 from portside.core.log import events as ev
 from portside.core.workspace.baseline import Before, FileChange, changes_since, put_back
 from portside.core.workspace.names import WorkspaceError

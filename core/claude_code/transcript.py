@@ -717,21 +717,4 @@ def _result(st: _State, ln: _Line) -> None:
         f"{float(obj.get('duration_ms') or 0) / 1000:.1f} s, total_cost_usd {total:.4f}"))
 
 
-# --- the trees a verification runs in -------------------------------------------------------
-
-
-def edited_files(events: list[ev.Event]) -> dict[str, tuple[str, str]]:
-    """path (relative to the session's cwd) → (text before the session's first applied edit of
-    it, text after its last). A file the session created has "" before."""
-    proposed = {e.edit_id: e for e in events if isinstance(e, ev.EditProposed)
-                and ev.is_file_edit(e)}
-    out: dict[str, tuple[str, str]] = {}
-    for e in events:
-        if isinstance(e, ev.EditApplied) and e.edit_id in proposed:
-            p = proposed[e.edit_id]
-            first = out[p.path][0] if p.path in out else p.before
-            out[p.path] = (first, p.after)
-    return out
-
-
-__all__ = ["FORMATS", "edited_files", "read_claude_code"]
+__all__ = ["FORMATS", "read_claude_code"]

@@ -20,7 +20,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from portside.core.claude_code.transcript import edited_files
 from portside.core.log import events as ev
 from portside.core.workspace.confine import (
     confined_parts,
@@ -30,6 +29,21 @@ from portside.core.workspace.confine import (
 )
 from portside.core.workspace.names import WorkspaceError
 from portside.core.workspace.workspace import Workspace
+
+
+def edited_files(events: list[ev.Event]) -> dict[str, tuple[str, str]]:
+    """path (relative to the session's cwd) → (text before the session's first applied edit of
+    it, text after its last). A file the session created has "" before."""
+    proposed = {e.edit_id: e for e in events if isinstance(e, ev.EditProposed)
+                and ev.is_file_edit(e)}
+    out: dict[str, tuple[str, str]] = {}
+    for e in events:
+        if isinstance(e, ev.EditApplied) and e.edit_id in proposed:
+            p = proposed[e.edit_id]
+            first = out[p.path][0] if p.path in out else p.before
+            out[p.path] = (first, p.after)
+    return out
+
 
 
 class TreeError(ValueError):

@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 
 from portside.core.log import events as ev
-from portside.core.replay.player import EventSource, Replayer, ReplayState
+from portside.core.replay.index import EventSource
+from portside.core.replay.player import Replayer
+from portside.core.replay.state import ReplayState
 
 TRANSCRIPT_TAIL = 60  # agent messages rebuilt after a far seek
 LOG_TAIL = 400  # log lines per run rebuilt after a far seek

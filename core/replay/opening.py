@@ -29,7 +29,9 @@ from typing import Protocol
 
 from .first_frame import FirstFrame, frame_of
 from .history import History, StructuralCache, compact_history
-from .player import EventSource, Replayer, ReplayState
+from .index import EventSource
+from .player import Replayer
+from .state import ReplayState
 
 # How long the thread waits for the screen to say its first frame is drawn before it goes on
 # (a screen that never draws: the replayer must come all the same).

@@ -52,7 +52,8 @@ from pathlib import Path
 from typing import Any
 
 from portside.core.log import events as ev
-from portside.core.replay.player import Replayer, fold
+from portside.core.replay.player import Replayer
+from portside.core.replay.state import fold
 from portside.store import Store
 from portside.store.projections import Batch
 from portside.store.replay_source import StoreSource

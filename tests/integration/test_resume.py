@@ -401,7 +401,7 @@ def test_a_reference_portside_killed_is_superseded_by_its_rerun(tmp_path: Path) 
     its alarm is closed with a reason naming the rerun, in the log, the exports, the report
     and on replay; the session passes."""
     from portside.core.log.ledger import fold
-    from portside.core.replay.player import fold as replay_fold
+    from portside.core.replay.state import fold as replay_fold
 
     project = tmp_path / "tiny-project"
     project.mkdir()

@@ -25,8 +25,9 @@ from doubles import MemorySink
 from portside.core.log import events as ev
 from portside.core.log.criteria import parse_criteria
 from portside.core.log.ledger import fold
-from portside.core.replay.player import Replayer, SequenceSource
-from portside.core.replay.player import fold as replay_fold
+from portside.core.replay.index import SequenceSource
+from portside.core.replay.player import Replayer
+from portside.core.replay.state import fold as replay_fold
 from portside.core.session.config import SessionConfig
 from portside.core.session.engine import SessionEngine
 

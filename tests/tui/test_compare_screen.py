@@ -173,7 +173,8 @@ async def test_compare_view_at_large_size_stays_responsive(harness):
 
 
 async def test_compare_view_opens_from_the_replay_screen():
-    from portside.core.replay.player import Replayer, SequenceSource
+    from portside.core.replay.index import SequenceSource
+    from portside.core.replay.player import Replayer
     from portside.tui.replay_app import make_replay_app
 
     sink = MemorySink()

@@ -20,10 +20,11 @@ from scenario import run_started, session_start, train_lines
 from screen_text import screen_lines
 
 from portside.core.log import events as ev
+from portside.core.replay.index import IndexArrays, SequenceSource
 from portside.core.replay.opening import PendingOpening
-from portside.core.replay.player import IndexArrays, Replayer, SequenceSource
+from portside.core.replay.player import Replayer
 from portside.tui.replay_app import ReplayApp, make_replay_app
-from portside.tui.widgets import transcript as transcript_widget
+from portside.tui.widgets import agent_column as agent_column_widget
 from portside.tui.widgets.agent_column import AgentColumn
 from portside.tui.widgets.runs import RunPane, RunsPanel
 
@@ -244,7 +245,7 @@ class TestHeldTranscript:
             first = transcript.children[0]
             await until(pilot, lambda: transcript.max_scroll_y > 0)
             transcript.scroll_home(animate=False)
-            await until(pilot, lambda: len(transcript.older) == max(0, held - transcript_widget.HELD_CHUNK))
+            await until(pilot, lambda: len(transcript.older) == max(0, held - agent_column_widget.HELD_CHUNK))
             await until(pilot, lambda: len(transcript.children) == mounted + held
                         - len(transcript.older))
             # The entries that were at the top stay where the reviewer was reading.

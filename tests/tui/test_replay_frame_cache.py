@@ -18,13 +18,8 @@ from screen_text import screen_lines
 
 from portside.core.log import events as ev
 from portside.core.replay.opening import PendingOpening
-from portside.core.replay.player import (
-    DEFAULT_IDLE_LIMIT,
-    Replayer,
-    ReplayState,
-    fold,
-    parse_from,
-)
+from portside.core.replay.player import DEFAULT_IDLE_LIMIT, Replayer, parse_from
+from portside.core.replay.state import ReplayState, fold
 from portside.store import Store
 from portside.store.codec import ROW_COLUMNS, decode_row
 from portside.store.projections import Batch

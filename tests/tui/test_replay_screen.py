@@ -25,7 +25,8 @@ from screen_text import screen_lines
 
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
-from portside.core.replay.player import Replayer, SequenceSource
+from portside.core.replay.index import SequenceSource
+from portside.core.replay.player import Replayer
 from portside.core.session.review import ReviewGate
 from portside.store import Store
 from portside.store.replay_source import StoreSource

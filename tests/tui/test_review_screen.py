@@ -16,7 +16,7 @@ from portside.core.log.bus import EventBus
 from portside.core.session.review import ReviewGate
 from portside.core.workspace.risk import scan
 from portside.tui.app import make_app
-from portside.tui.screens import live as live_screen
+from portside.tui.screens import review as review_screen
 from portside.tui.widgets.checks import ChecksPanel
 
 
@@ -69,7 +69,7 @@ class TestLayout:
         # Wide while the edit awaits; still wide right after the decision and when the next
         # edit comes (each flip re-lays out every column: it made a card take ~0.9 s to reach
         # the screen); narrow once no edit has awaited for REVIEW_HOLD_S.
-        monkeypatch.setattr(live_screen, "REVIEW_HOLD_S", 0.5)
+        monkeypatch.setattr(review_screen, "REVIEW_HOLD_S", 0.5)
         app = _app([session_start(), _marked_edit()])
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()

@@ -12,7 +12,8 @@ from screen_text import screen_lines
 from test_replay_screen import _scenario_events, settle
 
 from portside.core.log import events as ev
-from portside.core.replay.player import Replayer, SequenceSource
+from portside.core.replay.index import SequenceSource
+from portside.core.replay.player import Replayer
 from portside.store import Store
 from portside.tui.replay_app import make_replay_app
 from portside.tui.sessions_app import SessionsApp

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from portside.core.log import events as ev
 from portside.core.log.render import describe
-from portside.core.replay.player import ReplayState
+from portside.core.replay.state import ReplayState
 from portside.store import Store
 from portside.store.exports import report_md
 from portside.tui.model import SessionModel

@@ -18,9 +18,11 @@ from cli_run import cli_in_process
 from tiny_project import tiny_project
 
 from portside.core.agent.imported import TranscriptError
-from portside.core.claude_code.transcript import edited_files, read_claude_code
+from portside.core.claude_code.transcript import read_claude_code
+from portside.core.claude_code.trees import edited_files
 from portside.core.log import events as ev
-from portside.core.replay.player import Replayer, fold
+from portside.core.replay.player import Replayer
+from portside.core.replay.state import fold
 from portside.store import Store
 from portside.store.replay_source import StoreSource
 

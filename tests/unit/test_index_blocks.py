@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from portside.core.log import events as ev
-from portside.core.replay.player import KIND_CODE, Replayer, fold
+from portside.core.replay.index import KIND_CODE
+from portside.core.replay.player import Replayer
+from portside.core.replay.state import fold
 from portside.store import Store, index_blocks
 from portside.store.replay_source import StoreSource
 

@@ -15,16 +15,9 @@ from tiers import examples
 
 from portside.cli.main import main
 from portside.core.log import events as ev
-from portside.core.replay.player import (
-    DEFAULT_IDLE_LIMIT,
-    STRUCTURAL_KINDS,
-    Replayer,
-    ReplayError,
-    ReplayState,
-    SequenceSource,
-    fold,
-    parse_from,
-)
+from portside.core.replay.index import STRUCTURAL_KINDS, ReplayError, SequenceSource
+from portside.core.replay.player import DEFAULT_IDLE_LIMIT, Replayer, parse_from
+from portside.core.replay.state import ReplayState, fold
 from portside.store import Store
 from portside.store.jsonl import export_to_file
 from portside.store.replay_source import StoreSource
@@ -368,7 +361,7 @@ def test_index_position_lists_match_a_scan_of_the_codes() -> None:
 
     import numpy as np
 
-    from portside.core.replay.player import (
+    from portside.core.replay.index import (
         KIND_CODE,
         KINDS,
         MARKER_KINDS,
