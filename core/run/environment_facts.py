@@ -28,8 +28,8 @@ from typing import Any
 
 from portside.core.safety.secrets import MASK, is_secret
 
-__all__ = ["accelerator_facts", "command_interpreter", "interpreter_facts", "remote_facts",
-           "run_variables"]
+__all__ = ["accelerator_facts", "command_interpreter", "host_variables", "interpreter_facts",
+           "remote_facts", "run_variables"]
 
 FACTS_TIMEOUT_S = 60.0
 
@@ -206,7 +206,8 @@ def accelerator_facts() -> dict[str, Any]:
             "host": u.node, "system": u.system, "machine": u.machine}
 
 
-# On a reference host: the same facts, read there by the command's Python in one ssh call.
+# On a reference host: the same facts, then the variables its login gives a run (sshd's, its
+# shell's rc files), read there by the command's Python in one ssh call.
 REMOTE_ACCELERATORS = r"""
 import os, platform
 nodes = []
@@ -222,12 +223,21 @@ except OSError:
 u = platform.uname()
 print(json.dumps({"devices": nodes, "nvidia": nvidia, "host": u.node, "system": u.system,
                   "machine": u.machine}))
+print(json.dumps(dict(os.environ)))
 """
+
+
+def host_variables(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables a host's own login gives its runs (sshd's, its shell's rc files: a
+    run there sees them beside what portside sends), as run_variables keys them; those
+    that describe the connection (``SSH_*``) left out."""
+    return run_variables({k: v for k, v in env.items() if not k.startswith("SSH_")})
 
 
 async def remote_facts(executor: Any, command: str) -> list[Any]:
     """The interpreter and accelerator facts of each host an SSH executor (or a slice of them)
-    runs on, read there. Raises OSError when a host does not answer them."""
+    runs on, and the variables its login sets (host_variables), read there. Raises OSError
+    when a host does not answer them."""
     import asyncio
 
     from portside.core.run.ssh import ssh_argv
@@ -249,6 +259,10 @@ async def remote_facts(executor: Any, command: str) -> list[Any]:
         if proc.returncode != 0:
             raise OSError(f"{one.label}: could not read the host's facts: "
                           f"{err.decode('utf-8', 'replace').strip()[-300:]}")
+        # The last lines: a login that prints (a banner in ~/.bashrc) comes before them.
         lines = got.decode("utf-8", "replace").strip().splitlines()
-        out.append([one.label, *(json.loads(line) for line in lines[-2:])])
+        if len(lines) < 3:
+            raise OSError(f"{one.label}: the host's facts came back incomplete")
+        interpreter, accelerators, variables = (json.loads(line) for line in lines[-3:])
+        out.append([one.label, interpreter, accelerators, host_variables(variables)])
     return out

@@ -3,8 +3,8 @@
 Its key is a digest of the project tree (core/workspace/tree_hash.py), the command, the seed
 offset, the target, the probe's own code, the output patterns and limits it was judged under,
 the interpreter the command runs and its packages' versions, the accelerators and host, the
-variables the run sees (core/run/environment_facts.py), and whether it ran in a sandbox, in a
-copy or in place. A fresh reference carries its key on ``run.started``; a later reference with
+variables the run sees (core/run/environment_facts.py; on an SSH host, what portside sends and
+what the host's own login sets), and whether it ran in a sandbox, in a copy or in place. A fresh reference carries its key on ``run.started``; a later reference with
 the same key is not run again: the stored run that computed it (its records, output and end,
 from any session in the same database) is copied into this session's log as a run of its own
 whose ``run.started`` says ``reused_from`` {session, run_id, finished_at, host}. Replay, export
@@ -164,7 +164,12 @@ class ReferenceReuse:
         except Exception as exc:  # noqa: BLE001 -- any failure means a fresh run, said why
             self.why_not = f"{type(exc).__name__}: {exc}"[:300]
             return None
-        made["variables"] = facts.run_variables(scrub_env(source))
+        if remote is None:
+            made["variables"] = facts.run_variables(scrub_env(source))
+        else:  # what goes to the host (the host's own are in made["remote"]), not all of ours
+            from portside.core.run.ssh import remote_env
+
+            made["variables"] = facts.run_variables(remote_env(source))
         return KeyParts({**spec, **made})
 
     async def find(self, key: str, *, command: str, seed_offset: int, target: str
