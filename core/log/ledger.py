@@ -25,8 +25,9 @@ What counts, decided once here:
   aborted or engine-killed one never counts).
 - A candidate **stopped** by the criteria's ``[stop]`` (``run.finished`` reason ``stopped``,
   outcome ``failed-silent``) is a failed attempt; the **compute it saved** is the references'
-  step count (their median) less its steps, times its steady step time (the references' where
-  it stopped inside its warm-up), priced from its device facts.
+  step count (their median) less its steps, times a steady step time (:meth:`Ledger.saved_step_s`:
+  the references' where it ran on their device, its own only on another), priced from its
+  device facts.
 - **Open alarms** are raised and not cleared (an override clears); acknowledging keeps one open.
 - A run portside itself was killed during is **superseded** by its rerun
   (:meth:`Ledger.superseded_by`): a reference by the next one with its attempt (its seed
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import copy
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -290,12 +292,33 @@ class Ledger:
         fin, expected = run.finished, self.expected_steps()
         if not run.stopped or fin is None or expected is None or fin.steps >= expected:
             return 0.0
-        step_s = fin.steady_step_s
-        if not step_s:  # stopped inside its warm-up: the references' steady step
-            refs = [r.finished.steady_step_s for r in self.valid_references()
-                    if r.finished is not None and r.finished.steady_step_s]
-            step_s = sum(refs) / len(refs) if refs else None
+        step_s = self.saved_step_s(run)
         return (expected - fin.steps) * step_s if step_s and math.isfinite(step_s) else 0.0
+
+    def saved_step_s(self, run: RunEntry) -> float | None:
+        """The steady step time a stopped candidate's steps not run are counted at.
+
+        The references' steady step (:func:`steady_step_of`, over whole runs) where the
+        candidate ran on the device they ran on (:func:`same_device`), or had no steady step
+        of its own (stopped inside its warm-up); its own only where it ran on another device
+        (a port to a TPU: the references' step says nothing of its speed). A stopped run's own
+        steady step is the median of the few steps it made before the stop, all in its first
+        seconds, which run slower than the steady state: the probe's first-steps work, and
+        portside's own start beside it on the same cores (counted at those, issue 40's bench
+        said 45-56 s saved where ~30 s were). The same command on the same device steps as
+        its references do; a port that really is slower there is counted at their step, so
+        the saving errs low, not high."""
+        fin = run.finished
+        if fin is None:
+            return None
+        refs = [r for r in self.valid_references()
+                if r.finished is not None and r.finished.steady_step_s]
+        theirs = steady_step_of(refs)
+        own = fin.steady_step_s
+        if theirs is None or (own and not all(same_device(fin.device, r.finished.device)
+                                              for r in refs if r.finished is not None)):
+            return own or None
+        return theirs
 
     @property
     def compute_saved_s(self) -> float:
@@ -398,6 +421,23 @@ class Ledger:
             "unpriced_runs": self.unpriced_runs(),
             **({"price_error": self.price_error} if self.price_error else {}),
         }
+
+
+def steady_step_of(runs: list[RunEntry]) -> float | None:
+    """Runs' steady step time: the median of each's (core/checks/slow.py: the median step time
+    after warm-up, compiled steps left out); None where none has one. A side's speed in the
+    performance sentence (core/log/performance.py) and a stopped run's saving."""
+    steady = [float(r.finished.steady_step_s) for r in runs
+              if r.finished is not None and r.finished.steady_step_s]
+    return statistics.median(steady) if steady else None
+
+
+def same_device(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two runs' device facts (run.finished ``device``) say the same device: its kind
+    and how many. Unknown (no kind recorded on either) is not the same."""
+    kind = a.get("device_kind")
+    return bool(kind) and kind == b.get("device_kind") \
+        and a.get("device_count", 1) == b.get("device_count", 1)
 
 
 def fold(events: Any) -> Ledger:

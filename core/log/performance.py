@@ -21,10 +21,9 @@ prices are printed with 3 significant digits, which show the difference they cla
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Any
 
-from portside.core.log.ledger import Ledger, RunEntry
+from portside.core.log.ledger import Ledger, RunEntry, steady_step_of
 
 
 def _devices(run: RunEntry) -> int:
@@ -50,7 +49,7 @@ def _side(runs: list[RunEntry]) -> dict[str, Any]:
     prep = [r.finished.compile_s for r in passed if r.finished is not None]
     priced = [r.compute_usd for r in runs if r.compute_usd is not None]
     total = sum(priced) if priced and len(priced) == len(runs) else None
-    step = statistics.median([float(s) for s in steady]) if steady else None
+    step = steady_step_of(passed)
     return {
         "runs": len(runs),
         "passed": len(passed),
