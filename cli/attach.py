@@ -15,7 +15,7 @@ def attach(ctx: click.Context, tree: Path, *, reference: str, candidate: str | N
            target: str, criteria_file: Path | None, reference_runs: int,
            reference_target: str, policy: str, headless: bool, as_json: bool,
            timeout_s: float | None, stall_s: float | None, no_sandbox: bool,
-           db: Path | None) -> None:
+           db: Path | None, fresh_references: bool = False) -> None:
     from portside.core.claude_code.attach_hooks import AttachError, install, uninstall
     from portside.core.claude_code.attach_wait import wait_text
     from portside.core.claude_code.attached import AttachedClaudeCode
@@ -47,6 +47,8 @@ def attach(ctx: click.Context, tree: Path, *, reference: str, candidate: str | N
         policy=policy, mode="headless" if headless else "live", agent=agent)
     config.sandbox = not no_sandbox
     config.meta.update({"attached_tree": str(tree)})
+    if fresh_references:  # references stored in the database are reused otherwise (as in run)
+        config.meta["fresh_references"] = True
     sys.exit(run_with_hosts(config, open_store(ctx, db), {}, None, False,
                             headless=headless, as_json=as_json))
 
@@ -55,6 +57,7 @@ def attach_options(f: Any) -> Any:
     from portside.core.checks.runtime import TARGETS
 
     from .options import POLICY, TARGET_HELP, command_text, recorded_path, seconds
+    from .stored_references import fresh_option
 
     for opt in reversed([
         click.argument("tree", required=False, default=".", callback=recorded_path,
@@ -81,6 +84,7 @@ def attach_options(f: Any) -> Any:
         click.option("--stall", "stall_s", type=seconds(), default=None),
         click.option("--no-sandbox", "no_sandbox", is_flag=True,
                      help="Run the candidate without the bubblewrap sandbox."),
+        fresh_option,
     ]):
         f = opt(f)
     return f

@@ -628,7 +628,7 @@ def attach_cmd(ctx: click.Context, tree: Path, reference: str, candidate: str | 
                target: str, criteria_file: Path | None, reference_runs: int,
                reference_target: str, policy: str | None, headless: bool, as_json: bool,
                timeout_s: float | None, stall_s: float | None, no_sandbox: bool,
-               db: Path | None) -> None:
+               db: Path | None, fresh_references: bool = False) -> None:
     """Review the Claude Code session you run yourself in TREE (default .): hooks in
     TREE/.claude/settings.local.json for its duration, answered by portside over a Unix
     socket only you can reach."""
@@ -638,7 +638,7 @@ def attach_cmd(ctx: click.Context, tree: Path, reference: str, candidate: str | 
            criteria_file=criteria_file, reference_runs=reference_runs,
            reference_target=reference_target, policy=headless_policy(policy, headless),
            headless=headless, as_json=as_json, timeout_s=timeout_s, stall_s=stall_s,
-           no_sandbox=no_sandbox, db=db)
+           no_sandbox=no_sandbox, db=db, fresh_references=fresh_references)
 from .study import study_group  # noqa: E402 (registered after the commands above)
 
 main.add_command(study_group)
