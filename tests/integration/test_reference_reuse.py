@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -161,3 +162,26 @@ def test_failed_or_unsealed_references_are_never_reused(tmp_path: Path) -> None:
     assert [_reused(_verify(db, project, _fast_ref(counter), "true")) for _ in range(2)] == \
         [[False, False], [True, True]]
     assert _count(counter) == 10
+
+
+@pytest.mark.slow  # short real runs
+def test_a_package_installed_or_upgraded_runs_references_again(tmp_path: Path) -> None:
+    """The interpreter the command runs, a venv of its own: a package installed into it (a
+    dist-info folder, as pip leaves one), then another version of it, each a fresh run."""
+    project, db, counter = _project(tmp_path), tmp_path / "p.db", tmp_path / "count"
+    venv = tmp_path / "venv"
+    subprocess.run([PY, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    reference = f"echo x >> {counter}; {venv}/bin/python -S fast.py 30 1 0 1000000 1"
+    assert _reused(_verify(db, project, reference, "true")) == [False, False]
+    assert _reused(_verify(db, project, reference, "true")) == [True, True]
+    dist = site / "fakepkg-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fakepkg\nVersion: 1.0\n")
+    assert _reused(_verify(db, project, reference, "true")) == [False, False]
+    assert _count(counter) == 4
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fakepkg\nVersion: 1.1\n")
+    dist.rename(site / "fakepkg-1.1.dist-info")
+    assert _reused(_verify(db, project, reference, "true")) == [False, False]
+    assert _reused(_verify(db, project, reference, "true")) == [True, True]
+    assert _count(counter) == 6
