@@ -66,8 +66,10 @@ check: lint test test-slow
 test-fast: venv
 	PORTSIDE_TEST_TIER=fast $(PYTEST) tests/unit $(QUICK)
 
+# Each bench runs as a module of the tests package from the repo root, so it imports the shared
+# helpers as `tests.…` (by hand: `.venv/bin/python -m tests.bench.bench_scan`).
 bench: venv
-	@for b in tests/bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@for b in tests/bench/bench_*.py; do m=$${b%.py}; echo "== $$b"; $(PY) -m $${m//\//.} || exit 1; done
 
 # ruff, mypy, the import contracts (pyproject.toml [tool.importlinter]: no cycle, layers kept),
 # and every portside import naming a module that exists (lazy ones too, which mypy let by).

@@ -3,12 +3,15 @@
 ``cli(*args, db=...)`` runs it in a process of its own, as a user would (integration tests);
 ``cli_in_process(*args, db=...)`` runs the same click command in this process (no process start,
 no torch import: the unit tier's way). Both return a CompletedProcess; ``--db`` goes first.
+``cli_argv`` and ``cli_line`` are the same command for a caller that starts it its own way (a
+pty, a measure of its memory, a process killed and resumed; a terminal's shell line in tmux).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -20,15 +23,23 @@ def _argv(args: tuple[str, ...], db: Path | None) -> list[str]:
     return (["--db", str(db)] if db is not None else []) + list(args)
 
 
+def cli_argv(*args: str, db: Path | None = None) -> list[str]:
+    return [sys.executable, "-m", "portside.cli", *_argv(args, db)]
+
+
+def cli_line(*args: str, db: Path | None = None) -> str:
+    """One shell line, each word quoted."""
+    return shlex.join(cli_argv(*args, db=db))
+
+
 def cli(*args: str, db: Path | None = None, cwd: Path | None = None,
         env: Mapping[str, str] | None = None, timeout: float = 300,
         stdin: str | None = None, **kw: Any) -> subprocess.CompletedProcess[str]:
     """``kw`` goes to subprocess.run (``preexec_fn`` for a limit on the process, ``text=False``
     for the output's raw bytes)."""
     kw = {"capture_output": True, "text": True, **kw}
-    return subprocess.run([sys.executable, "-m", "portside.cli", *_argv(args, db)],
-                          timeout=timeout, cwd=cwd, env=dict(env) if env is not None else None,
-                          input=stdin, **kw)
+    return subprocess.run(cli_argv(*args, db=db), timeout=timeout, cwd=cwd,
+                          env=dict(env) if env is not None else None, input=stdin, **kw)
 
 
 def cli_popen(*args: str, db: Path | None = None, cwd: Path | None = None,
@@ -36,7 +47,7 @@ def cli_popen(*args: str, db: Path | None = None, cwd: Path | None = None,
     """Its output piped as text unless ``kw`` says otherwise (``stdout=subprocess.DEVNULL``
     for a process the test only kills)."""
     kw = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, **kw}
-    return subprocess.Popen([sys.executable, "-m", "portside.cli", *_argv(args, db)], cwd=cwd,
+    return subprocess.Popen(cli_argv(*args, db=db), cwd=cwd,
                             env=dict(env) if env is not None else None, **kw)
 
 

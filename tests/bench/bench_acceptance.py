@@ -12,7 +12,7 @@ spread) and the fixed drift envelope (`drift_alpha = 0`); "after": the checks as
 run).
 `--xla` adds a correct torch_xla port (XLA:CPU, the torch_xla venv) to the correct runs.
 
-Usage: python tests/bench/bench_acceptance.py [--correct 20] [--changed 6] [--parallel 2] [--xla]
+Usage: python -m tests.bench.bench_acceptance [--correct 20] [--changed 6] [--parallel 2] [--xla]
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ from portside.core.checks.goal import check_goal
 from portside.core.log.bus import EventBus
 from portside.core.log.criteria import parse_criteria
 from portside.core.session.verify import RunReport, Verifier
+from tests.doubles import MemorySink
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 XLA_PYTHON = Path(os.environ.get("PORTSIDE_XLA_PYTHON")
                   or Path.home() / ".cache" / "portside" / "xla-venv" / "bin" / "python")

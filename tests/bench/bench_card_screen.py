@@ -1,6 +1,6 @@
 """The screen's part of permission request -> card on screen, without an agent CLI:
 
-    .venv/bin/python tests/bench/bench_card_screen.py [--edits 12]
+    .venv/bin/python -m tests.bench.bench_card_screen [--edits 12]
 
 The live app (120x40, headless Textual) on a bus that gets, for each edit, what an agent
 session sends around it (its text, the tool call, usage; then the proposal; after the card is
@@ -21,18 +21,15 @@ import asyncio
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_tui_flood import PaintLog  # noqa: E402
-from card_latency import CSI, card_title, p95, say_load  # noqa: E402
-from textual.screen import Screen  # noqa: E402
+from textual.screen import Screen
 
-from portside.core.log import events as ev  # noqa: E402
-from portside.core.log.bus import EventBus  # noqa: E402
-from portside.core.session.review import ReviewGate  # noqa: E402
-from portside.tui.app import make_app  # noqa: E402
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.session.review import ReviewGate
+from portside.tui.app import make_app
+from tests.bench.bench_tui_flood import PaintLog
+from tests.bench.card_latency import CSI, card_title, p95, say_load
 
 SID = "bench"
 TARGET_LAYOUTS = 2.0

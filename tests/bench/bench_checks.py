@@ -3,7 +3,7 @@ loss, grad_norm, max_norm, lr, step_s, compiles and compile_s series. Prints CPU
 Target: < 100 ms for one `run_checks` call (final=True, the most work). With `--previous REV`
 the checks of that commit (from git) run on the same records, interleaved, side by side.
 
-    .venv/bin/python tests/bench/bench_checks.py [steps] [runs] [--previous REV]
+    .venv/bin/python -m tests.bench.bench_checks [steps] [runs] [--previous REV]
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def main() -> None:
     n, runs = args.steps, args.runs
     mods = {"new": checks}
     if args.previous:
-        from bench_fullsize import previous_checks  # its loader of core/checks from git
+        from tests.bench.bench_fullsize import previous_checks  # its loader of core/checks from git
 
         prev = previous_checks(args.previous)
         if isinstance(prev, str):

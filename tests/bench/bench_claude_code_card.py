@@ -1,6 +1,6 @@
 """Permission request → diff card ON SCREEN, for a real Claude Code session on the live screen.
 
-    .venv/bin/python tests/bench/bench_claude_code_card.py [--edits 30]
+    .venv/bin/python -m tests.bench.bench_claude_code_card [--edits 30]
 
 The real CLI that claude-agent-sdk bundles, a loopback Messages API (tests/loopback_api.py) that
 asks for N edits in a row, the real engine and gate (policy ask), and the live app (120×40,
@@ -35,15 +35,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from card_latency import Marks, paint_cards, report, say_load  # noqa: E402
-from loopback_api import LoopbackAPI, text, tool  # noqa: E402
-
-from portside.core.claude_code.live import ClaudeCodeAgent  # noqa: E402
-from portside.core.session.config import SessionConfig  # noqa: E402
-from portside.core.session.engine import SessionEngine  # noqa: E402
-from portside.store import Store  # noqa: E402
+from portside.core.claude_code.live import ClaudeCodeAgent
+from portside.core.session.config import SessionConfig
+from portside.core.session.engine import SessionEngine
+from portside.store import Store
+from tests.bench.card_latency import Marks, paint_cards, report, say_load
+from tests.loopback_api import LoopbackAPI, text, tool
 
 
 def _ws(body: dict[str, Any]) -> str:

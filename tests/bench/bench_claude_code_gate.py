@@ -4,7 +4,7 @@ The loopback model (tests/loopback_api.py) asks for N edits in a row; for each, 
 the server handing the tool_use reply to the socket to the ``edit.proposed`` event on portside's
 bus (the moment the live screen's diff card is fed). That covers the CLI parsing the stream, its
 PreToolUse control request to the SDK, portside computing the diff, and the publish. The screen's
-own paint is measured by bench_tui_flood.py. Run: .venv/bin/python tests/bench/bench_claude_code_gate.py
+own paint is measured by bench_tui_flood.py. Run: .venv/bin/python -m tests.bench.bench_claude_code_gate
 """
 
 from __future__ import annotations
@@ -12,20 +12,17 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from doubles import MemorySink  # noqa: E402
-from loopback_api import LoopbackAPI, text, tool  # noqa: E402
-
-from portside.core.claude_code.live import ClaudeCodeAgent  # noqa: E402
-from portside.core.log import events as ev  # noqa: E402
-from portside.core.session.config import SessionConfig  # noqa: E402
-from portside.core.session.engine import SessionEngine  # noqa: E402
+from portside.core.claude_code.live import ClaudeCodeAgent
+from portside.core.log import events as ev
+from portside.core.session.config import SessionConfig
+from portside.core.session.engine import SessionEngine
+from tests.doubles import MemorySink
+from tests.loopback_api import LoopbackAPI, text, tool
 
 N = int(os.environ.get("BENCH_EDITS", "30"))
 

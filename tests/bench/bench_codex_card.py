@@ -1,6 +1,6 @@
 """Permission request -> diff card ON SCREEN, for a real Codex session on the live screen.
 
-    .venv/bin/python tests/bench/bench_codex_card.py [--edits 30]
+    .venv/bin/python -m tests.bench.bench_codex_card [--edits 30]
 
 The real Codex CLI (PORTSIDE_CODEX_CLI or `codex` on PATH) through `codex app-server`, a
 loopback Responses API (tests/loopback_responses.py) that asks for N patches in a row, the real
@@ -30,15 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from card_latency import Marks, p95, paint_cards, report, say_load  # noqa: E402
-from codex_cli import CODEX  # noqa: E402
-from loopback_responses import LoopbackResponses, codex_home, message, patch  # noqa: E402
-
-from portside.core.codex.live import CodexAgent  # noqa: E402
-from portside.core.session.engine import SessionConfig, SessionEngine  # noqa: E402
-from portside.store import Store  # noqa: E402
+from portside.core.codex.live import CodexAgent
+from portside.core.session.engine import SessionConfig, SessionEngine
+from portside.store import Store
+from tests.bench.card_latency import Marks, p95, paint_cards, report, say_load
+from tests.codex_cli import CODEX
+from tests.loopback_responses import LoopbackResponses, codex_home, message, patch
 
 
 async def codex_cards(n: int) -> dict[str, list[float]]:
@@ -89,7 +86,7 @@ async def main(n: int, alone: bool) -> int:
                                 "apply_patch reply sent", codex)
     if alone:
         return 0 if ok else 1
-    from bench_claude_code_card import claude_code_cards, report_claude_code
+    from tests.bench.bench_claude_code_card import claude_code_cards, report_claude_code
 
     cc = await claude_code_cards(n)
     cc_ok = report_claude_code(cc)

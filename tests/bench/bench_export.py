@@ -1,6 +1,6 @@
 """Exports at size: peak RSS of `portside export` as the session grows, and the DB's bytes.
 
-    .venv/bin/python tests/bench/bench_export.py [--events 1000000 4000000] [--keep DIR]
+    .venv/bin/python -m tests.bench.bench_export [--events 1000000 4000000] [--keep DIR]
     (the issue's size: --events 1000000 10000000, ~2 GB of disk in $TMPDIR for the largest,
     deleted after it unless --keep; generating it takes ~4 min with --gen output, far longer
     through the Batch writer: 9 min a million on a loaded 2-core machine)
@@ -23,20 +23,17 @@ import os
 import pty
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-# Its sibling, also when a test loads this file by path (tests/integration/test_export_memory.py).
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_replay import SID as REPLAY_SID  # noqa: E402
-from bench_replay import generate  # noqa: E402
-
 from portside.core.log import events as ev
 from portside.store import Store
 from portside.store.jsonl import import_events
+from tests.bench.bench_replay import SID as REPLAY_SID
+from tests.bench.bench_replay import generate
+from tests.cli_run import cli_argv
 
 SID = "20260301-big-0001"
 LINE = "Train Epoch: 1 [{n}/60000] Loss: 0.4321"
@@ -147,7 +144,7 @@ def _pty_rss_mb(cmd: list[str]) -> tuple[float, float]:
 
 
 def export_rss(db: Path, sid: str, how: str, out: Path) -> tuple[float, float]:
-    base = [sys.executable, "-m", "portside.cli", "--db", str(db), "export"]
+    base = cli_argv("export", db=db)
     if how == "file":
         return _peak_rss_mb([*base, sid, "-o", str(out)])
     if how == "pipe":

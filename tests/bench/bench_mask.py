@@ -1,21 +1,18 @@
 """Masking token-shaped strings (core/safety/secrets.py mask_event) on the events bench_ingest.py
 stores, against what storing them costs (Recorder.append + commit), in the same process.
-    python tests/bench/bench_mask.py [N]
+    python -m tests.bench.bench_mask [N]
 Prints ns per event for each, best of three; the lines carry no secret (the common case), and
 one line in 100 carries a GitHub token (the masked case)."""
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_ingest  # noqa: E402
-
-from portside.core.log import events as ev  # noqa: E402
-from portside.core.safety.secrets import mask_event  # noqa: E402
+from portside.core.log import events as ev
+from portside.core.safety.secrets import mask_event
+from tests.bench import bench_ingest
 
 N = bench_ingest.N
 

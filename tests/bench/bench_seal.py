@@ -1,6 +1,6 @@
 """What the seal on probe records costs (issue 24 item 3), both sides, as ratios in one run.
 
-    .venv/bin/python tests/bench/bench_seal.py [--records 20000] [--rounds 5]
+    .venv/bin/python -m tests.bench.bench_seal [--records 20000] [--rounds 5]
 
 Probe side: the probe's own write path (`Probe._write_locked`, loaded by path as in a training
 process) for a typical step record, to /dev/null, with the run's key unset and set. Runner
@@ -17,14 +17,12 @@ import importlib.util
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+from portside.core.run import seal
 
-from portside.core.run import seal  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 STEP = {"type": "step", "t": 1796170319.8086743, "pid": 1234, "rank": 0, "step": 1234,
         "loss": 0.41234567890123, "grad_norm": 0.5123456789, "max_norm": 1.0, "lr": [0.1],

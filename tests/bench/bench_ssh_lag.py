@@ -1,6 +1,6 @@
 """Lag over SSH: a line printed on the host → its run.output event here; records per second.
 
-    .venv/bin/python tests/bench/bench_ssh_lag.py [--lines 300] [--records 100000]
+    .venv/bin/python -m tests.bench.bench_ssh_lag [--lines 300] [--records 100000]
 
 Starts a real sshd on a loopback port (tests/integration/loopback_sshd.py; root, Debian's
 openssh-server) and runs, through the Runner, (1) a script printing a wall-clock stamp every
@@ -19,14 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "integration"))
-
-from loopback_sshd import ALIAS, LoopbackSSHD, why_not  # noqa: E402
-
-from portside.core.log import events as ev  # noqa: E402
-from portside.core.run.runner import Executor, LocalExecutor, Runner, RunSpec  # noqa: E402
-from portside.core.run.ssh import SSHExecutor  # noqa: E402
+from portside.core.log import events as ev
+from portside.core.run.runner import Executor, LocalExecutor, Runner, RunSpec
+from portside.core.run.ssh import SSHExecutor
+from tests.integration.loopback_sshd import ALIAS, LoopbackSSHD, why_not
 
 PRINTER = ("import time\nfor i in range({n}):\n    print(f'stamp {{time.time()!r}}', flush=True)\n"
            "    time.sleep(0.02)\n")

@@ -1,6 +1,6 @@
 """tar vs rsync to a host: what a second attempt with a one-file change costs.
 
-    .venv/bin/python tests/bench/bench_ssh_transport.py [--reps 3] [--files 300] [--data-mb 32]
+    .venv/bin/python -m tests.bench.bench_ssh_transport [--reps 3] [--files 300] [--data-mb 32]
 
 Starts a real sshd on a loopback port (tests/integration/loopback_sshd.py; root, Debian's
 openssh-server and rsync) and, per repetition and transport (interleaved, a fresh session
@@ -24,14 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "integration"))
-
-from loopback_sshd import ALIAS, LoopbackSSHD, why_not  # noqa: E402
-
-from portside.core.log import events as ev  # noqa: E402
-from portside.core.run.runner import Runner, RunSpec  # noqa: E402
-from portside.core.run.ssh import SSHExecutor  # noqa: E402
+from portside.core.log import events as ev
+from portside.core.run.runner import Runner, RunSpec
+from portside.core.run.ssh import SSHExecutor
+from tests.integration.loopback_sshd import ALIAS, LoopbackSSHD, why_not
 
 
 def _project(root: Path, files: int, data_mb: int) -> Path:

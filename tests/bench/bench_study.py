@@ -1,6 +1,6 @@
 """What running a study costs beyond its runs, and what parallel phases buy, side by side.
 
-    .venv/bin/python tests/bench/bench_study.py [--tasks 4] [--parallel 2] [--no-ray] [--edits 5]
+    .venv/bin/python -m tests.bench.bench_study [--tasks 4] [--parallel 2] [--no-ray] [--edits 5]
 
 One study of ``--tasks`` verification tasks of the example study's tiny trainer (one reference,
 one candidate each), run three ways into fresh databases: sequentially (``--launcher local
@@ -39,7 +39,6 @@ from portside.store import Store
 from portside.store.study_log import StoreStudyLog, study_sessions
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 
 def manifest(n: int, tpu: bool) -> Any:
@@ -159,7 +158,7 @@ def main() -> int:
     ap.add_argument("--no-ray", action="store_true")
     ap.add_argument("--edits", type=int, default=5, help="decisions timed per engine")
     args = ap.parse_args()
-    from ray_cluster import LocalRayCluster, ray_env
+    from tests.integration.ray_cluster import LocalRayCluster, ray_env
 
     os.environ.update(ray_env())  # `python` is this venv's, one thread per run
     n = args.tasks

@@ -1,6 +1,6 @@
 """Flood benchmark: a run printing 20k lines/s for 10 s while the reviewer presses keys.
 
-    .venv/bin/python tests/bench/bench_tui_flood.py [--rate 20000] [--seconds 10] [--held N]
+    .venv/bin/python -m tests.bench.bench_tui_flood [--rate 20000] [--seconds 10] [--held N]
 
 ``--held N`` first fills the log with N lines (through the same bus, store and fold, in bounded
 batches), so the flood and the keys are measured with that many lines held: issue 19's target
@@ -25,19 +25,17 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: run as a script
+from textual import events
+from textual._compositor import CompositorUpdate
+from textual.app import App
 
-from scenario import INFO, SID, edit, run_started, session_start, train_lines  # noqa: E402
-from screen_text import screen_lines  # noqa: E402
-from textual import events  # noqa: E402
-from textual._compositor import CompositorUpdate  # noqa: E402
-from textual.app import App  # noqa: E402
-
-from portside.core.log import events as ev  # noqa: E402
-from portside.core.log.bus import EventBus  # noqa: E402
-from portside.core.session.review import ReviewGate  # noqa: E402
-from portside.store import Store  # noqa: E402
-from portside.tui.app import make_app  # noqa: E402
+from portside.core.log import events as ev
+from portside.core.log.bus import EventBus
+from portside.core.session.review import ReviewGate
+from portside.store import Store
+from portside.tui.app import make_app
+from tests.scenario import INFO, SID, edit, run_started, session_start, train_lines
+from tests.screen_text import screen_lines
 
 
 def send_key(app: App, key: str, char: str | None) -> None:

@@ -1,6 +1,6 @@
 """The cost of a verdict (issue 40.1): an iteration as the study's, references reused.
 
-    .venv/bin/python tests/bench/bench_verdict_cost.py [--steps 40]
+    .venv/bin/python -m tests.bench.bench_verdict_cost [--steps 40]
 
 One project, 7 candidate attempts in a row (5 wrong in different ways, 2 correct), each a real
 `portside verify` with 2 references, on one database; once as today (`--fresh-references`:
@@ -22,12 +22,13 @@ import json
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from tests.cli_run import cli
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
@@ -75,12 +76,11 @@ def iteration(tmp: Path, name: str, steps: int, fresh: bool) -> dict[str, Any]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     for _, flags in ATTEMPTS:
-        done = subprocess.run(
-            [PY, "-m", "portside.cli", "--db", str(db), "verify",
-             "--reference", _timed(base, ref_cpu), "--candidate", _timed(f"{base} {flags}", cand_cpu),
-             "--target", "cpu", "--json", "--timeout", "600",
-             *(["--fresh-references"] if fresh else [])],
-            cwd=project, capture_output=True, text=True, timeout=1800)
+        done = cli("verify", "--reference", _timed(base, ref_cpu),
+                   "--candidate", _timed(f"{base} {flags}", cand_cpu),
+                   "--target", "cpu", "--json", "--timeout", "600",
+                   *(["--fresh-references"] if fresh else []),
+                   db=db, cwd=project, timeout=1800)
         if done.returncode not in (0, 1):
             raise SystemExit(f"verify failed ({done.returncode}): {done.stderr[-2000:]}")
         outs.append(json.loads(done.stdout))

@@ -1,7 +1,7 @@
 """verify's wall time with 2 references and a candidate: one after another, references at once,
 and the candidate beside the references.
 
-    .venv/bin/python tests/bench/bench_verify_parallel.py [--rounds 2] [--steps 200]
+    .venv/bin/python -m tests.bench.bench_verify_parallel [--rounds 2] [--steps 200]
 
 Real runs of tests/fixtures/trainers/train_tiny.py (torch, CPU) through the real Verifier,
 as `verify` makes them, rounds interleaved. A "today": `[hosts] parallel = 1`, run_references(2)
@@ -27,11 +27,10 @@ from pathlib import Path
 from portside.core.log.bus import EventBus
 from portside.core.log.criteria import parse_criteria
 from portside.core.session.verify import Verifier
+from tests.doubles import MemorySink
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
-sys.path.insert(0, str(REPO / "tests"))
-from doubles import MemorySink  # noqa: E402
 
 SIDES = {  # name -> criteria, and whether the candidate starts beside the references
     "A": ("[hosts]\nparallel = 1\n", False),

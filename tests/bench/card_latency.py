@@ -14,10 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench_tui_flood import PaintLog
-
 from portside.core.log import events as ev
 from portside.tui.app import make_app
+from tests.bench.bench_tui_flood import PaintLog
 
 CSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 TARGET_MS = 200.0

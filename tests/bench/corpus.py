@@ -1,6 +1,6 @@
 """The corpus of correct ports and planted failures, through the real verification path.
 
-    .venv/bin/python tests/bench/corpus.py [--case NAME ...] [--parallel 2] [--no-xla]
+    .venv/bin/python -m tests.bench.corpus [--case NAME ...] [--parallel 2] [--no-xla]
 
 The XLA:CPU cases run when the torch_xla venv exists (PORTSIDE_XLA_PYTHON, else
 ~/.cache/portside/xla-venv); without it they are left out, and the output says so.
@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from tests.corpus.cases import XLA_PYTHON  # noqa: E402
-from tests.corpus.harness import run, table  # noqa: E402
+from tests.corpus.cases import XLA_PYTHON
+from tests.corpus.harness import run, table
 
 
 def main() -> int:

@@ -15,11 +15,9 @@ from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.log.criteria import parse_criteria
 from portside.core.session.verify import Verifier
+from tests.doubles import MemorySink
 
 from .cases import CASES, Case
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 REFERENCES = 3
 

@@ -3,27 +3,18 @@ processes at 50k and 200k events, to a file and to a terminal): a memory test, s
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 
-def _bench_export():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "bench_export", Path(__file__).parents[1] / "bench" / "bench_export.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.slow
 def test_events_export_memory_is_flat(tmp_path: Path) -> None:
     """Peak RSS of `portside export` (fresh processes) at 50k and 200k events: flat, to a file
     and to a terminal (which buffered the whole recording before: +75 MB here)."""
-    bench = _bench_export()
+    from tests.bench import bench_export as bench  # the bench's generator and measure
+
     rss: dict[str, list[float]] = {"file": [], "tty": []}
     for n in (50_000, 200_000):
         db = tmp_path / f"{n}.db"
