@@ -57,7 +57,7 @@ def run_study(m: Any, engine: Any, tmp: Path, label: str) -> dict[str, Any]:
     store = Store(db)
     study = StudyRun(m, StoreStudyLog(store), engine, tmp / f"{label}-work")
     t0 = time.perf_counter()
-    results = study.driver()
+    results = study.run()
     wall = time.perf_counter() - t0
     assert not any(r.error for r in results), [r.error for r in results]
     runs_s = 0.0
@@ -94,7 +94,7 @@ def review_round_trips(engine: Any, tmp: Path, edits: int) -> list[float]:
     store = Store(tmp / "study.db")
     study = StudyRun(review_manifest(edits, tmp), StoreStudyLog(store), engine, work_root(store))
     done: list[Any] = []
-    head = threading.Thread(target=lambda: done.append(study.driver()), daemon=True)
+    head = threading.Thread(target=lambda: done.append(study.run()), daemon=True)
     head.start()
     reviewer = Store(tmp / "study.db")
     got: list[float] = []
