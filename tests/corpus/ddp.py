@@ -11,18 +11,14 @@ world size × --batch: another world size or --batch needs the --lr that goes wi
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
 import torch
 import torch.distributed as dist
+from _data import classification, evaluate  # beside this script: sys.path[0]
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _data import classification, evaluate  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--mode", choices=("ddp", "allreduce", "noreduce"), default="ddp")

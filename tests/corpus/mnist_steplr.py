@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import sys
 
 import torch
+from _data import classification, evaluate  # beside this script: sys.path[0]
 from torch import nn
 from torch.optim.lr_scheduler import StepLR
 from torch.utils.data import DataLoader
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _data import classification, evaluate  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--epochs", type=int, default=8)

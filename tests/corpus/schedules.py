@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import sys
 
 import torch
+from _data import classification, evaluate  # beside this script: sys.path[0]
 from torch import nn
 from torch.optim import lr_scheduler
 from torch.utils.data import DataLoader
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _data import classification, evaluate  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--sched", choices=("onecycle", "cosine", "plateau"), required=True)

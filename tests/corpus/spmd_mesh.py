@@ -12,8 +12,6 @@ computes the whole step and the "four-chip" port does one chip's work)."""
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from collections.abc import Iterator
 
 import numpy as np
@@ -21,12 +19,10 @@ import torch
 import torch_xla
 import torch_xla.distributed.spmd as xs
 import torch_xla.runtime as xr
+from _data import classification, evaluate  # beside this script: sys.path[0]
 from torch import nn
 from torch.utils.data import DataLoader, Sampler
 from torch.utils.data.distributed import DistributedSampler
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _data import classification, evaluate  # noqa: E402
 
 
 class GlobalBatches(Sampler[list[int]]):

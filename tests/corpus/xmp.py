@@ -14,20 +14,16 @@ than one replica, so not a planted failure here)."""
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
 import torch
 import torch_xla
 import torch_xla.core.xla_model as xm
 import torch_xla.distributed.xla_multiprocessing as xmp
 import torch_xla.runtime as xr
+from _data import classification, evaluate  # beside this script: sys.path[0]
 from torch import nn
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _data import classification, evaluate  # noqa: E402
 
 
 def _mp_fn(index: int, a: argparse.Namespace) -> None:
