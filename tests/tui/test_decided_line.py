@@ -4,12 +4,11 @@ column's first line is the decided fold of the log (core/log/decided.py), the on
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import FROZEN
+from doubles import MemorySink
 from scenario import INFO, SID, at, run_started, session_start
 from screen_text import screen_text
 
@@ -20,9 +19,6 @@ from portside.core.log.ledger import STOPPED
 from portside.core.session.review import ReviewGate
 from portside.tui.app import make_app
 from portside.tui.screens.review import ReviewScreen
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 TITLE = "max_norm changed: 0.05 vs reference 1"
 

@@ -4,10 +4,8 @@ fold), and pressing `L` again shows the kept answer instead of tracing both comm
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from conftest import FROZEN, until
+from doubles import MemorySink
 from scenario import SID, at, facts, run_started, session_start, steps
 from screen_text import screen_lines
 
@@ -16,9 +14,6 @@ from portside.core.log.bus import EventBus
 from portside.core.session.review import ReviewGate
 from portside.tui.app import make_app
 from portside.tui.widgets.checks import ChecksPanel
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: doubles
-from doubles import MemorySink  # noqa: E402
 
 SUMMARY = "first divergence at step 0: clip_grad_norm_ max_norm 1 vs 0.05 (clip)"
 

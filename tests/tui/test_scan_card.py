@@ -52,17 +52,14 @@ async def test_scan_card_lists_each_place_and_what_to_do(harness):
 async def test_scan_card_without_an_agent_names_no_agent_task() -> None:
     """Issue 41 item 11: verification only, the card said "the agent's task holds the same
     list" (there is no agent, and no task)."""
-    import sys
-
     from conftest import FROZEN
+    from doubles import MemorySink
     from screen_text import screen_lines
 
     from portside.core.log.bus import EventBus
     from portside.core.session.review import ReviewGate
     from portside.tui.app import make_app
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from doubles import MemorySink
 
     start = session_start()
     start.agent = "none"
