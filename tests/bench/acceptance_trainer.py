@@ -12,6 +12,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+# Kept: the runs start this file as a script in a fresh interpreter, and the corpus's data
+# (tests/corpus/_data.py) is not beside it.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus"))
 from _data import classification, evaluate  # noqa: E402
 

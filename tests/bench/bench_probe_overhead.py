@@ -89,6 +89,7 @@ def run_once(
         try:
             from portside.core.probe import inject_env
         except ImportError:  # portside not installed: the probe package alone is enough
+            # kept: a python without portside (a TPU host's) finds the probe in the checkout
             sys.path.insert(0, str(REPO / "core"))
             from probe import inject_env  # type: ignore[no-redef]
 

@@ -251,7 +251,8 @@ def _status(p: Any) -> str:
 DRIVER = textwrap.dedent(f"""
     import asyncio, sys
     from pathlib import Path
-    sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})  # tests/: the doubles
+    # kept: a script in a fresh interpreter (no pytest pythonpath), the doubles are in tests/
+    sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
     from doubles import MemorySink
     from portside.core.log import events as ev
     from portside.core.claude_code.live import ClaudeCodeAgent

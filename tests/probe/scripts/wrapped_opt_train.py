@@ -8,6 +8,8 @@ import sys
 
 import torch
 
+# Kept: a script in a fresh interpreter whose stand-in library must load from a folder named
+# site-packages (the probe tells a library's frames by their path); nothing else adds it.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "site-packages"))
 from wrapped_opt import Trainer, WrappedOptimizer  # noqa: E402
 
