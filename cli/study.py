@@ -86,7 +86,7 @@ def run_cmd(ctx: click.Context, manifest: Path, launcher: str, old_engine: str |
                              max_tries=retries + 1, on_change=say)
         except ValueError as exc:
             raise UsageFailure(f"portside study run: {exc}") from None
-        results = study.driver()
+        results = study.run()
     finally:
         eng.close()
         store.close()
