@@ -24,6 +24,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from cli_run import cli_argv
 
 from portside.core.log import events as ev
 from portside.store import Store
@@ -58,10 +59,10 @@ def _setup(tmp: Path, name: str) -> tuple[list[str], Path]:
         {"claim": "Ported; numerics unchanged."},
     ]) + "\n")
     db = tmp / name / "s.db"
-    cmd = [PY, "-m", "portside.cli", "run", str(project), "--target", "cpu",
-           "--agent", f"scripted:{script}", "--reference", f"{shlex.quote(PY)} train.py --steps 80",
-           "--criteria", str(tmp / name / "criteria.toml"), "--reference-runs", "2",
-           "--headless", "--policy", "auto", "--json", "--stall", "120", "--db", str(db)]
+    cmd = cli_argv("run", str(project), "--target", "cpu", "--agent", f"scripted:{script}",
+                   "--reference", f"{shlex.quote(PY)} train.py --steps 80",
+                   "--criteria", str(tmp / name / "criteria.toml"), "--reference-runs", "2",
+                   "--headless", "--policy", "auto", "--json", "--stall", "120", db=db)
     return cmd, db
 
 
@@ -133,8 +134,8 @@ def test_twenty_kills_never_change_the_verdict(tmp_path: Path) -> None:
             with Store(db) as store:
                 result = json.dumps({"verdict": store.session(sid)["verdict"]})
             break
-        argv = cmd if sid is None else [PY, "-m", "portside.cli", "run", "--resume", sid,
-                                        "--headless", "--json", "--db", str(db)]
+        argv = cmd if sid is None else cli_argv("run", "--resume", sid, "--headless", "--json",
+                                                db=db)
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=ENV)
         if len(phases) >= KILLS and {"reference", "agent", "candidate"} <= set(phases):

@@ -23,10 +23,8 @@ from typing import Any
 
 import anthropic
 import pytest
-from cli_run import cli
-from click.testing import CliRunner
+from cli_run import cli, cli_in_process
 
-from portside.cli.main import main
 from portside.core.agent.claude import ClaudeAgent
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
@@ -203,8 +201,7 @@ def test_every_reader_agrees_with_the_ledger(tmp_path: Path) -> None:
     got_json = rounded({**result["cost"], "interventions": result["cost"]["interventions"]})
     assert got_json == want, got_json
     # `portside stats --format json`
-    cli = CliRunner()
-    stats = json.loads(cli.invoke(main, ["--db", str(db), "stats", "--format", "json"]).stdout)
+    stats = json.loads(cli_in_process("stats", "--format", "json", db=db).stdout)
     # (a session with no candidate run is listed apart from the migrations, issue 41.7)
     row = (stats["sessions"] + stats["abandoned"])[0]
     assert rounded(row) == want, row
@@ -215,14 +212,14 @@ def test_every_reader_agrees_with_the_ledger(tmp_path: Path) -> None:
     assert round(view["human_s"] / 60, 4) == want["human_minutes"]
     assert round(view["token_usd"], 4) == want["tokens_usd"]
     # `portside show`
-    show = cli.invoke(main, ["--db", str(db), "show", sid, "--limit", "1"]).stdout
+    show = cli_in_process("show", sid, "--limit", "1", db=db).stdout
     assert f"interventions {led.interventions} " in show
     assert f"human {led.human_minutes:.1f} min" in show
     m = re.search(r"compute \$([\d.]+)  tokens \$([\d.]+)  human \$([\d.]+)  total \$([\d.]+)", show)
     assert m and [float(x) for x in m.groups()] == pytest.approx(
         [led.compute_usd, led.token_usd, led.human_usd, led.total_usd], abs=1e-4)
     # The report
-    report = cli.invoke(main, ["--db", str(db), "export", sid, "--what", "report"]).stdout
+    report = cli_in_process("export", sid, "--what", "report", db=db).stdout
     assert f"- Interventions: {led.interventions} (steering: {led.steering})" in report
     assert f"human time: {led.human_minutes:.1f} min" in report
     assert f"total: ${led.total_usd:,.2f}" in report and "review notes (replay): 1" in report

@@ -8,9 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from click.testing import CliRunner
+from cli_run import cli_in_process
 
-from portside.cli.main import main
 from portside.core.log import events as ev
 from portside.store import Store
 from portside.store.jsonl import export_session
@@ -37,27 +36,25 @@ def test_imported_session_is_not_resumed_without_trust(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     rec = _hostile_recording(tmp_path, marker)
     db = tmp_path / "mine.db"
-    runner = CliRunner()
-    res = runner.invoke(main, ["--db", str(db), "import", str(rec)])
-    assert res.exit_code == 0, res.output
-    res = runner.invoke(main, ["run", "--resume", "sess-1", "--headless", "--db", str(db)])
-    assert res.exit_code == 2  # a usage error, as in every command
-    assert "was imported from" in res.output and "--trust" in res.output
+    res = cli_in_process("import", str(rec), db=db)
+    assert res.returncode == 0, res.stderr
+    res = cli_in_process("run", "--resume", "sess-1", "--headless", db=db)
+    assert res.returncode == 2  # a usage error, as in every command
+    assert "was imported from" in res.stderr and "--trust" in res.stderr
     assert not marker.exists()
     with Store(db) as store:  # nothing appended to the imported log
         assert store.event_count("sess-1") == 1
     # the user's say-so: it runs
-    res = runner.invoke(main, ["run", "--resume", "sess-1", "--headless", "--trust", "--json",
-                               "--db", str(db)])
-    assert marker.exists(), res.output
-    assert json.loads(res.output.strip().splitlines()[-1])["session"] == "sess-1"
+    res = cli_in_process("run", "--resume", "sess-1", "--headless", "--trust", "--json", db=db)
+    assert marker.exists(), res.stderr
+    assert json.loads(res.stdout.strip().splitlines()[-1])["session"] == "sess-1"
 
 
 def test_the_origin_session_resumes_as_before(tmp_path: Path) -> None:
     """The refusal is for imports only: the session recorded in this DB is not imported."""
     marker = tmp_path / "pwned"
     _hostile_recording(tmp_path, marker)
-    res = CliRunner().invoke(main, ["run", "--resume", "sess-1", "--headless", "--json",
-                                    "--db", str(tmp_path / "origin.db")])
-    assert "was imported" not in res.output
-    assert marker.exists(), res.output
+    res = cli_in_process("run", "--resume", "sess-1", "--headless", "--json",
+                         db=tmp_path / "origin.db")
+    assert "was imported" not in res.stdout + res.stderr
+    assert marker.exists(), res.stderr

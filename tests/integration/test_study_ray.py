@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_run import cli, cli_popen
 from ray_cluster import LocalRayCluster, ray_env
 
 ray = pytest.importorskip("ray")
@@ -59,11 +59,6 @@ def manifest(tmp: Path) -> Path:
     return path
 
 
-def portside(*args: str, env: dict[str, str], timeout: float = 1500) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "portside.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
 def candidate_live(db: Path) -> bool:
     """Whether a candidate run has started (only TPU nodes run candidates)."""
     if not db.exists():
@@ -93,10 +88,8 @@ def test_study_on_ray_survives_a_killed_node(tmp_path: Path) -> None:
         # TPU nodes lend no CPU: references go to the head, so the kill cuts one phase only.
         tpu_a = cluster.add_node("tpu-a", {"TPU": 1}, cpus=0)
         db = tmp_path / "ray.db"
-        run = subprocess.Popen(
-            [sys.executable, "-m", "portside.cli", "study", "run", str(study), "--db", str(db),
-             "--launcher", "ray", "--address", cluster.address],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        run = cli_popen("study", "run", str(study), "--launcher", "ray",
+                        "--address", cluster.address, db=db, env=env, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 900
         while not candidate_live(db):
             assert run.poll() is None, run.stdout.read() if run.stdout else ""
@@ -145,11 +138,11 @@ def test_study_on_ray_survives_a_killed_node(tmp_path: Path) -> None:
 
     # The same study, sequentially on this machine: the same report.
     seq_db = tmp_path / "local.db"
-    local = portside("study", "run", str(study), "--db", str(seq_db), "--launcher", "local",
-                     "--parallel", "1", env=env)
+    local = cli("study", "run", str(study), "--launcher", "local", "--parallel", "1",
+                db=seq_db, env=env, timeout=1500)
     assert local.returncode == 0, local.stderr
-    reports = [json.loads(portside("study", "report", str(study), "--db", str(d), "--format",
-                                   "json", env=env).stdout) for d in (db, seq_db)]
+    reports = [json.loads(cli("study", "report", str(study), "--format", "json", db=d,
+                              env=env).stdout) for d in (db, seq_db)]
     rows = [{r["task"]: {k: r[k] for k in SAME} for r in rep["tasks"]} for rep in reports]
     assert rows[0] == rows[1]
     assert {t: r["outcome"] for t, r in rows[0].items()} == {
@@ -160,5 +153,5 @@ def test_study_on_ray_survives_a_killed_node(tmp_path: Path) -> None:
     assert reports[0]["total"]["retries"] == 1 and reports[1]["total"]["retries"] == 0
 
     # A second `study run` of the finished study runs nothing again.
-    again = portside("study", "run", str(study), "--db", str(seq_db), env=env)
+    again = cli("study", "run", str(study), db=seq_db, env=env, timeout=1500)
     assert again.returncode == 0 and "0 task(s) run, 6 done earlier" in again.stderr

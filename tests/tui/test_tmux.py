@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_run import cli
+from cli_run import cli, cli_line
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
@@ -55,8 +55,8 @@ def test_alarm_acknowledged_in_a_real_terminal(tmp_path: Path) -> None:
     py = shlex.quote(sys.executable)
     ref = f"{py} {shlex.quote(str(TINY))}"
     cand = f"{ref} --max-norm 0.05"
-    cmd = (f"{py} -m portside.cli --db {shlex.quote(str(db))} run --reference {shlex.quote(ref)}"
-           f" --candidate {shlex.quote(cand)} --target cpu --reference-runs 1 --stall 60")
+    cmd = cli_line("run", "--reference", ref, "--candidate", cand, "--target", "cpu",
+                   "--reference-runs", "1", "--stall", "60", db=db)
     session = "portside"
     _tmux("kill-server")
     _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
@@ -117,9 +117,8 @@ def _start(tmp_path: Path, db: Path, project: Path) -> tuple[str, str]:
     script.write_text("\n".join(json.dumps(step) for step in AGENT) + "\n")
     py = shlex.quote(sys.executable)
     ref = f"{py} train_tiny.py --steps 20"
-    cmd = (f"{py} -m portside.cli --db {shlex.quote(str(db))} run {shlex.quote(str(project))}"
-           f" --agent scripted:{shlex.quote(str(script))} --reference {shlex.quote(ref)}"
-           f" --target cpu --reference-runs 1 --stall 60")
+    cmd = cli_line("run", str(project), "--agent", f"scripted:{script}", "--reference", ref,
+                   "--target", "cpu", "--reference-runs", "1", "--stall", "60", db=db)
     session = f"p{len(str(db)) % 97}-{db.parent.name}"
     _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
           f"sleep 1; cd {shlex.quote(str(project))} && TERM=xterm-256color {cmd}; sleep 30")
@@ -228,12 +227,11 @@ def _start_hanging(tmp_path: Path, what: str) -> tuple[str, int, list[int]]:
     py = shlex.quote(sys.executable)
     (tmp_path / "hang.py").write_text(HANG)
     hang = f"{py} hang.py"
-    args = (f"run --reference {shlex.quote(hang)} --candidate {shlex.quote(hang)} --target cpu"
-            f" --reference-runs 1" if what == "run" else "demo --speed 0")
+    args = (["run", "--reference", hang, "--candidate", hang, "--target", "cpu",
+             "--reference-runs", "1"] if what == "run" else ["demo", "--speed", "0"])
     session = f"gone-{what}"
     _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
-          f"cd {shlex.quote(str(tmp_path))} && TERM=xterm-256color exec {py} -m portside.cli "
-          f"--db {shlex.quote(str(db))} {args}")
+          f"cd {shlex.quote(str(tmp_path))} && TERM=xterm-256color exec {cli_line(*args, db=db)}")
     portside = int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
     deadline = time.monotonic() + 120
     if what == "run":

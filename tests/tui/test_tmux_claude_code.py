@@ -20,6 +20,7 @@ import pytest
 pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not installed")
 
 HERE = Path(__file__).resolve().parent
+from cli_run import cli_line  # noqa: E402
 from integration.test_claude_code import MODEL, _env, ws_of  # noqa: E402
 from loopback_api import LoopbackAPI, text, tool  # noqa: E402
 from test_tmux import _tmux, _wait_for  # noqa: E402
@@ -57,9 +58,9 @@ def test_claude_code_edit_approved_in_a_real_terminal(tmp_path: Path) -> None:
     with LoopbackAPI([read, edit, bash, wait, wait]) as api:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in _env(api, tmp_path).items())
         py = shlex.quote(sys.executable)
-        cmd = (f"{py} -m portside.cli --db {shlex.quote(str(db))} run {shlex.quote(str(project))}"
-               f" --agent claude-code:{MODEL} --reference {shlex.quote(py + ' train.py')}"
-               " --target cpu --reference-runs 1 --stall 60")
+        cmd = cli_line("run", str(project), "--agent", f"claude-code:{MODEL}",
+                       "--reference", f"{py} train.py", "--target", "cpu", "--reference-runs", "1",
+                       "--stall", "60", db=db)
         session = f"cc-{os.getpid()}"
         _tmux("kill-server")
         _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",

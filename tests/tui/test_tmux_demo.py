@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_run import cli_line
 
 from portside.core.log import events as ev
 
@@ -94,9 +95,8 @@ def test_clipping_card_shows_the_change_and_keys_reach_the_line(tmp_path: Path) 
     py = shlex.quote(sys.executable)
     db = tmp_path / "t.db"
     ref = f"{py} -c {shlex.quote(REFERENCE)}"
-    cmd = (f"{py} -m portside.cli --db {shlex.quote(str(db))} run {shlex.quote(str(project))}"
-           f" --agent scripted:{shlex.quote(str(script))} --reference {shlex.quote(ref)}"
-           f" --target cpu --reference-runs 1 --stall 60")
+    cmd = cli_line("run", str(project), "--agent", f"scripted:{script}", "--reference", ref,
+                   "--target", "cpu", "--reference-runs", "1", "--stall", "60", db=db)
     session = "clip"
     _tmux("kill-server")
     _start(session, cmd, tmp_path)
@@ -136,8 +136,7 @@ def _demo_in_fresh_home(tmp_path: Path, home: Path, xla_python: Path) -> tuple[s
     """`portside demo`'s command line and environment: a HOME with no cached torch_xla check,
     PORTSIDE_XLA_PYTHON as given (a path that does not exist: no torch_xla)."""
     home.mkdir()
-    py = shlex.quote(sys.executable)
-    cmd = f"{py} -m portside.cli --db {shlex.quote(str(tmp_path / 'd.db'))} demo"
+    cmd = cli_line("demo", db=tmp_path / "d.db")
     env = f"HOME={shlex.quote(str(home))} PORTSIDE_XLA_PYTHON={shlex.quote(str(xla_python))}"
     return cmd, env
 
@@ -180,7 +179,6 @@ def test_demo_first_frame_comes_before_the_torch_xla_check(tmp_path: Path) -> No
 def test_q_in_a_replay_opened_from_sessions_goes_back(tmp_path: Path) -> None:
     """`portside sessions` → enter replays → q is back on the list (it quit portside) → q leaves,
     saying nothing is lost."""
-    sys.path.insert(0, str(REPO / "tests" / "tui"))
     from scenario import full_session
 
     from portside.store import Store
@@ -190,8 +188,7 @@ def test_q_in_a_replay_opened_from_sessions_goes_back(tmp_path: Path) -> None:
         for e in full_session():
             store.recorder.append(e)
         store.recorder.flush()
-    py = shlex.quote(sys.executable)
-    cmd = f"{py} -m portside.cli --db {shlex.quote(str(db))} sessions; echo EXITED-$?"
+    cmd = f"{cli_line('sessions', db=db)}; echo EXITED-$?"
     session = "list"
     _tmux("kill-server")
     _start(session, cmd, tmp_path)
@@ -211,7 +208,6 @@ def test_q_in_a_replay_opened_from_sessions_goes_back(tmp_path: Path) -> None:
 def test_replay_from_a_point_the_session_lacks_says_so_once(tmp_path: Path) -> None:
     """`portside replay S --from intervention:99` on screen: the opening (in its thread) fails,
     the screen leaves, and the error is printed once, exit code 2."""
-    sys.path.insert(0, str(REPO / "tests" / "tui"))
     from scenario import full_session
 
     from portside.store import Store
@@ -224,9 +220,7 @@ def test_replay_from_a_point_the_session_lacks_says_so_once(tmp_path: Path) -> N
         store.recorder.flush()
     sid = events[0].session_id
     assert not any(isinstance(e, ev.Intervention) for e in events)  # what --from names
-    py = shlex.quote(sys.executable)
-    cmd = (f"{py} -m portside.cli --db {shlex.quote(str(db))} replay {sid} "
-           f"--from intervention:99; echo EXITED-$?")
+    cmd = f"{cli_line('replay', sid, '--from', 'intervention:99', db=db)}; echo EXITED-$?"
     session = "badfrom"
     _tmux("kill-server")
     _start(session, cmd, tmp_path)
