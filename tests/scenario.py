@@ -98,6 +98,12 @@ def output(run_id: str, lines: list[str], dt: float) -> ev.RunOutput:
     return ev.RunOutput(session_id=SID, ts=at(dt), run_id=run_id, lines=lines)
 
 
+def run_finished(run_id: str, dt: float, n: int = 5, wall_s: float = 3.0) -> ev.RunFinished:
+    """A run that ended well after ``n`` steps."""
+    return ev.RunFinished(session_id=SID, ts=at(dt), run_id=run_id, exit_code=0,
+                          outcome="passed", wall_s=wall_s, steps=n)
+
+
 def train_lines(n: int, epoch: int = 1) -> list[str]:
     return [f"Train Epoch: {epoch} [{i * 64}/4000 ({i * 64 * 100 // 4000}%)]\tLoss: "
             f"{2.3 * 0.97 ** i:.6f}" for i in range(n)]

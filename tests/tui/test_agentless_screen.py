@@ -5,25 +5,20 @@ from __future__ import annotations
 
 from conftest import FROZEN
 from live_app import live_app, settle
-from scenario import SID, at, facts, run_started, session_start, steps
+from scenario import facts, run_finished, run_started, session_start, steps
 from screen_text import screen_lines
 
 from portside.core.log import events as ev
-
-
-def _finished(run_id: str, dt: float) -> ev.RunFinished:
-    return ev.RunFinished(session_id=SID, ts=at(dt), run_id=run_id, exit_code=0,
-                          outcome="passed", wall_s=3.0, steps=5)
 
 
 async def _lines(ended: bool) -> list[str]:
     start = session_start()
     start.agent = "none"
     events: list[ev.Event] = [start, run_started("ref-1", "reference", 1, 1), facts("ref-1", 2),
-                              steps("ref-1", 5, dt=3), _finished("ref-1", 4),
+                              steps("ref-1", 5, dt=3), run_finished("ref-1", 4),
                               run_started("cand-1", "candidate", 1, 5), steps("cand-1", 5, dt=6)]
     if ended:
-        events.append(_finished("cand-1", 7))
+        events.append(run_finished("cand-1", 7))
     app, _ = live_app(events, lambda: FROZEN)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)

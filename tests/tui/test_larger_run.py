@@ -4,27 +4,22 @@ the compare view's candidate side, which `C` cycles to (the default stays the ca
 from __future__ import annotations
 
 from conftest import until
-from scenario import SID, at, run_started, session_start, steps
+from scenario import SID, at, run_finished, run_started, session_start, steps
 from screen_text import screen_text
 
 from portside.core.log import events as ev
 from portside.tui.screens.compare import CompareScreen
 
 
-def _finished(run_id: str, dt: float, n: int) -> ev.RunFinished:
-    return ev.RunFinished(session_id=SID, ts=at(dt), run_id=run_id, exit_code=0,
-                          outcome="passed", wall_s=5.0, steps=n)
-
-
 def session() -> list[ev.Event]:
     return [session_start(),
             run_started("ref-1", "reference", 1, 1), steps("ref-1", 12, dt=2),
-            _finished("ref-1", 3, 12),
+            run_finished("ref-1", 3, 12, wall_s=5.0),
             run_started("cand-1", "candidate", 1, 4), steps("cand-1", 12, dt=5),
-            _finished("cand-1", 6, 12),
+            run_finished("cand-1", 6, 12, wall_s=5.0),
             run_started("big-1", "larger", 1, 7), steps("big-1", 3, dt=8),
             ev.RunOutput(session_id=SID, ts=at(8), run_id="big-1", lines=["step=0 batch=64"]),
-            _finished("big-1", 9, 3)]
+            run_finished("big-1", 9, 3, wall_s=5.0)]
 
 
 async def test_larger_run_has_its_tab_and_a_place_in_compare(harness):

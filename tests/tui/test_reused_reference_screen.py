@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from conftest import FROZEN
 from live_app import live_app, settle
-from scenario import SID, at, facts, run_started, session_start, steps
+from scenario import facts, run_finished, run_started, session_start, steps
 from screen_text import screen_lines
 
 from portside.core.log import events as ev
@@ -15,11 +15,6 @@ ORIGIN = {"session": "20260101-120000-abcd", "run_id": "ref1-aaaaaaaaaaaa",
           "finished_at": 1_767_268_800.0, "host": "vm"}
 
 
-def _finished(run_id: str, dt: float) -> ev.RunFinished:
-    return ev.RunFinished(session_id=SID, ts=at(dt), run_id=run_id, exit_code=0,
-                          outcome="passed", wall_s=3.0, steps=5)
-
-
 async def test_reused_references_are_marked_and_say_where_from() -> None:
     start = session_start()
     start.agent = "none"
@@ -27,7 +22,7 @@ async def test_reused_references_are_marked_and_say_where_from() -> None:
     for n in (1, 2):
         st = run_started(f"ref-{n}", "reference", n, 1)
         st.reused_from = dict(ORIGIN, run_id=f"ref{n}-aaaaaaaaaaaa")
-        events += [st, facts(f"ref-{n}", 1), steps(f"ref-{n}", 5, dt=1), _finished(f"ref-{n}", 1)]
+        events += [st, facts(f"ref-{n}", 1), steps(f"ref-{n}", 5, dt=1), run_finished(f"ref-{n}", 1)]
     events += [run_started("cand-1", "candidate", 1, 2), steps("cand-1", 5, dt=3)]
     app, _ = live_app(events, lambda: FROZEN)
     async with app.run_test(size=(120, 40)) as pilot:
