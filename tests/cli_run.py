@@ -5,13 +5,17 @@
 no torch import: the unit tier's way). Both return a CompletedProcess; ``--db`` goes first.
 ``cli_argv`` and ``cli_line`` are the same command for a caller that starts it its own way (a
 pty, a measure of its memory, a process killed and resumed; a terminal's shell line in tmux).
+``clean_env`` and ``small_files`` are what the tests give such a process: an environment without
+this shell's portside settings, a limit on its files' size.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -30,6 +34,21 @@ def cli_argv(*args: str, db: Path | None = None) -> list[str]:
 def cli_line(*args: str, db: Path | None = None) -> str:
     """One shell line, each word quoted."""
     return shlex.join(cli_argv(*args, db=db))
+
+
+def clean_env(threads: int = 2) -> dict[str, str]:
+    """This environment without portside's own variables (a PORTSIDE_DB or PORTSIDE_XLA_PYTHON
+    of the shell must not reach the command), and ``threads`` intra-op threads for its runs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTSIDE_")}
+    env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def small_files() -> None:
+    """A ``preexec_fn``: the process's files may not grow past 2 MB; writes beyond fail (EFBIG),
+    as on a full disk, instead of killing it (SIGXFSZ ignored)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 20, 2 << 20))
 
 
 def cli(*args: str, db: Path | None = None, cwd: Path | None = None,

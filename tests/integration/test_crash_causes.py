@@ -5,12 +5,11 @@ cause, and the line that shows it, on the candidate's crash alarm."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import pytest
-from cli_run import cli
+from cli_run import clean_env, cli
 
 from portside.core.checks.crash_cause import CAUSES
 
@@ -40,8 +39,7 @@ def test_every_cause_has_a_failing_script() -> None:
 @pytest.mark.slow  # portside verify on a real failing script, per cause
 @pytest.mark.parametrize("script", sorted(CASES))
 def test_the_crash_alarm_names_the_cause(tmp_path: Path, script: str) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTSIDE_")}
-    env["OMP_NUM_THREADS"] = "1"
+    env = clean_env(threads=1)
     res = cli("verify", "--reference", REFERENCE, "--candidate", f"{PY} {CRASHES / script}",
               "--target", "cpu", "--reference-runs", "1", "--timeout", "120", "--json",
               db=tmp_path / "p.db", cwd=tmp_path, env=env)

@@ -5,8 +5,6 @@ and usage errors exit 2 in every command (several exited 1 before)."""
 from __future__ import annotations
 
 import json
-import os
-import resource
 import shutil
 import signal
 import sqlite3
@@ -18,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_run import cli_popen
+from cli_run import clean_env, cli_popen, small_files
 
 from portside.cli.exit_codes import NONE, STATUSES, TABLE, markdown
 
@@ -28,12 +26,6 @@ RECORDING = REPO / "sessions" / "recordings" / "demo.jsonl"
 LOCALIZE = REPO / "tests" / "localize" / "scripts" / "train.py"
 PY = sys.executable
 SLEEPER = f"{PY} -c \"import time; print('step=1 loss=1.0', flush=True); time.sleep(120)\""
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTSIDE_")}
-    env["OMP_NUM_THREADS"] = "2"
-    return env
 
 
 def _sigint_as_at_a_terminal() -> None:
@@ -50,7 +42,7 @@ def _cli(tmp: Path, *args: str, **kw: Any) -> subprocess.Popen[str]:
         if theirs is not None:
             theirs()
 
-    return cli_popen(*args, db=tmp / "p.db", cwd=tmp, env=_env(), preexec_fn=before_exec, **kw)
+    return cli_popen(*args, db=tmp / "p.db", cwd=tmp, env=clean_env(), preexec_fn=before_exec, **kw)
 
 
 def _exit(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str]:
@@ -132,12 +124,6 @@ def _attach(tmp: Path, hooks: tuple[str, ...], *args: str, signal_at_run: int = 
     return code, "".join(err) + rest
 
 
-def _small_files() -> None:
-    # The DB may not grow past 2 MB: writes beyond fail (EFBIG), as on a full disk.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 20, 2 << 20))
-
-
 def _flood(tmp: Path) -> str:
     (tmp / "flood.py").write_text("while True:\n    print('x' * 200)\n")
     return f"{PY} flood.py"
@@ -163,7 +149,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("`verify`", "2"): lambda t: _ran(t, *VERIFY, "--candidate", TRAIN, "--stall", "nan"),
     ("`verify`", "3"): lambda t: _ran(t, "verify", "--reference", _flood(t), "--candidate",
                                       _flood(t), "--target", "cpu", "--reference-runs", "1",
-                                      preexec_fn=_small_files),
+                                      preexec_fn=small_files),
     ("`verify`", "128+N"): lambda t: _when_running(t, signal.SIGTERM, "verify", "--reference",
                                                    SLEEPER, "--candidate", SLEEPER,
                                                    "--target", "cpu", "--reference-runs", "1"),
@@ -172,7 +158,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("`run`, `demo`", "2"): lambda t: _ran(t, "run", "--target", "cpu", "--reference", ""),
     ("`run`, `demo`", "3"): lambda t: _ran(t, "run", "--headless", "--policy", "auto",
                                            "--reference", _flood(t), "--target", "cpu",
-                                           "--reference-runs", "1", preexec_fn=_small_files),
+                                           "--reference-runs", "1", preexec_fn=small_files),
     ("`run`, `demo`", "128+N"): lambda t: _when_running(t, signal.SIGHUP, "run", "--headless",
                                                         "--policy", "auto", "--reference",
                                                         SLEEPER, "--target", "cpu",
@@ -185,7 +171,7 @@ CASES: dict[tuple[str, str], Case] = {
         _ran(t, "attach", str(t / "proj"), "--reference", TRAIN, "--headless"))[2],
     ("`attach`", "3"): lambda t: _ran(t, "attach", str(t), "--reference", _flood(t),
                                       "--reference-runs", "1", "--headless",
-                                      preexec_fn=_small_files),
+                                      preexec_fn=small_files),
     ("`attach`", "128+N"): lambda t: _attach(t, (), signal_at_run=signal.SIGTERM),
     ("`localize`", "0"): lambda t: _ran(t, "localize", "--reference", f"{PY} {LOCALIZE}",
                                         "--candidate", f"{PY} {LOCALIZE} --threads 1",

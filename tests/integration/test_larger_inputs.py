@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_run import cli
+from cli_run import clean_env, cli
 
 TRAINER = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "train_batch.py"
 PY = sys.executable
@@ -31,8 +31,7 @@ def test_larger_run_is_its_own_run_judged_for_memory(tmp_path: Path) -> None:
     (tmp_path / "criteria.toml").write_text(
         f"[performance]\nmax_memory_fraction = {limit!r}\n"
         f"[larger]\ncommand = \"{base} --batch {{batch}}\"\nbatch = 64\nsteps = 3\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTSIDE_")}
-    env["OMP_NUM_THREADS"] = "1"
+    env = clean_env(threads=1)
     db = tmp_path / "p.db"
     res = cli("verify", "--reference", f"{base} --batch 8", "--candidate", f"{base} --batch 8",
               "--target", "cpu", "--reference-runs", "1", "--timeout", "240",

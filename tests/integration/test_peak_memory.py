@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_run import cli
+from cli_run import clean_env, cli
 
 TRAINER = Path(__file__).resolve().parents[1] / "fixtures" / "trainers" / "train_ballast.py"
 PY = sys.executable
@@ -23,8 +23,7 @@ MIB = 2**20
 def test_peak_memory_in_the_summary_and_its_limit(tmp_path: Path) -> None:
     (tmp_path / "criteria.toml").write_text(
         "[performance]\nmax_memory_fraction = 0.000001\n")  # any real run is over it
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTSIDE_")}
-    env["OMP_NUM_THREADS"] = "1"
+    env = clean_env(threads=1)
     res = cli("verify", "--reference", f"{PY} {TRAINER}",
               "--candidate", f"{PY} {TRAINER} --ballast-mb 400", "--target", "cpu",
               "--reference-runs", "1", "--timeout", "120",

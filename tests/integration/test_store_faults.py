@@ -5,7 +5,6 @@ and `verify` exits non-zero with "recording failed" instead of hanging on a full
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import sqlite3
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from cli_run import cli, cli_popen
+from cli_run import cli, cli_popen, small_files
 
 from portside.core.log import events as ev
 from portside.store import Store, StoreError
@@ -87,12 +86,6 @@ def test_lock_past_patience_fails_cleanly_and_the_session_is_closed(tmp_path: Pa
         assert ended.reason == "recording failed: locked"
 
 
-def _limit_file_size() -> None:
-    # The DB may not grow past 2 MB: writes beyond fail (EFBIG) instead of killing us.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 20, 2 << 20))
-
-
 def test_verify_with_a_failing_store_stops_the_runs_and_exits(tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
     (tmp_path / "t.py").write_text(
@@ -106,7 +99,7 @@ def test_verify_with_a_failing_store_stops_the_runs_and_exits(tmp_path: Path) ->
     try:
         out = cli("verify", "--reference", cmd, "--candidate", cmd, "--target", "cpu",
                   "--reference-runs", "1", db=tmp_path / "p.db", cwd=tmp_path, timeout=90,
-                  preexec_fn=_limit_file_size)
+                  preexec_fn=small_files)  # the DB may not grow past 2 MB
     finally:
         pids = [int(p) for p in pidfile.read_text().split()] if pidfile.exists() else []
         alive = [p for p in pids if psutil.pid_exists(p)

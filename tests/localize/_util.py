@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from cli_run import clean_env
 
 from portside.core.localize.runs import compare_files, trace_run
 from portside.core.run.runner import Runner
 
 SCRIPT = Path(__file__).parent / "scripts" / "train.py"
-
-
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTSIDE_")}
-    env["OMP_NUM_THREADS"] = "2"
-    return env
 
 
 def command(args: str, python: str = sys.executable) -> str:

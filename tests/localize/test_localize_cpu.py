@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_run import cli
+from cli_run import clean_env, cli
 
-from ._util import clean_env, command, trace_all
+from ._util import command, trace_all
 
 pytestmark = pytest.mark.slow  # two dozen short training runs
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from portside.core.probe import inject_env
+from cli_run import clean_env
 
-from ._util import clean_env
+from portside.core.probe import inject_env
 
 CODE = (
     "import sys, torch\n"

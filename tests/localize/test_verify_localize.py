@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_run import cli
+from cli_run import clean_env, cli
 
 from portside.core.log import events as ev
 
-from ._util import clean_env, command
+from ._util import command
 
 pytestmark = pytest.mark.slow
 
