@@ -5,7 +5,6 @@ that claims success raises ``agent-claim-contradicted``."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable
 from typing import Any
@@ -59,11 +58,10 @@ async def refuse_stop(host: AgentHost, last: str, blocks: int, max_blocks: int,
     if claims_success(last) and not any(c == "agent-claim-contradicted" for c, _, _ in errors):
         from ..checks import agent_claim_contradicted
 
-        a = agent_claim_contradicted(last, [], ", ".join(c for c, _, _ in errors))
-        event = dataclasses.replace(a, severity="critical").raised(host.session_id)
-        event.evidence = {**event.evidence, "at": "stop",
-                          "open_alarms": [{"check": c, "title": t} for c, t, _ in errors]}
-        publish(event)
+        a = agent_claim_contradicted(last, [], ", ".join(c for c, _, _ in errors),
+                                     severity="critical", at="stop",
+                                     open_alarms=[(c, t) for c, t, _ in errors])
+        publish(a.raised(host.session_id))
     publish(ev.SessionState(session_id=host.session_id, state="agent-stop-blocked",
                             detail=f"stop {blocks + 1} of {max_blocks} blocked: {evidence}"))
     return (f"portside ran your version under the checks and error alarms are open: "

@@ -24,7 +24,6 @@ from .alarms import (
     agent_claim_contradicted,
     budget_exhausted,
     check_budget,
-    jsonable,
     sort_alarms,
 )
 from .batch import check_lr_batch
@@ -32,6 +31,8 @@ from .checklist import CHECKS, Check, run_checks
 from .clipping import check_clipping, clip_share
 from .data import check_data
 from .drift import check_drift, drift_criteria
+from .evidence import EVIDENCE, Evidence, jsonable, to_wire
+from .evidence import read as read_evidence
 from .goal import check_goal
 from .integrity import check_integrity
 from .lr import check_lr
@@ -55,7 +56,7 @@ from .slow import check_slow, steady_step_s
 from .step_count import check_step_count
 
 __all__ = [
-    "CHECKS", "KINDS", "SEVERITIES", "TARGETS", "Alarm", "Check", "Comparison",
+    "CHECKS", "EVIDENCE", "KINDS", "SEVERITIES", "TARGETS", "Alarm", "Check", "Comparison", "Evidence",
     "RunEnd", "RunRecords", "clip_share", "drift_criteria",
     "agent_claim_contradicted", "budget_exhausted", "check_budget", "check_clipping",
     "check_data", "check_drift", "check_end", "check_fallback", "check_goal", "check_hardware",
@@ -63,5 +64,5 @@ __all__ = [
     "check_lr_batch", "check_nonfinite", "check_optimizer", "check_precision",
     "check_rank_average", "check_ranks",
     "check_recompilation", "check_slow", "check_step_count", "device_facts", "global_batch",
-    "jsonable", "run_checks", "sort_alarms", "steady_step_s", "to_float", "validate_target",
+    "jsonable", "read_evidence", "run_checks", "sort_alarms", "steady_step_s", "to_float", "to_wire", "validate_target",
 ]

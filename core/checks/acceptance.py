@@ -34,6 +34,7 @@ import numpy as np
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import UNSET, GoalRegression, TooFewReferences
 from .goal import goal_values
 from .records.comparison import Comparison
 
@@ -164,12 +165,17 @@ def check_goal_stat(comparison: Comparison, criteria: Criteria) -> list[Alarm]:
     else:
         failed = not math.isfinite(c) or (worse > tol and worse > spread)
     alarms = []
-    ev = {"metric": g.metric, "candidate": c, "references": ref_vals, "mean": mean,
-          "spread": spread, "tolerance": tol, "worse_by": worse, "direction": g.direction,
-          **{k: v for k, v in test.items() if k not in ("mean",)},
-          "rule": (f"t-test at alpha {alpha:g}" if powered else
-                   "worse than the tolerance and the references' spread (too few references "
-                   "for the test: its rate is not stated)")}
+    # `references`: how many (the test's count, where goal.py's practical rule names the values)
+    ev = GoalRegression(
+        metric=g.metric, candidate=c, references=test["references"], mean=mean, spread=spread,
+        tolerance=tol, worse_by=worse, direction=g.direction, test=test["test"],
+        alpha=test["alpha"], sd=test["sd"], df=test["df"], p=test["p"],
+        t=test.get("t", UNSET), interval=test.get("interval", UNSET),
+        detectable_half=test.get("detectable_half", UNSET),
+        detectable=test.get("detectable", UNSET),
+        rule=(f"t-test at alpha {alpha:g}" if powered else
+              "worse than the tolerance and the references' spread (too few references "
+              "for the test: its rate is not stated)"))
     if failed:
         p = f", p={test['p']:.3g} < alpha {alpha:g}" if powered else ""
         alarms.append(Alarm(
@@ -197,8 +203,7 @@ def check_goal_stat(comparison: Comparison, criteria: Criteria) -> list[Alarm]:
                      "fails when worse than the tolerance and the references' spread")
         alarms.append(Alarm(
             "too-few-references", severity, title,
-            {"metric": g.metric, "references": n, "sd": test["sd"],
-             "detectable": seen, "tolerance": tol, "alpha": alpha,
-             "power": POWER, "references_needed": need},
+            TooFewReferences(metric=g.metric, references=n, sd=test["sd"], detectable=seen,
+                             tolerance=tol, alpha=alpha, power=POWER, references_needed=need),
             key=f"too-few-references:{g.metric}"))
     return alarms

@@ -32,13 +32,22 @@ keep the newest alarm per key and raise each key once.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-import numpy as np
-
 from portside.core.log import events as ev
+
+from .evidence import (
+    EVIDENCE,
+    UNSET,
+    AlarmRef,
+    BudgetExhausted,
+    ClaimContradicted,
+    Evidence,
+    OpenAlarm,
+    to_wire,
+)
 
 SEVERITIES = ev.SEVERITIES  # one severity table: core/log/events.py
 SEVERITY_RANK = ev.SEVERITY_RANK
@@ -48,12 +57,13 @@ KINDS = ev.ALARM_KINDS
 UNOVERRIDABLE = frozenset({"evidence-tampered"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Alarm:
+    """`evidence` is the kind's own Struct (evidence.EVIDENCE); as bare Evidence, none."""
     kind: str
     severity: str
     title: str
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: Evidence = field(default_factory=Evidence)
     key: str = ""
 
     def __post_init__(self) -> None:
@@ -61,9 +71,21 @@ class Alarm:
             raise ValueError(f"bad severity {self.severity!r}")
         if self.kind not in KINDS:  # keeps KINDS the true list of what the checks raise
             raise ValueError(f"alarm kind {self.kind!r} is not in KINDS")
+        if type(self.evidence) not in (EVIDENCE[self.kind], Evidence):
+            raise TypeError(f"{self.kind} evidence is {EVIDENCE[self.kind].__name__}, not "
+                            f"{type(self.evidence).__name__}")
         if not self.key:
             object.__setattr__(self, "key", self.kind)
-        object.__setattr__(self, "evidence", jsonable(self.evidence))
+
+    @cached_property
+    def wire(self) -> dict[str, Any]:
+        """The evidence as the log and the store keep it (evidence.to_wire)."""
+        return to_wire(self.evidence)
+
+    def __eq__(self, other: object) -> bool:  # as recorded: NaN equals NaN
+        return isinstance(other, Alarm) and self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
 
     @property
     def is_error(self) -> bool:
@@ -74,39 +96,17 @@ class Alarm:
         """The event that records this alarm (the one builder of ``alarm.raised``)."""
         return ev.AlarmRaised(session_id=session_id, alarm_id=ev.new_id("al-"), check=self.kind,
                               severity=self.severity,  # type: ignore[arg-type]
-                              title=self.title, evidence=self.evidence, run_id=run_id)
+                              title=self.title, evidence=self.wire, run_id=run_id)
 
     def updated(self, session_id: str, alarm_id: str, step: int | None) -> ev.AlarmUpdated:
         """The event that records this alarm's newer evidence (the one builder of
         ``alarm.updated``; when one is due: checks/refresh.py)."""
         return ev.AlarmUpdated(session_id=session_id, alarm_id=alarm_id, title=self.title,
-                               evidence=self.evidence, step=step)
+                               evidence=self.wire, step=step)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "severity": self.severity, "title": self.title,
-                "evidence": self.evidence, "key": self.key}
-
-
-def jsonable(obj: Any) -> Any:
-    """Plain JSON types only: numpy scalars/arrays unwrapped, NaN/±inf as strings."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return [jsonable(v) for v in obj.tolist()]
-    if isinstance(obj, np.bool_ | bool):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating | float):
-        f = float(obj)
-        if math.isnan(f):
-            return "nan"
-        if math.isinf(f):
-            return "inf" if f > 0 else "-inf"
-        return f
-    return obj
+                "evidence": self.wire, "key": self.key}
 
 
 def sort_alarms(alarms: list[Alarm]) -> list[Alarm]:
@@ -115,22 +115,29 @@ def sort_alarms(alarms: list[Alarm]) -> list[Alarm]:
 
 
 def agent_claim_contradicted(claim: str, contradicted_by: list[Alarm] | None = None,
-                             reason: str = "") -> Alarm:
-    """The agent says it is done while the checks say otherwise (raised by the session engine)."""
+                             reason: str = "", *, severity: str = "error", at: str = "",
+                             open_alarms: list[tuple[str, str]] | None = None) -> Alarm:
+    """The agent says it is done while the checks say otherwise (raised by the session engine;
+    critical where the claim is judged against open alarms: `at` says where, `open_alarms`
+    (check, title) which)."""
     by = contradicted_by or []
     why = reason or ", ".join(sorted({a.kind for a in by})) or "the checks"
-    return Alarm("agent-claim-contradicted", "error",
+    opened = None if open_alarms is None else [OpenAlarm(check=c, title=t) for c, t in open_alarms]
+    return Alarm("agent-claim-contradicted", severity,
                  f"agent claims success, contradicted by {why}",
-                 {"claim": claim[:2000], "reason": reason,
-                  "alarms": [{"kind": a.kind, "severity": a.severity, "title": a.title, "key": a.key}
-                             for a in by]},
+                 ClaimContradicted(
+                     claim=claim[:2000], reason=reason,
+                     alarms=[AlarmRef(kind=a.kind, severity=a.severity, title=a.title, key=a.key)
+                             for a in by],
+                     at=at or UNSET, open_alarms=UNSET if opened is None else opened),
                  key="agent-claim-contradicted")
 
 
 def budget_exhausted(what: str, used: float, limit: float) -> Alarm:
     """A stopping criterion was reached (`what`: attempts | cost_usd | human_minutes)."""
     return Alarm("budget-exhausted", "error", f"budget exhausted: {what} {used:g} of {limit:g}",
-                 {"what": what, "used": used, "limit": limit}, key=f"budget-exhausted:{what}")
+                 BudgetExhausted(what=what, used=used, limit=limit),
+                 key=f"budget-exhausted:{what}")
 
 
 def check_budget(budget: Any, attempts: int, cost_usd: float, human_minutes: float) -> list[Alarm]:

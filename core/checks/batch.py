@@ -23,11 +23,13 @@ import dataclasses as dc
 import math
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import GlobalBatch, GlobalBatchChanged, LrScheduleChanged
 from .lr import check_lr
 from .records.comparison import Comparison
 from .records.records import RunRecords
@@ -39,7 +41,7 @@ def check_lr_batch(c: Comparison, criteria: Criteria) -> list[Alarm]:
     if c.batch is None:
         return plain
     k, cb, rb = c.batch
-    ev = {"candidate_batch": cb, "reference_batch": rb, "batch_ratio": k}
+    cand_batch, ref_batch = _batch(cb), _batch(rb)
     lr0, cand = _first_lr(c.refs), c.cand
     if not (math.isfinite(lr0) and np.isfinite(cand.lr).any()):
         return plain  # no learning rate recorded (a hand-written update): nothing to scale
@@ -49,7 +51,8 @@ def check_lr_batch(c: Comparison, criteria: Criteria) -> list[Alarm]:
             f"global batch {_fmt(cb)} vs reference {_fmt(rb)} with the same learning rate "
             f"{lr0:.6g}{_warmup(c.refs)}: scaling by the batch ratio expects {lr0 * k:.6g} "
             f"(√ rule: {lr0 * math.sqrt(k):.6g})",
-            {**ev, "lr": lr0, "expected_lr": [lr0 * k, lr0 * math.sqrt(k)]},
+            GlobalBatchChanged(candidate_batch=cand_batch, reference_batch=ref_batch,
+                               batch_ratio=k, lr=lr0, expected_lr=[lr0 * k, lr0 * math.sqrt(k)]),
             key="global-batch-changed")]
     for rule, f in (("linear", k), ("sqrt", math.sqrt(k))):
         if not check_lr(c.scaled_lr(f), criteria):
@@ -57,9 +60,25 @@ def check_lr_batch(c: Comparison, criteria: Criteria) -> list[Alarm]:
                 "global-batch-changed", "info",
                 f"global batch {_fmt(cb)} vs reference {_fmt(rb)}, learning rate scaled by "
                 f"{f:.4g} ({rule} rule): compared as scaled",
-                {**ev, "rule": rule, "lr_factor": f}, key="global-batch-changed")]
-    return [dc.replace(a, evidence={**a.evidence, **ev, "expected_lr_factor": [k, math.sqrt(k)]})
-            for a in plain]
+                GlobalBatchChanged(candidate_batch=cand_batch, reference_batch=ref_batch,
+                                   batch_ratio=k, rule=rule, lr_factor=f),
+                key="global-batch-changed")]
+    return [_with_batches(a, cand_batch, ref_batch, k) for a in plain]
+
+
+def _with_batches(a: Alarm, cand: GlobalBatch, ref: GlobalBatch, k: float) -> Alarm:
+    """An lr-schedule-changed alarm with the global batches as evidence, and the lr factors
+    they imply (linear, √)."""
+    assert isinstance(a.evidence, LrScheduleChanged)
+    return dc.replace(a, evidence=msgspec.structs.replace(
+        a.evidence, candidate_batch=cand, reference_batch=ref, batch_ratio=k,
+        expected_lr_factor=[k, math.sqrt(k)]))
+
+
+def _batch(b: dict[str, Any]) -> GlobalBatch:
+    """records/facts.py's global batch, as evidence."""
+    return GlobalBatch(global_=b["global"], world_size=b["world_size"], per_rank=b["per_rank"],
+                       from_=b["from"])
 
 
 def _first_lr(refs: list[RunRecords]) -> float:

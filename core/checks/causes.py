@@ -14,8 +14,11 @@ from __future__ import annotations
 import dataclasses as dc
 from typing import Any
 
+import msgspec
+
 from .alarms import Alarm
 from .clipping import clip_share
+from .evidence import ClippingChanged, GoalRegression, NumericDrift, TooFewReferences
 from .records.comparison import Comparison
 
 
@@ -24,7 +27,8 @@ def link_causes(causes: list[list[Alarm]], consequences: list[list[Alarm]],
     """The cause checks' alarms (a before-reduction clipping alarm dropped where the ranks
     diverged) and the consequence checks' alarms with their causes, each list per check."""
     if any(a.kind == "ranks-diverged" for got in causes for a in got):
-        causes = [[a for a in got if a.evidence.get("reason") != "before-reduction"]
+        causes = [[a for a in got if not (isinstance(a.evidence, ClippingChanged)
+                                          and a.evidence.reason == "before-reduction")]
                   for got in causes]
     if not any(consequences):
         return causes, consequences
@@ -33,9 +37,15 @@ def link_causes(causes: list[list[Alarm]], consequences: list[list[Alarm]],
     if named:
         extra["likely_causes"] = named
     share = clip_share(c)
-    if share is not None and share["differs"]:
+    if share is not None and share.differs:
         extra["clip_share"] = share
     if extra:
-        consequences = [[dc.replace(a, evidence={**a.evidence, **extra}) for a in got]
-                        for got in consequences]
+        consequences = [[_with(a, extra) for a in got] for got in consequences]
     return causes, consequences
+
+
+def _with(a: Alarm, extra: dict[str, Any]) -> Alarm:
+    """A consequence's alarm naming its causes (`likely_causes`, `clip_share`: fields of the
+    drift and goal kinds' evidence)."""
+    assert isinstance(a.evidence, NumericDrift | GoalRegression | TooFewReferences), a.kind
+    return dc.replace(a, evidence=msgspec.structs.replace(a.evidence, **extra))

@@ -17,6 +17,7 @@ import numpy as np
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import ClipConfig, ClippingChanged, ClipShare
 from .ranks import diverged
 from .records import carry
 from .records.comparison import Comparison
@@ -256,7 +257,6 @@ def check_clipping(c: Comparison, criteria: Criteria) -> list[Alarm]:
     rs = [clip_config(r) for r in cuts]
     cs = clip_config(cand)
     min_steps = 1 if final else max(criteria.drift.window, 5)
-    ev: dict[str, Any] = {"candidate": cs, "references": rs}
     ref_vals = sorted({v for s in rs for v in s["max_norm"]})
     ref_all_clip = all(s["clip_steps"] > 0 for s in rs)
     ref_none_clip = all(s["clip_steps"] == 0 for s in rs)
@@ -265,8 +265,9 @@ def check_clipping(c: Comparison, criteria: Criteria) -> list[Alarm]:
         _with_spread(cs, cand)
         for s, r in zip(rs, cuts, strict=True):
             _with_spread(s, r)
-        return [Alarm("clipping-changed", severity, title, {**ev, "reason": reason},
-                      key="clipping-changed")]
+        ev = ClippingChanged(candidate=_config(cs), references=[_config(s) for s in rs],
+                             reason=reason)
+        return [Alarm("clipping-changed", severity, title, ev, key="clipping-changed")]
 
     if cs["clip_steps"] and ref_vals and not _same_values(cs["max_norm"], ref_vals):
         return alarm("max_norm", f"max_norm changed: {_fmt(cs['max_norm'])} vs reference "
@@ -308,6 +309,17 @@ def check_clipping(c: Comparison, criteria: Criteria) -> list[Alarm]:
     return []
 
 
+def _config(cfg: dict[str, Any]) -> ClipConfig:
+    """A run's clip configuration (clip_config, with its rank_spread), as evidence."""
+    return ClipConfig(
+        steps=cfg["steps"], clip_steps=cfg["clip_steps"], max_norm=cfg["max_norm"],
+        uses_share=cfg["uses_share"], clipped_share=cfg["clipped_share"], judged=cfg["judged"],
+        norm_type=cfg["norm_type"], clip_value=cfg["clip_value"],
+        value_steps=cfg["value_steps"], clip_calls=cfg["clip_calls"],
+        world_size=cfg["world_size"], before_reduction=cfg["before_reduction"],
+        rank_spread=cfg["rank_spread"])
+
+
 def _before_reduction(cs: dict[str, Any], rs: list[dict[str, Any]], cand_diverged: bool,
                       cand: RunRecords, cuts: list[RunRecords]) -> str:
     """Why the candidate clips per-rank gradients before they are reduced, or ''."""
@@ -331,7 +343,7 @@ def _before_reduction(cs: dict[str, Any], rs: list[dict[str, Any]], cand_diverge
     return ""
 
 
-def clip_share(cmp: Comparison) -> dict[str, Any] | None:
+def clip_share(cmp: Comparison) -> ClipShare | None:
     """The clipped share of steps, candidate vs references, when the configuration is the same
     (same max_norm); `differs` when the share moved more than the thresholds. Evidence for the
     drift alarm: the gradients changed."""
@@ -347,6 +359,6 @@ def clip_share(cmp: Comparison) -> dict[str, Any] | None:
     c, r = cs["clipped_share"], float(np.mean(ref_shares))
     d = abs(c - r)
     ratio = max(c, r) / max(min(c, r), 1e-12)
-    return {"candidate": c, "reference": r, "max_norm": cs["max_norm"],
-            "differs": bool(d > CLIP_SHARE_PP or (ratio > CLIP_SHARE_RATIO and
-                                                  d >= CLIP_SHARE_MIN_PP))}
+    return ClipShare(candidate=c, reference=r, max_norm=cs["max_norm"],
+                     differs=bool(d > CLIP_SHARE_PP or (ratio > CLIP_SHARE_RATIO and
+                                                        d >= CLIP_SHARE_MIN_PP)))

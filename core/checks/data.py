@@ -16,6 +16,7 @@ from typing import Any
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import DataChanged
 from .records.comparison import Comparison
 from .settings import agreed, alarm, change, reference_facts, same
 
@@ -54,5 +55,5 @@ def check_data(c: Comparison, criteria: Criteria) -> list[Alarm]:
     if not changes:
         return []
     return [alarm("data-changed", "data", "training DataLoader", changes, criteria,
-                  "data-changed", {"candidate_data": mine,
-                                   "reference_data": reference_facts(refs, "data")[0]})]
+                  "data-changed", DataChanged(candidate_data=mine,
+                                              reference_data=reference_facts(refs, "data")[0]))]

@@ -14,6 +14,7 @@ from portside.core.log.criteria import Criteria
 
 from . import drift_rate
 from .alarms import Alarm
+from .evidence import DriftRate, NumericDrift, Spark
 from .records import carry
 from .records.comparison import Comparison
 from .records.facts import steps_per_epoch
@@ -398,20 +399,20 @@ def _level_alarm(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
         "numeric-drift", "error",
         f"{name} sits {direction} the references over the second half, from step "
         f"{int(steps[a])} (mean z {level:+.2f}, beyond ±{thr:.2f})",
-        {
-            "series": name, "test": "level", "mean_z": level, "threshold": thr,
-            "first_step": int(steps[a]), "alarm_step": int(steps[-1]),
-            "worst_step": int(steps[worst]), "direction": direction,
-            "steps_out": out, "window": int(steps.size - a), "smooth": dc.smooth * gap,
-            "sample_gap": gap,
-            "value_first": float(c_s[a]), "envelope_first": [float(elo[a]), float(ehi[a])],
-            "value_worst": float(c_s[worst]),
-            "envelope_worst": [float(elo[worst]), float(ehi[worst])],
-            "reference_runs": len(refs), "aligned_by": al.mode,
-            "rate": cal.level_evidence(len(refs), len(dc.series), m, thr, nu),
-            "spark": {"steps": downsample(steps), "candidate": downsample(c_s),
-                      "lo": downsample(elo), "hi": downsample(ehi)},
-        },
+        NumericDrift(
+            series=name, test="level", mean_z=level, threshold=thr,
+            first_step=int(steps[a]), alarm_step=int(steps[-1]),
+            worst_step=int(steps[worst]), direction=direction,
+            steps_out=out, window=int(steps.size - a), smooth=dc.smooth * gap,
+            sample_gap=gap,
+            value_first=float(c_s[a]), envelope_first=[float(elo[a]), float(ehi[a])],
+            value_worst=float(c_s[worst]),
+            envelope_worst=[float(elo[worst]), float(ehi[worst])],
+            reference_runs=len(refs), aligned_by=al.mode,
+            rate=cal.level_evidence(len(refs), len(dc.series), m, thr, nu),
+            spark=Spark(steps=downsample(steps), candidate=downsample(c_s),
+                        lo=downsample(elo), hi=downsample(ehi)),
+        ),
         key=f"numeric-drift:{name}")
 
 
@@ -442,22 +443,22 @@ def _drift_alarm(refs: list[RunRecords], cand: RunRecords, dc: Any, how: _How,
         "numeric-drift", "error",
         f"{name} leaves the reference envelope from step {int(steps[first])} "
         f"({direction}, {int(in_long.sum())} steps out)",
-        {
-            "series": name, "first_step": int(steps[first]),
-            "alarm_step": int(steps[first + window - 1]),
-            "worst_step": int(steps[worst]), "direction": direction,
-            "steps_out": int(in_long.sum()), "window": window,
-            "smooth": dc.smooth * gap,
-            "sample_gap": gap,
-            "value_first": float(c_s[first]), "envelope_first": [float(elo[first]), float(ehi[first])],
-            "value_worst": float(c_s[worst]), "envelope_worst": [float(elo[worst]), float(ehi[worst])],
-            "reference_runs": len(refs), "aligned_by": al.mode,
-            "rate": (cal.evidence(len(refs), len(dc.series)) if cal is not None else
-                     {"rule": "fixed envelope (rtol, atol, noise_z, window): no rate stated",
-                      "alpha": None}),
-            "spark": {"steps": downsample(steps), "candidate": downsample(c_s),
-                      "lo": downsample(elo), "hi": downsample(ehi)},
-        },
+        NumericDrift(
+            series=name, first_step=int(steps[first]),
+            alarm_step=int(steps[first + window - 1]),
+            worst_step=int(steps[worst]), direction=direction,
+            steps_out=int(in_long.sum()), window=window,
+            smooth=dc.smooth * gap,
+            sample_gap=gap,
+            value_first=float(c_s[first]), envelope_first=[float(elo[first]), float(ehi[first])],
+            value_worst=float(c_s[worst]), envelope_worst=[float(elo[worst]), float(ehi[worst])],
+            reference_runs=len(refs), aligned_by=al.mode,
+            rate=(cal.evidence(len(refs), len(dc.series)) if cal is not None else
+                  DriftRate(rule="fixed envelope (rtol, atol, noise_z, window): no rate stated",
+                            alpha=None)),
+            spark=Spark(steps=downsample(steps), candidate=downsample(c_s),
+                        lo=downsample(elo), hi=downsample(ehi)),
+        ),
         key=f"numeric-drift:{name}")
 
 

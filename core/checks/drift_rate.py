@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .acceptance import t_ppf  # Student's t, the goal test's
+from .evidence import DriftRate
 
 SCALE_QUANTILES = 32  # points of the χ² mixture over the scale's uncertainty
 TESTS = 2  # a series' share of the rate is split between the excursion and the level test
@@ -113,31 +114,31 @@ class Calibration:
         """σ̂ at points with these pooled spread² and noise²."""
         return np.sqrt(np.maximum(spread2, self.kappa2 * noise2))
 
-    def evidence(self, refs: int, per_series: int) -> dict[str, object]:
+    def evidence(self, refs: int, per_series: int) -> DriftRate:
         """The excursion test's rate: `alpha` here is its half of one series' share."""
         total = self.alpha * per_series * TESTS
-        return {"rule": "max-statistic over the run", "alpha": total,
-                "alpha_series": self.alpha * TESTS, "alpha_test": self.alpha,
-                "series_judged": per_series, "threshold_z": self.u,
-                "points": self.points, "lag1_correlation": self.rho, "df": self.df,
-                "kappa2": self.kappa2, "references": refs,
-                "how": (f"band = reference median ± {self.u:.3g}·σ̂·√(1+1/{refs}): "
-                        f"P(max |z| over {self.points} points > {self.u:.3g}) = "
-                        f"{self.alpha:.3g} (alpha {total:g} / {per_series} series / {TESTS} "
-                        f"tests; Rice, lag-1 correlation {self.rho:.3g}, σ̂ with "
-                        f"{self.df:.3g} df)")}
+        return DriftRate(
+            rule="max-statistic over the run", alpha=total, alpha_series=self.alpha * TESTS,
+            alpha_test=self.alpha, series_judged=per_series, threshold_z=self.u,
+            points=self.points, lag1_correlation=self.rho, df=self.df, kappa2=self.kappa2,
+            references=refs,
+            how=(f"band = reference median ± {self.u:.3g}·σ̂·√(1+1/{refs}): "
+                 f"P(max |z| over {self.points} points > {self.u:.3g}) = "
+                 f"{self.alpha:.3g} (alpha {total:g} / {per_series} series / {TESTS} "
+                 f"tests; Rice, lag-1 correlation {self.rho:.3g}, σ̂ with "
+                 f"{self.df:.3g} df)"))
 
     def level_evidence(self, refs: int, per_series: int, points: int, threshold: float,
-                       nu: float) -> dict[str, object]:
+                       nu: float) -> DriftRate:
         total = self.alpha * per_series * TESTS
-        return {"rule": "level over the second half", "alpha": total,
-                "alpha_series": self.alpha * TESTS, "alpha_test": self.alpha,
-                "series_judged": per_series, "threshold_z": threshold, "points": points,
-                "lag1_correlation": self.rho, "df": nu, "references": refs,
-                "how": (f"|mean z| over the second half's {points} points > {threshold:.3g}: "
-                        f"P = {self.alpha:.3g} (alpha {total:g} / {per_series} series / "
-                        f"{TESTS} tests; t with {nu:.3g} df × the sd of a mean of {points} "
-                        f"points of lag-1 correlation {self.rho:.3g})")}
+        return DriftRate(
+            rule="level over the second half", alpha=total, alpha_series=self.alpha * TESTS,
+            alpha_test=self.alpha, series_judged=per_series, threshold_z=threshold,
+            points=points, lag1_correlation=self.rho, df=nu, references=refs,
+            how=(f"|mean z| over the second half's {points} points > {threshold:.3g}: "
+                 f"P = {self.alpha:.3g} (alpha {total:g} / {per_series} series / "
+                 f"{TESTS} tests; t with {nu:.3g} df × the sd of a mean of {points} "
+                 f"points of lag-1 correlation {self.rho:.3g})"))
 
 
 def pooled(x: np.ndarray, width: int) -> np.ndarray:

@@ -10,6 +10,7 @@ import numpy as np
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import GoalRegression
 from .records.records import RunRecords
 
 
@@ -44,7 +45,7 @@ def check_goal(refs: list[RunRecords], cand: RunRecords, criteria: Criteria) -> 
     return [Alarm("goal-regression", "error",
                   f"{g.metric} {c:.6g} vs reference mean {mean:.6g} "
                   f"({'lower' if g.direction == 'max' else 'higher'} is worse)",
-                  {"metric": g.metric, "candidate": c, "references": ref_vals, "mean": mean,
-                   "spread": spread, "tolerance": tol, "worse_by": worse,
-                   "direction": g.direction},
+                  GoalRegression(metric=g.metric, candidate=c, references=ref_vals, mean=mean,
+                                 spread=spread, tolerance=tol, worse_by=worse,
+                                 direction=g.direction),
                   key=f"goal-regression:{g.metric}")]

@@ -17,13 +17,12 @@ The records are folded into each run's `Integrity` (records/integrity.py); this 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import EvidenceTampered
 from .records.comparison import Comparison
 from .records.records import RunRecords
 
@@ -43,7 +42,8 @@ def check_integrity(c: Comparison, criteria: Criteria) -> list[Alarm]:
     if e.failed:
         first = e.failures[0] if e.failures else {}
         out.append(_alarm(f"{e.failed} probe record(s) failed their check: {first.get('why')}",
-                          {"reason": "seal", "failed": e.failed, "first": e.failures[:5]},
+                          EvidenceTampered(reason="seal", failed=e.failed,
+                                           first=e.failures[:5]),
                           "seal"))
     hw = _hardware(candidate)
     if hw is not None:
@@ -52,7 +52,7 @@ def check_integrity(c: Comparison, criteria: Criteria) -> list[Alarm]:
     return out
 
 
-def _alarm(title: str, evidence: dict[str, Any], aspect: str) -> Alarm:
+def _alarm(title: str, evidence: EvidenceTampered, aspect: str) -> Alarm:
     return Alarm("evidence-tampered", "critical", f"evidence tampered: {title}", evidence,
                  key=f"evidence-tampered:{aspect}")
 
@@ -78,11 +78,12 @@ def _hardware(candidate: RunRecords) -> Alarm | None:
     claim = (f"{facts.get('device_kind')} ({facts.get('device_name')})" if need != "torch_xla"
              else "torch_xla")
     return _alarm(f"facts claim {claim} but no process of the run had {_WHAT[need]}",
-                  {"reason": "hardware", "claimed": {k: facts.get(k) for k in
-                                                     ("backend", "device_kind", "device_name",
-                                                      "device_count", "real_devices")},
-                   "observed": kinds, "samples": seen.get("samples"),
-                   "processes": seen.get("processes")}, "hardware")
+                  EvidenceTampered(reason="hardware",
+                                   claimed={k: facts.get(k) for k in
+                                            ("backend", "device_kind", "device_name",
+                                             "device_count", "real_devices")},
+                                   observed=kinds, samples=seen.get("samples"),
+                                   processes=seen.get("processes")), "hardware")
 
 
 def _agreement(pairs: list[tuple[int, float]], rr: RunRecords, name: str) -> float | None:
@@ -119,7 +120,7 @@ def _printed(references: list[RunRecords], candidate: RunRecords) -> list[Alarm]
         if got is not None and got < AGREE:
             out.append(_alarm(f"printed {name} disagrees with the probe's at "
                               f"{1 - got:.0%} of the steps (the references agree)",
-                              {"reason": "printed", "series": name, "agreement": got,
-                               "reference_agreement": refs, "printed": pairs[:10]},
+                              EvidenceTampered(reason="printed", series=name, agreement=got,
+                                               reference_agreement=refs, printed=pairs[:10]),
                               f"printed:{name}"))
     return out

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import dataclasses as dc
 
+import msgspec
+
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm, sort_alarms
+from .evidence import CpuFallback, Evidence, MemoryPeak, Recompilation, RunEnded, Slow
 from .memory import check_memory
 from .records.comparison import Comparison
 from .records.records import RunRecords
@@ -32,9 +35,17 @@ def check_larger(candidate: RunRecords, larger: RunRecords, criteria: Criteria) 
     alarms += check_fallback(alone, criteria)
     alarms += _check_step_time(candidate, larger, criteria)
     at = ", ".join(f"{k}={v}" for k, v in criteria.larger.vars) or "larger inputs"
-    return sort_alarms([dc.replace(a, title=f"at {at}: {a.title}",
-                                   evidence={**a.evidence, "larger": dict(criteria.larger.vars)})
+    variables = dict(criteria.larger.vars)
+    return sort_alarms([dc.replace(a, title=f"at {at}: {a.title}", evidence=_at(a, variables))
                         for a in alarms])
+
+
+def _at(a: Alarm, variables: dict[str, str]) -> Evidence:
+    """The alarm's evidence with the larger run's variables (`larger`: a field of each kind
+    these checks raise)."""
+    assert isinstance(a.evidence, RunEnded | MemoryPeak | Recompilation | CpuFallback | Slow), \
+        a.kind
+    return msgspec.structs.replace(a.evidence, larger=variables)
 
 
 def _check_step_time(candidate: RunRecords, larger: RunRecords,

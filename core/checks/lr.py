@@ -10,6 +10,7 @@ import numpy as np
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import LrScheduleChanged, Spark, UnsetType
 from .records import carry
 from .records.comparison import Comparison, Pairing
 from .records.memo import FoldKey
@@ -19,7 +20,7 @@ from .records.series import downsample
 LR_RTOL = 1e-6  # float noise between schedulers computing the same lr
 
 
-def _lr_by_step(p: Pairing) -> dict[str, Any] | None:
+def _lr_by_step(p: Pairing) -> LrScheduleChanged | None:
     """First learning-rate difference at the same step index; None when they agree (or
     cannot be compared)."""
     cand, r = p.cand, p.ref
@@ -63,7 +64,7 @@ def _lr_rows(st: dict[str, Any], cand: RunRecords, r: RunRecords, g: int, a: int
     return out
 
 
-def _lr_by_progress(p: Pairing) -> dict[str, Any] | None:
+def _lr_by_progress(p: Pairing) -> LrScheduleChanged | None:
     """The same by training progress: the candidate's lr must lie within the reference's at
     the nearest-progress step and its two neighbours (a per-step schedule sampled at 62
     instead of 63 points per epoch falls between the reference's values)."""
@@ -92,7 +93,7 @@ def _lr_by_progress(p: Pairing) -> dict[str, Any] | None:
 
 def _lr_evidence(diff: np.ndarray, steps: np.ndarray, c: np.ndarray, rv: np.ndarray,
                  _lo: np.ndarray, cand: RunRecords, r: RunRecords,
-                 mode: str) -> dict[str, Any] | None:
+                 mode: str) -> LrScheduleChanged | None:
     bad_rows = diff.any(axis=1)
     if not bad_rows.any():
         return None
@@ -102,15 +103,16 @@ def _lr_evidence(diff: np.ndarray, steps: np.ndarray, c: np.ndarray, rv: np.ndar
 
 
 def _lr_found(i: int, grp: int, n_bad: int, steps: np.ndarray, c: np.ndarray, rv: np.ndarray,
-              cand: RunRecords, r: RunRecords, mode: str) -> dict[str, Any]:
-    return {"first_step": int(steps[i]), "group": grp,
-            "candidate_lr": float(c[i, grp]), "reference_lr": float(rv[i, grp]),
-            "steps_differing": n_bad, "steps_compared": int(steps.size),
-            "groups": [int(cand.lr_all.shape[1]), int(r.lr_all.shape[1])], "aligned_by": mode,
-            "scheduler_steps": [_last_finite(cand.col("sched_steps")),
-                                _last_finite(r.col("sched_steps"))],
-            "spark": {"steps": downsample(steps), "candidate": downsample(c[:, 0]),
-                      "reference": downsample(rv[:, 0])}}
+              cand: RunRecords, r: RunRecords, mode: str) -> LrScheduleChanged:
+    return LrScheduleChanged(
+        first_step=int(steps[i]), group=grp,
+        candidate_lr=float(c[i, grp]), reference_lr=float(rv[i, grp]),
+        steps_differing=n_bad, steps_compared=int(steps.size),
+        groups=[int(cand.lr_all.shape[1]), int(r.lr_all.shape[1])], aligned_by=mode,
+        scheduler_steps=[_last_finite(cand.col("sched_steps")),
+                         _last_finite(r.col("sched_steps"))],
+        spark=Spark(steps=downsample(steps), candidate=downsample(c[:, 0]),
+                    reference=downsample(rv[:, 0])))
 
 
 def _last_finite(x: np.ndarray) -> float:
@@ -125,7 +127,7 @@ def check_lr(c: Comparison, criteria: Criteria) -> list[Alarm]:
     are not compared: a short candidate is partial or crashed."""
     if not c.refs or c.cand.n == 0:
         return []
-    best: dict[str, Any] | None = None
+    best: LrScheduleChanged | None = None
     for p in c.pairings:
         by_step = _lr_by_step(p)
         if by_step is None:
@@ -138,11 +140,12 @@ def check_lr(c: Comparison, criteria: Criteria) -> list[Alarm]:
         if best is None:
             best = by_step
     assert best is not None
-    sc, sr = best["scheduler_steps"]
+    assert not isinstance(best.scheduler_steps, UnsetType)
+    sc, sr = best.scheduler_steps
     why = ""
     if sc == 0 and sr > 1:
         why = f" (candidate steps no LR scheduler; reference stepped one {sr:g} times)"
     return [Alarm("lr-schedule-changed", "error",
-                  f"learning rate differs from step {best['first_step']}: "
-                  f"{best['candidate_lr']:.6g} vs reference {best['reference_lr']:.6g}{why}",
+                  f"learning rate differs from step {best.first_step}: "
+                  f"{best.candidate_lr:.6g} vs reference {best.reference_lr:.6g}{why}",
                   best, key="lr-schedule-changed")]

@@ -12,6 +12,7 @@ from typing import Any
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import MemoryPeak
 from .records.comparison import Comparison
 
 
@@ -47,4 +48,8 @@ def check_memory(c: Comparison, criteria: Criteria) -> list[Alarm]:
     return [Alarm("memory-peak", "warning",
                   f"peak {mem['where']} memory {mem['peak_bytes'] / 2**30:.2f} GiB, "
                   f"{mem['fraction']:.0%} of {mem['limit_bytes'] / 2**30:.1f} GiB "
-                  f"(limit {limit:.0%})", {**mem, "limit": limit}, key="memory-peak")]
+                  f"(limit {limit:.0%})",
+                  MemoryPeak(where=mem["where"], peak_bytes=mem["peak_bytes"],
+                             limit_bytes=mem["limit_bytes"], fraction=mem["fraction"],
+                             host_rss_bytes=mem["host_rss_bytes"], limit=limit),
+                  key="memory-peak")]

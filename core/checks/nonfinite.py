@@ -10,6 +10,7 @@ import numpy as np
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import NonFinite
 from .records.comparison import Comparison
 
 
@@ -31,10 +32,10 @@ def check_nonfinite(c: Comparison, criteria: Criteria) -> list[Alarm]:
         alarms.append(Alarm(
             "non-finite", severity,
             f"{name} is {_word(vals[i])} at step {int(cand.steps[i])}{note}",
-            {"series": name, "first_step": int(cand.steps[i]), "value": float(vals[i]),
-             "count": int(mask.sum()),
-             "last_finite_step": int(cand.steps[fin[-1]]) if fin.size else None,
-             "last_finite_value": float(vals[fin[-1]]) if fin.size else None},
+            NonFinite(series=name, first_step=int(cand.steps[i]), value=float(vals[i]),
+                      count=int(mask.sum()),
+                      last_finite_step=int(cand.steps[fin[-1]]) if fin.size else None,
+                      last_finite_value=float(vals[fin[-1]]) if fin.size else None),
             key=f"non-finite:{name}"))
     return alarms
 

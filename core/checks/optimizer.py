@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import Change, OptimizerChanged
 from .records.comparison import Comparison
 from .settings import agreed, alarm, change, reference_facts, same
 
@@ -37,7 +40,7 @@ def check_optimizer(c: Comparison, criteria: Criteria) -> list[Alarm]:
         alarms.append(alarm(
             "optimizer-changed", "optimizer", "",
             [change("optimizers", [_named(o) for o in c_opts], [_named(o) for o in r_opts])],
-            criteria, "optimizer-changed:count"))
+            criteria, "optimizer-changed:count", OptimizerChanged()))
     for r_opt, c_opt in _match(r_opts, c_opts):
         peers = [_same_opt(lst, r_opt) for lst in ref_lists]
         found = [p for p in peers if p is not None]
@@ -47,8 +50,8 @@ def check_optimizer(c: Comparison, criteria: Criteria) -> list[Alarm]:
             alarms.append(alarm(
                 "optimizer-changed", "optimizer", label, changes, criteria,
                 f"optimizer-changed:{r_opt.get('signature') or r_opt.get('index')}",
-                {"optimizer": label, "class": c_opt.get("class"),
-                 "reference_class": r_opt.get("class")}))
+                OptimizerChanged(optimizer=label, class_=c_opt.get("class"),
+                                 reference_class=r_opt.get("class"))))
     return alarms
 
 
@@ -96,7 +99,7 @@ def _match(r_opts: list[dict[str, Any]],
 
 
 def _changes(r_opt: dict[str, Any], c_opt: dict[str, Any],
-             peers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+             peers: list[dict[str, Any]]) -> list[Change]:
     if c_opt.get("class") != r_opt.get("class"):
         return [change("class", c_opt.get("class"), r_opt.get("class"))]
     r_groups, c_groups = r_opt.get("groups") or [], c_opt.get("groups") or []
@@ -136,7 +139,7 @@ def _value_at(opt: dict[str, Any], group: int, key: str, step: int) -> Any:
 
 
 def _mid_run(r_opt: dict[str, Any], c_opt: dict[str, Any],
-             peers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+             peers: list[dict[str, Any]]) -> list[Change]:
     """Settings the same at the first step that differ after a change made during the run
     (on either side), one per setting: the first step they differ at."""
     seen = [(c["group"], c["setting"], c.get("step", 0))
@@ -148,7 +151,7 @@ def _mid_run(r_opt: dict[str, Any], c_opt: dict[str, Any],
                  if max(_times(c_opt, g, k), _times(r_opt, g, k)) >= SCHEDULED}
     cls = c_opt.get("class") or ""
     many = len(r_opt.get("groups") or []) > 1
-    out: dict[tuple[int, str], dict[str, Any]] = {}
+    out: dict[tuple[int, str], Change] = {}
     for group, key, step in sorted(seen, key=lambda x: x[2]):
         if (group, key) in out or (group, key) in scheduled:
             continue
@@ -160,8 +163,8 @@ def _mid_run(r_opt: dict[str, Any], c_opt: dict[str, Any],
             made: dict[str, Any] = next((c for c in c_opt.get("changes") or []
                          if c.get("group") == group and c.get("setting") == key
                          and c.get("step", 0) <= step), {})
-            out[(group, key)] = {**change(f"{key} from step {step}", cv, rv,
-                                          f"{cls} group {group}" if many else cls),
-                                 "step": step, "since": made.get("since"),
-                                 "from": made.get("from", _value_at(c_opt, group, key, -1))}
+            out[(group, key)] = msgspec.structs.replace(
+                change(f"{key} from step {step}", cv, rv, f"{cls} group {group}" if many else cls),
+                step=step, since=made.get("since"),
+                from_=made.get("from", _value_at(c_opt, group, key, -1)))
     return list(out.values())

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import PrecisionChanged
 from .records.comparison import Comparison
 from .settings import agreed, alarm, allowed, change, reference_facts, same
 
@@ -53,11 +56,12 @@ def check_precision(c: Comparison, criteria: Criteria) -> list[Alarm]:
         ch = change(key, a, b)
         if key == "autocast" and b == ["float16"] and a == ["bfloat16"] \
                 and allowed(criteria, "precision", FP16_TO_BF16):
-            ch["allowed"] = True
+            ch = msgspec.structs.replace(ch, allowed=True)
         changes.append(ch)
     if not changes:
         return []
     return [alarm("precision-changed", "precision", "training precision", changes, criteria,
-                  "precision-changed", {"candidate_grad_scaler": mine.get("grad_scaler"),
-                                        "reference_grad_scaler":
-                                            reference_facts(refs, "precision")[0].get("grad_scaler")})]
+                  "precision-changed", PrecisionChanged(
+                      candidate_grad_scaler=mine.get("grad_scaler"),
+                      reference_grad_scaler=reference_facts(refs, "precision")[0].get(
+                          "grad_scaler")))]

@@ -20,6 +20,7 @@ import numpy as np
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import RankAveragingChanged, RanksDiverged
 from .records import carry
 from .records.comparison import Comparison, Pairing
 from .records.memo import FoldKey
@@ -133,10 +134,11 @@ def check_ranks(c: Comparison, criteria: Criteria) -> list[Alarm]:
         "ranks-diverged", "error",
         f"ranks' parameters differ from step {step} on ({len(d['sums'])} ranks): gradients "
         "are not reduced across ranks",
-        {"first_step": step, "ranks": sorted(d["sums"]),
-         "param_sums": {str(k): float(v[i]) for k, v in d["sums"].items()},
-         "relative_spread": float(d["spread"][i]), "steps_checked": int(d["steps"].size),
-         "steps_diverged": int(bad.sum()), "world_size": cand.world_size},
+        RanksDiverged(first_step=step, ranks=sorted(d["sums"]),
+                      param_sums={str(k): float(v[i]) for k, v in d["sums"].items()},
+                      relative_spread=float(d["spread"][i]),
+                      steps_checked=int(d["steps"].size), steps_diverged=int(bad.sum()),
+                      world_size=cand.world_size),
         key="ranks-diverged")]
 
 
@@ -215,9 +217,10 @@ def check_rank_average(c: Comparison, criteria: Criteria) -> list[Alarm]:
             return [Alarm(
                 "rank-averaging-changed", "error",
                 f"{scaled} {how}: gradient norm {g:.3g}× the reference's at the same progress "
-                f"with {w} ranks", {"world_size": w, "grad_norm_ratio": g,
-                                    "grad_norm_ratios": gs, "loss_ratio": lossr,
-                                    "steps_compared": min(x["steps"] for x in ratios if x),
-                                    "direction": "summed" if sign > 0 else "averaged-twice"},
+                f"with {w} ranks",
+                RankAveragingChanged(world_size=w, grad_norm_ratio=g, grad_norm_ratios=gs,
+                                     loss_ratio=lossr,
+                                     steps_compared=min(x["steps"] for x in ratios if x),
+                                     direction="summed" if sign > 0 else "averaged-twice"),
                 key="rank-averaging-changed")]
     return []

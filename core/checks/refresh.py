@@ -55,7 +55,7 @@ class EvidenceRefresh:
         last = self._last.get(alarm.key)
         if last is None:
             return None
-        if alarm.evidence == last.alarm.evidence and alarm.title == last.alarm.title:
+        if alarm.wire == last.alarm.wire and alarm.title == last.alarm.title:
             return None
         if not final:
             if now - last.t < REFRESH_S:

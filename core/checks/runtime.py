@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from portside.core.checks.wanted_hardware import hardware_findings
@@ -12,6 +13,7 @@ from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
 from .crash_cause import classify
+from .evidence import CpuFallback, Hardware, Recompilation, RunEnded
 from .records.comparison import Comparison
 from .records.records import RunRecords
 
@@ -55,9 +57,9 @@ def check_hardware(c: Comparison, criteria: Criteria) -> list[Alarm]:
         if cand.n > 0:
             return [Alarm("unverified-hardware", "warning",
                           f"no device facts recorded: cannot verify target {target}",
-                          {"target": target, "steps": cand.n}, key="unverified-hardware")]
+                          Hardware(target=target, steps=cand.n), key="unverified-hardware")]
         return []
-    ev = {"target": target, **device_facts(facts)}
+    ev = Hardware(target=target, **device_facts(facts))  # FACT_KEYS are Hardware's fields
     alarms: list[Alarm] = []
 
     def wrong(why: str, severity: str = "error") -> None:
@@ -74,10 +76,10 @@ def check_hardware(c: Comparison, criteria: Criteria) -> list[Alarm]:
     computed = compute_devices(facts, cand.rank_facts)
     if computed is not None:
         n, how = computed
-        ev.update(compute_devices=n, compute_devices_how=how)
+        ev = msgspec.structs.replace(ev, compute_devices=n, compute_devices_how=how)
         if len(cand.rank_facts) > 1:
-            ev["rank_compute_devices"] = {str(k): f.get("compute_devices")
-                                          for k, f in sorted(cand.rank_facts.items())}
+            ev = msgspec.structs.replace(ev, rank_compute_devices={
+                str(k): f.get("compute_devices") for k, f in sorted(cand.rank_facts.items())})
         if devices and n != devices and not any(a.kind == "wrong-hardware" and a.is_error
                                                 for a in alarms):
             host = facts.get("device_count")
@@ -92,7 +94,7 @@ def check_hardware(c: Comparison, criteria: Criteria) -> list[Alarm]:
         # One process per device (torchrun, mp.spawn): the devices the ranks' parameters are
         # on, counted across ranks; each rank's own device_count is the whole host's.
         per_rank = {str(k): f.get("param_devices") for k, f in sorted(cand.rank_facts.items())}
-        ev["rank_devices"] = per_rank
+        ev = msgspec.structs.replace(ev, rank_devices=per_rank)
         count = len({(k, d) for k, ds in per_rank.items() for d in (ds or [])}) or count
     if devices and count is not None and int(count) != devices and not any(
             a.kind == "wrong-hardware" and a.is_error for a in alarms):
@@ -167,8 +169,8 @@ def check_recompilation(comparison: Comparison, criteria: Criteria) -> list[Alar
             f"{int(inc[scalar].sum())} compilation(s) where the learning rate left or reached "
             "0 or 1 (torch_xla folds those scalars into the graph, so the next value compiles "
             "once): not counted",
-            {"steps": steps[scalar][:50].tolist(), "compiles": inc[scalar][:50].tolist(),
-             "lr_around": _lr_around(cand.lr[fin], scalar)},
+            Recompilation(steps=steps[scalar][:50].tolist(), compiles=inc[scalar][:50].tolist(),
+                          lr_around=_lr_around(cand.lr[fin], scalar)),
             key="recompilation:special-scalar"))
     at = np.flatnonzero(counted)
     settle = max(criteria.compile.warmup_steps, 3)
@@ -181,9 +183,9 @@ def check_recompilation(comparison: Comparison, criteria: Criteria) -> list[Alar
             f"{int(inc[at[0]])} compilation(s) once at step {int(steps[at[0]])} after warm-up "
             f"(e.g. an evaluation graph between epochs), none in the {after} steps after: "
             "not counted",
-            {"steps": [int(steps[at[0]])], "compiles": [float(inc[at[0]])],
-             "compile_s": [float(np.nan_to_num(cs[at[0]]))], "clean_steps_after": after,
-             "causes": causes},
+            Recompilation(steps=[int(steps[at[0]])], compiles=[float(inc[at[0]])],
+                          compile_s=[float(np.nan_to_num(cs[at[0]]))], clean_steps_after=after,
+                          causes=causes),
             key="recompilation:once"))
         return alarms + _after_training(cand, c, steps, causes)
     total = int(inc[counted].sum())
@@ -192,13 +194,13 @@ def check_recompilation(comparison: Comparison, criteria: Criteria) -> list[Alar
             "recompilation", "error",
             f"{total} compilation(s) in {at.size} training step(s) after warm-up "
             f"(allowed {criteria.compile.max_recompiles}); first at step {int(steps[at[0]])}",
-            {"recompiles": total, "steps": steps[at[:50]].tolist(),
-             "compiles": inc[at[:50]].tolist(),
-             "compile_s": np.nan_to_num(cs[at[:50]]).tolist(),
-             "compile_s_total": float(np.nansum(cs[at])),
-             "warmup_steps": criteria.compile.warmup_steps,
-             "warmup_compiles": int(c[0] + inc[~counted].sum()),
-             "max_recompiles": criteria.compile.max_recompiles, "causes": causes},
+            Recompilation(recompiles=total, steps=steps[at[:50]].tolist(),
+                          compiles=inc[at[:50]].tolist(),
+                          compile_s=np.nan_to_num(cs[at[:50]]).tolist(),
+                          compile_s_total=float(np.nansum(cs[at])),
+                          warmup_steps=criteria.compile.warmup_steps,
+                          warmup_compiles=int(c[0] + inc[~counted].sum()),
+                          max_recompiles=criteria.compile.max_recompiles, causes=causes),
             key="recompilation"))
     return alarms + _after_training(cand, c, steps, causes)
 
@@ -235,8 +237,8 @@ def _after_training(cand: RunRecords, c: np.ndarray, steps: np.ndarray,
         alarms.append(Alarm(
             "recompilation", "info",
             f"{extra} compilation(s) after the last training step (e.g. evaluation), not counted",
-            {"after_training": extra, "last_step": int(steps[-1]),
-             "exit_compiles": ex["compiles"], "causes": causes},
+            Recompilation(after_training=extra, last_step=int(steps[-1]),
+                          exit_compiles=ex["compiles"], causes=causes),
             key="recompilation:after-training"))
     return alarms
 
@@ -254,7 +256,7 @@ def check_fallback(c: Comparison, criteria: Criteria) -> list[Alarm]:
         return []
     return [Alarm("cpu-fallback", "warning",
                   f"{len(bad)} op(s) fell back to CPU: {', '.join(sorted(bad)[:4])}",
-                  {"ops": bad, "allowed": sorted(allowed), "all_fallback_ops": ops},
+                  CpuFallback(ops=bad, allowed=sorted(allowed), all_fallback_ops=ops),
                   key="cpu-fallback")]
 
 
@@ -269,12 +271,13 @@ def check_end(c: Comparison, criteria: Criteria) -> list[Alarm]:
     if end is None:
         return []
     last = int(cand.steps[-1]) if cand.n else None
-    base = {"exit_code": end.exit_code, "signal": end.signal, "wall_s": end.wall_s,
-            "steps": cand.n, "last_step": last}
+    base = RunEnded(exit_code=end.exit_code, signal=end.signal, wall_s=end.wall_s,
+                    steps=cand.n, last_step=last)
     if end.stalled:
         return [Alarm("stalled", "error",
                       f"no output or step for {end.stall_s or '?'} s; stopped after "
-                      f"{cand.n} step(s)", {**base, "stall_s": end.stall_s}, key="stalled")]
+                      f"{cand.n} step(s)", msgspec.structs.replace(base, stall_s=end.stall_s),
+                      key="stalled")]
     if end.timed_out:
         return [Alarm("timed-out", "error", f"wall-clock limit reached after {cand.n} step(s)",
                       base, key="timed-out")]
@@ -283,8 +286,9 @@ def check_end(c: Comparison, criteria: Criteria) -> list[Alarm]:
         msg = (end.error_message or "").strip()
         cause, line = classify(end.error_type, msg, end.tail)
         return [Alarm("crashed", "error", f"{what}: {msg[:200]}" if msg else f"crashed ({what})",
-                      {**base, "error_type": end.error_type, "error_message": msg[:4000],
-                       "cause": cause, "cause_line": line},
+                      msgspec.structs.replace(base, error_type=end.error_type,
+                                              error_message=msg[:4000], cause=cause,
+                                              cause_line=line),
                       key="crashed")]
     if not final or end.exit_code != 0:
         return []
@@ -294,5 +298,5 @@ def check_end(c: Comparison, criteria: Criteria) -> list[Alarm]:
     g = criteria.goal.metric
     if g and cand.last_metric(g) is None and any(r.last_metric(g) is not None for r in refs):
         return [Alarm("no-metrics", "error", f"goal metric {g!r} never reported",
-                      {**base, "metric": g}, key=f"no-metrics:{g}")]
+                      msgspec.structs.replace(base, metric=g), key=f"no-metrics:{g}")]
     return []

@@ -12,9 +12,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import msgspec
+
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import Change, SettingsChanged
 from .records.records import RunRecords
 
 REL_TOL = 1e-9  # float settings written in another way (1e-3 vs 0.001) are equal
@@ -57,24 +60,25 @@ def allowed(criteria: Criteria, group: str, setting: str) -> bool:
     return group in allow or f"{group}.{setting}" in allow
 
 
-def change(setting: str, cand: Any, ref: Any, where: str = "") -> dict[str, Any]:
-    return {"setting": setting, "candidate": cand, "reference": ref, "where": where}
+def change(setting: str, cand: Any, ref: Any, where: str = "") -> Change:
+    return Change(setting=setting, candidate=cand, reference=ref, where=where)
 
 
-def alarm(kind: str, group: str, subject: str, changes: list[dict[str, Any]],
-          criteria: Criteria, key: str, extra: dict[str, Any] | None = None) -> Alarm:
+def alarm(kind: str, group: str, subject: str, changes: list[Change],
+          criteria: Criteria, key: str, evidence: SettingsChanged) -> Alarm:
     """One alarm for a set of changes of one subject (an optimizer, the data pipeline, the
-    precision): error unless every change is allowed by the criteria (then info)."""
-    ok = all(c.get("allowed") or allowed(criteria, group, c["setting"]) for c in changes)
+    precision): error unless every change is allowed by the criteria (then info). `evidence`:
+    the kind's own (OptimizerChanged…), with what it says beside the changes."""
+    ok = all(c.allowed is True or allowed(criteria, group, str(c.setting)) for c in changes)
     shown = "; ".join(
-        f"{c['where'] + ' ' if c['where'] else ''}{c['setting']} {show(c['candidate'])} "
-        f"vs reference {show(c['reference'])}" for c in changes[:3])
+        f"{f'{c.where} ' if c.where else ''}{c.setting} {show(c.candidate)} "
+        f"vs reference {show(c.reference)}" for c in changes[:3])
     more = f" (+{len(changes) - 3} more)" if len(changes) > 3 else ""
     title = f"{subject}{': ' if subject else ''}{shown}{more}"
     if ok:
         title += " (allowed by settings.allow)"
     return Alarm(kind, "info" if ok else "error", title,
-                 {"changes": changes, "allowed": ok, **(extra or {})}, key=key)
+                 msgspec.structs.replace(evidence, changes=changes, allowed=ok), key=key)
 
 
 def settings_summary(facts: dict[str, Any] | None) -> dict[str, Any]:

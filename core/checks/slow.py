@@ -3,11 +3,14 @@ alarm both the candidate and the larger-inputs run use."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import UNSET, Slow
 from .records import carry
 from .records.comparison import Comparison
 from .records.memo import FoldKey
@@ -92,13 +95,18 @@ def check_slow(c: Comparison, criteria: Criteria) -> list[Alarm]:
 
 
 def slow_alarm(step_s: float, base_s: float, limit: float, warmup_steps: int, *,
-               run: str = "candidate", base: str = "reference", key: str = "slow"
+               run: Literal["candidate", "larger"] = "candidate",
+               base: Literal["reference", "candidate"] = "reference", key: str = "slow"
                ) -> list[Alarm]:
-    """`slow` when a steady step is over `limit` times the one it is held to."""
+    """`slow` when a steady step is over `limit` times the one it is held to (the evidence
+    names both by `run` and `base`: candidate_step_s, reference_step_s…)."""
     if base_s <= 0 or step_s / base_s <= limit:
         return []
+    times = {run: step_s, base: base_s}  # the run's and the base's step, by their names
     return [Alarm("slow", "warning",
                   f"steady step {step_s * 1e3:.3g} ms vs {base} {base_s * 1e3:.3g} ms "
                   f"({step_s / base_s:.2f}× > {limit:g}×)",
-                  {f"{run}_step_s": step_s, f"{base}_step_s": base_s, "ratio": step_s / base_s,
-                   "limit": limit, "warmup_steps": warmup_steps}, key=key)]
+                  Slow(larger_step_s=times.get("larger", UNSET),
+                       candidate_step_s=times.get("candidate", UNSET),
+                       reference_step_s=times.get("reference", UNSET), ratio=step_s / base_s,
+                       limit=limit, warmup_steps=warmup_steps), key=key)]

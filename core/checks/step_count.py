@@ -4,13 +4,12 @@ rather than judged for it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from portside.core.log.criteria import Criteria
 
 from .alarms import Alarm
+from .evidence import StepCountDiffers
 from .records.comparison import Comparison
 from .records.facts import steps_per_epoch
 from .records.records import RunRecords
@@ -28,21 +27,18 @@ def check_step_count(c: Comparison, criteria: Criteria) -> list[Alarm]:
     if cand.n in totals and per_c == per_r:
         return []
     by = "progress" if c.by_progress else "step"
-    ev: dict[str, Any] = {
-        "candidate_steps": cand.n, "reference_steps": totals, "aligned_by": by,
-        "candidate_steps_per_epoch": _first(per_c), "reference_steps_per_epoch": _first(per_r),
-        "candidate_batches_per_epoch": _col0(cand, "epoch_batches"),
-        "reference_batches_per_epoch": _col0(refs[0], "epoch_batches"),
-        "candidate_samples_per_step": _col0(cand, "samples"),
-        "reference_samples_per_step": _col0(refs[0], "samples"),
-        "candidate_world_size": cand.world_size, "reference_world_size": refs[0].world_size,
-        "skipped": [float(np.nansum(cand.col("skipped"))),
-                    float(np.nansum(refs[0].col("skipped")))],
-    }
-    per = ""
-    if ev["candidate_steps_per_epoch"] and ev["reference_steps_per_epoch"]:
-        per = (f" ({ev['candidate_steps_per_epoch']} vs {ev['reference_steps_per_epoch']} per "
-               "epoch)")
+    c_per, r_per = _first(per_c), _first(per_r)
+    ev = StepCountDiffers(
+        candidate_steps=cand.n, reference_steps=totals, aligned_by=by,
+        candidate_steps_per_epoch=c_per, reference_steps_per_epoch=r_per,
+        candidate_batches_per_epoch=_col0(cand, "epoch_batches"),
+        reference_batches_per_epoch=_col0(refs[0], "epoch_batches"),
+        candidate_samples_per_step=_col0(cand, "samples"),
+        reference_samples_per_step=_col0(refs[0], "samples"),
+        candidate_world_size=cand.world_size, reference_world_size=refs[0].world_size,
+        skipped=[float(np.nansum(cand.col("skipped"))),
+                 float(np.nansum(refs[0].col("skipped")))])
+    per = f" ({c_per} vs {r_per} per epoch)" if c_per and r_per else ""
     return [Alarm("step-count-differs", "info",
                   f"{cand.n} optimizer steps vs reference {'/'.join(map(str, totals))}{per}: "
                   f"compared by {'training progress' if by == 'progress' else 'step index'}",

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import os
 import uuid
@@ -414,10 +413,11 @@ class ClaudeCodeAgent:
         reason = (f"{tool} {path}: outside the workspace {host.workspace.root}; portside allows "
                   "reads and changes only inside it")
         from portside.core.checks import Alarm
+        from portside.core.checks.evidence import OutsideWorkspace
 
         self._publish(host, Alarm("outside-workspace", "warning",
                                   f"agent tried {tool} outside the workspace: {path}",
-                                  {"tool": tool, "path": path}).raised(host.session_id))
+                                  OutsideWorkspace(tool=tool, path=path)).raised(host.session_id))
         return _deny(reason)
 
     async def _pre_tool_use(self, host: AgentHost, inp: dict[str, Any]) -> dict[str, Any]:
@@ -611,11 +611,9 @@ class ClaudeCodeAgent:
         if any(c == "agent-claim-contradicted" for c, _, _ in errors):
             return  # already open: one is enough
         others = [(c, t) for c, t, _ in errors]
-        a = agent_claim_contradicted(claim, [], ", ".join(c for c, _ in others))
-        event = dataclasses.replace(a, severity="critical").raised(host.session_id)
-        event.evidence = {**event.evidence, "at": "Stop hook",
-                          "open_alarms": [{"check": c, "title": t} for c, t in others]}
-        self._publish(host, event)
+        a = agent_claim_contradicted(claim, [], ", ".join(c for c, _ in others),
+                                     severity="critical", at="Stop hook", open_alarms=others)
+        self._publish(host, a.raised(host.session_id))
 
 
 def _notebook_after(text: str, ti: dict[str, Any]) -> str:

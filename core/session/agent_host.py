@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from portside.core.agent.base import AgentStopped, EditOutcome
 from portside.core.checks import Alarm, agent_claim_contradicted
+from portside.core.checks.evidence import EditMismatch
 from portside.core.log import events as ev
 from portside.core.log.criteria import PatternError, compile_pattern
 from portside.core.safety.terminal_text import clean_line
@@ -203,12 +204,10 @@ class EngineHost:
         errors = e.ledger.open_errors()
         errors_text = "" if e.verifier.candidates else "no candidate run was made"
         if (errors or errors_text) and not raised:
-            contradicted = agent_claim_contradicted(summary, [], errors_text or
-                                                    ", ".join(a.check for a in errors))
             # Critical: the failure the study found hardest to see (success claimed, accuracy lost).
-            contradicted = dataclasses.replace(contradicted, severity="critical")
-            e.raise_alarm(contradicted, open_alarms=[{"check": a.check, "title": a.title}
-                                                     for a in errors])
+            e.raise_alarm(agent_claim_contradicted(
+                summary, [], errors_text or ", ".join(a.check for a in errors),
+                severity="critical", open_alarms=[(a.check, a.title) for a in errors]))
         await e.gate.review_claim(claim)  # type: ignore[arg-type]
         # A reviewer's verdict is an intervention: the ledger holds it, the engine ends on it.
         self.claimed = True
@@ -255,7 +254,7 @@ class EngineHost:
             return ""
         why = f"{edit.path} does not hold the approved text of edit {edit_id} after the agent wrote it"
         e.raise_alarm(Alarm("edit-mismatch", "error", why,
-                            {"edit_id": edit_id, "path": edit.path}))
+                            EditMismatch(edit_id=edit_id, path=edit.path)))
         return why
 
     async def propose_command(self, command: str, description: str, cwd: str) -> EditOutcome:

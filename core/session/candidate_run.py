@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from portside.core.checks import Alarm, RunRecords, run_checks, sort_alarms
+from portside.core.checks.evidence import ReferenceFailed, ReferenceRun
 from portside.core.checks.records.records_fold import IncrementalRecords
 from portside.core.checks.refresh import EvidenceRefresh
 from portside.core.log import events as ev
@@ -114,8 +115,9 @@ class CandidateRun:
         alarm = self.raised["reference-failed:none"] = Alarm(
             "reference-failed", "error",
             "no valid reference run to judge the candidate against",
-            {"references": [{"run": r.run_id, "outcome": r.outcome,
-                             "steps": r.records.n} for r in self.verifier.references]},
+            ReferenceFailed(references=[ReferenceRun(run=r.run_id, outcome=r.outcome,
+                                                     steps=r.records.n)
+                                        for r in self.verifier.references]),
             key="reference-failed:none")
         self.verifier._raise(alarm, self.spec.run_id)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from portside.core.agent.base import AgentAPIError, AgentStopped
-from portside.core.checks import Alarm, check_budget
+from portside.core.checks import Alarm, check_budget, read_evidence
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus, Sink
 from portside.core.log.criteria import DEFAULT_CRITERIA
@@ -202,11 +202,8 @@ class SessionEngine:
             self.verifier.cut_off = f"{why} while this run was live"
         self.stop(why)
 
-    def raise_alarm(self, alarm: Alarm, run_id: str = "", **evidence: Any) -> ev.AlarmRaised:
-        event = alarm.raised(self.session_id, run_id)
-        if evidence:
-            event.evidence = {**event.evidence, **evidence}
-        return self.bus.publish(event)  # type: ignore[return-value]
+    def raise_alarm(self, alarm: Alarm, run_id: str = "") -> ev.AlarmRaised:
+        return self.bus.publish(alarm.raised(self.session_id, run_id))  # type: ignore[return-value]
 
     def budget_alarms(self, extra_attempt: bool = False) -> list[Alarm]:
         """Every stopping criterion reached: attempts made, the ledger's total $ (recorded token
@@ -323,7 +320,7 @@ class SessionEngine:
             if a.run_id:
                 with contextlib.suppress(ValueError):
                     alarms.setdefault(a.run_id, []).append(
-                        Alarm(a.check, a.severity, a.title, a.evidence))
+                        Alarm(a.check, a.severity, a.title, read_evidence(a.check, a.evidence)))
         for run_id, st in started.items():
             fin = finished.get(run_id)
             if fin is None:
@@ -369,10 +366,10 @@ class SessionEngine:
         errors = [a for a in self.ledger.open_errors() if a.check != "agent-claim-contradicted"]
         if not claim or not errors or not claims_success(claim):
             return
-        alarm = agent_claim_contradicted(claim, [], ", ".join(a.check for a in errors))
-        self.raise_alarm(dataclasses.replace(alarm, severity="critical"),
-                         at="imported session's last message",
-                         open_alarms=[{"check": a.check, "title": a.title} for a in errors])
+        self.raise_alarm(agent_claim_contradicted(
+            claim, [], ", ".join(a.check for a in errors), severity="critical",
+            at="imported session's last message",
+            open_alarms=[(a.check, a.title) for a in errors]))
 
     def _decided_already(self) -> bool:
         return bool(self._stop_reason) or self.ledger.verdict is not None

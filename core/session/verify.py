@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from portside.core.checks import Alarm, RunRecords, sort_alarms
+from portside.core.checks.evidence import ReferenceFailed
 from portside.core.checks.larger import check_larger
 from portside.core.checks.records.records_fold import IncrementalRecords
 from portside.core.checks.settings import settings_summary
@@ -366,9 +367,10 @@ class Verifier:
                 "reference-failed", "error",
                 f"reference run #{n} did not train ({result.reason}, exit {result.exit_code}): "
                 f"{why}"[:200],
-                {"run": spec.run_id, "exit_code": result.exit_code, "reason": result.reason,
-                 "error_type": result.error_type, "error_message": result.error_message,
-                 "tail": result.tail[-10:]},
+                ReferenceFailed(run=spec.run_id, exit_code=result.exit_code,
+                                reason=result.reason, error_type=result.error_type,
+                                error_message=result.error_message,
+                                tail=list(result.tail[-10:])),
                 key=f"reference-failed:{n}",
             ))
         for alarm in alarms:

@@ -265,7 +265,7 @@ def judge(cache: Path) -> dict:
             cand = load(p)
             alarms = check_drift(refs, cand, crit)
             rows.setdefault(group, []).append(
-                [p.name, cand.n, [f"{a.evidence.get('series')}@{a.evidence.get('first_step')}"
+                [p.name, cand.n, [f"{a.evidence.series}@{a.evidence.first_step}"
                                   for a in alarms]])
         out[fam.name] = rows
     return out

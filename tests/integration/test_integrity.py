@@ -113,7 +113,7 @@ def test_records_of_another_run_or_edited_or_unsealed_fail(tmp_path: Path) -> No
     alarms = run_checks([], rr, Criteria(), "cpu", final=True)
     tampered = [a for a in alarms if a.kind == "evidence-tampered"]
     assert tampered and tampered[0].severity == "critical"
-    assert tampered[0].evidence["failed"] == 6
+    assert tampered[0].evidence.failed == 6
 
 
 def test_packed_steps_are_checked_expanded_and_refused_when_malformed(tmp_path: Path) -> None:
@@ -223,7 +223,7 @@ def test_insider_sealed_facts_claiming_a_tpu_are_held_to_what_ran(tmp_path: Path
     alarms = run_checks([], rr, Criteria(), "tpu:v5e", final=True)
     hw = [a for a in alarms if a.key == "evidence-tampered:hardware"]
     assert hw and hw[0].severity == "critical", [a.key for a in alarms]
-    assert "tpu" not in hw[0].evidence["observed"]
+    assert "tpu" not in hw[0].evidence.observed
     assert "wrong-hardware" not in {a.kind for a in alarms}  # the facts alone would pass
 
 
@@ -387,4 +387,4 @@ def test_a_cpu_run_cannot_pass_as_a_tpu_by_names_times_or_process_names(
     alarms = run_checks([], rr, Criteria(), "tpu:v5e", final=True)
     hw = [a for a in alarms if a.key == "evidence-tampered:hardware"]
     assert hw and hw[0].severity == "critical", [a.title for a in alarms]
-    assert "tpu" not in hw[0].evidence["observed"]
+    assert "tpu" not in hw[0].evidence.observed

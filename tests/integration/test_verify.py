@@ -123,7 +123,7 @@ def test_each_failure_raises_its_alarm(harness: _Harness, flags: str, kind: str,
     assert report.outcome == outcome
     if kind == "crashed":
         alarm = next(a for a in report.alarms if a.kind == "crashed")
-        assert "boom at step 5" in json.dumps(alarm.evidence) + alarm.title
+        assert "boom at step 5" in json.dumps(alarm.wire) + alarm.title
     if kind == "non-finite":
         assert _kinds(report)["non-finite"] == "critical"
 

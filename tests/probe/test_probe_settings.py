@@ -81,8 +81,8 @@ def test_a_setting_changed_mid_run_is_seen_and_named_with_its_step(probe_run: Pr
     assert a.kind == "optimizer-changed" and a.is_error
     assert f"momentum from step {mom['step']} 0.5 vs reference 0.9" in a.title, a.title
     assert "weight_decay from step" in a.title
-    first = a.evidence["changes"][0]
-    assert (first["candidate"], first["reference"], first["from"]) == (0.5, 0.9, 0.9)
+    first = a.evidence.changes[0]
+    assert (first.candidate, first.reference, first.from_) == (0.5, 0.9, 0.9)
     # The same change in the references (the run is deterministic): the script does it.
     assert _optimizer_alarms(cand, cand) == []
     # A reference that changes it and a candidate that does not: named the same way.

@@ -51,9 +51,9 @@ def test_false_alarm_rate_on_simulated_correct_ports_is_alpha(n: int, direction:
 def test_regression_found_with_p_and_interval() -> None:
     refs = [run(v) for v in (0.86, 0.865, 0.855)]
     (a,) = check_goal_stat(Comparison(refs, run(0.80), final=True), crit(tolerance=0.03))
-    assert a.kind == "goal-regression" and a.is_error and a.evidence["p"] < 0.05
-    assert a.evidence["rule"] == "t-test at alpha 0.05"
-    assert a.evidence["interval"][0] == pytest.approx(0.86 - 2.9200 * 0.005 * (4 / 3) ** 0.5,
+    assert a.kind == "goal-regression" and a.is_error and a.evidence.p < 0.05
+    assert a.evidence.rule == "t-test at alpha 0.05"
+    assert a.evidence.interval[0] == pytest.approx(0.86 - 2.9200 * 0.005 * (4 / 3) ** 0.5,
                                                       abs=1e-4)
     assert "p=" in a.title
     # within the references' noise: no regression, whatever the tolerance
@@ -77,8 +77,8 @@ def test_too_few_references_say_how_many_would_do() -> None:
     refs = [run(v) for v in (86.53, 86.03)]
     alarms = check_goal_stat(Comparison(refs, run(84.89), final=True), crit(tolerance=1.0))
     (w,) = [a for a in alarms if a.kind == "too-few-references"]
-    need = w.evidence["references_needed"]
-    s = w.evidence["sd"]
+    need = w.evidence.references_needed
+    s = w.evidence.sd
     assert detectable(s, need, 0.05, False) <= 1.0 < detectable(s, need - 1, 0.05, False)
     assert need == references_needed(s, 1.0, 0.05, False) and need > 2
     assert f"--reference-runs {need}" in w.title and w.severity == "warning"
@@ -91,7 +91,7 @@ def test_where_no_number_of_references_would_do_it_is_said_as_information() -> N
     refs = [run(v) for v in (86.5, 82.0)]
     alarms = check_goal_stat(Comparison(refs, run(85.0), final=True), crit(tolerance=0.5))
     (w,) = [a for a in alarms if a.kind == "too-few-references"]
-    assert w.severity == "info" and w.evidence["references_needed"] is None
+    assert w.severity == "info" and w.evidence.references_needed is None
     assert "larger [goal] tolerance" in w.title and "more stable goal metric" in w.title
     assert "not even" not in w.title and "references would" not in w.title
 
@@ -101,7 +101,7 @@ def test_underpowered_references_keep_the_practical_rule() -> None:
     refs = [run(85.0), run(88.0)]
     alarms = check_goal_stat(Comparison(refs, run(83.0), final=True), crit(tolerance=0.5))
     (a,) = [x for x in alarms if x.kind == "goal-regression"]
-    assert a.evidence["p"] > 0.05 and a.evidence["rule"].startswith("worse than the tolerance")
+    assert a.evidence.p > 0.05 and a.evidence.rule.startswith("worse than the tolerance")
     assert [x.kind for x in alarms if not x.is_error] == ["too-few-references"]
     assert not [x for x in check_goal_stat(Comparison(refs, run(84.0), final=True),
                                            crit(tolerance=0.5)) if x.is_error]
@@ -109,7 +109,7 @@ def test_underpowered_references_keep_the_practical_rule() -> None:
 
 def test_one_reference_falls_back_to_tolerance_and_spread() -> None:
     (a,) = check_goal_stat(Comparison([run(0.86)], run(0.80), final=True), crit(rtol=0.01))
-    assert a.is_error and a.evidence["p"] is None
+    assert a.is_error and a.evidence.p is None
     assert not check_goal_stat(Comparison([run(0.86)], run(0.855), final=True), crit(rtol=0.01))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from portside.core.checks import Alarm
+from portside.core.checks.evidence import ClipConfig, ClippingChanged
 from portside.core.checks.refresh import REFRESH_GROWTH, REFRESH_S, EvidenceRefresh
 from portside.core.log import events as ev
 from portside.core.log.ledger import fold
@@ -21,7 +22,7 @@ SID = "refresh-1"
 
 def _clip(ref_share: float, steps: int, severity: str = "error") -> Alarm:
     return Alarm("clipping-changed", severity, "max_norm changed: 0.05 vs reference 1",
-                 {"references": [{"clipped_share": ref_share, "steps": steps}]},
+                 ClippingChanged(references=[ClipConfig(clipped_share=ref_share, steps=steps)]),
                  key="clipping-changed")
 
 
@@ -36,7 +37,7 @@ def test_an_update_is_due_after_time_and_growth_and_always_at_the_end() -> None:
     step = int(8 * REFRESH_GROWTH) + 1
     due = r.due(_clip(0.3, step, severity="warning"), step, REFRESH_S * 2, final=False)
     assert due is not None and due[0] == "al-1"
-    assert due[1].severity == "error" and due[1].evidence["references"][0]["steps"] == step
+    assert due[1].severity == "error" and due[1].evidence.references[0].steps == step
     # The final pass records any change, however soon.
     assert r.due(_clip(0.298, step + 1), step + 1, REFRESH_S * 2 + 0.1, final=True) is not None
     assert r.due(_clip(0.298, step + 1), step + 1, REFRESH_S * 9, final=True) is None

@@ -29,8 +29,8 @@ def test_without_a_dataloader_the_batch_is_what_the_steps_consumed():
     refs = [indexed(seed=s) for s in (0, 1, 2)]
     alarms = judge(indexed(world=1, per_rank=32, seed=5), refs)  # per-rank batch as global
     (a,) = [a for a in alarms if a.kind == "global-batch-changed"]
-    assert a.is_error and a.evidence["batch_ratio"] == 0.5
-    assert a.evidence["candidate_batch"]["from"] == "consumed"
+    assert a.is_error and a.evidence.batch_ratio == 0.5
+    assert a.evidence.candidate_batch.from_ == "consumed"
     assert "global-batch-changed" not in kinds(judge(indexed(world=1, per_rank=64, seed=5),
                                                      refs), errors=False)
 
@@ -44,7 +44,7 @@ def test_dataloader_samples_preferred_and_never_mixed_with_consumed_rows():
     refs = [indexed(seed=s, loader=True) for s in (0, 1, 2)]
     alarms = judge(indexed(world=1, per_rank=32, seed=5), refs)
     (a,) = [a for a in alarms if a.kind == "global-batch-changed"]
-    assert a.is_error and a.evidence["reference_batch"]["from"] == "consumed"
+    assert a.is_error and a.evidence.reference_batch.from_ == "consumed"
 
 
 def test_batch_message_quotes_the_lr_past_a_warmup_from_zero():
@@ -56,4 +56,4 @@ def test_batch_message_quotes_the_lr_past_a_warmup_from_zero():
             r["lr"] = [0.1 * (r["step"] / 2)]
     (a,) = [a for a in judge(cand, refs) if a.kind == "global-batch-changed"]
     assert "same learning rate 0.1 (peak, after a warm-up from 0)" in a.title, a.title
-    assert a.evidence["lr"] == 0.1
+    assert a.evidence.lr == 0.1

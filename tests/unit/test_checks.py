@@ -19,6 +19,7 @@ from portside.core.checks import (
     check_drift,
     run_checks,
 )
+from portside.core.checks.evidence import UNSET, NonFinite
 from portside.core.log.criteria import DEFAULT_CRITERIA, parse_criteria
 
 CPU_FACTS = {"type": "facts", "backend": "cpu", "device_kind": "CPU", "device_name": "cpu",
@@ -111,8 +112,8 @@ def test_drift_exactly_window_steps_out(out: int, fires: bool):
     if fires:
         ev = alarms[0].evidence
         assert alarms[0].severity == "error" and alarms[0].key == "numeric-drift:loss"
-        assert ev["first_step"] == 20 and ev["alarm_step"] == 24 and ev["steps_out"] == 5
-        assert ev["direction"] == "above" and ev["envelope_first"] == [1.0, 2.0]
+        assert ev.first_step == 20 and ev.alarm_step == 24 and ev.steps_out == 5
+        assert ev.direction == "above" and ev.envelope_first == [1.0, 2.0]
         json.dumps(alarms[0].to_dict())
 
 
@@ -133,8 +134,8 @@ def test_drift_below_and_worst_step():
     loss[25] = 0.1
     refs, cand = _drift_runs(loss)
     (a,) = check_drift(refs, cand, crit(drift=RAW, acceptance=FIXED))
-    assert a.evidence["direction"] == "below" and a.evidence["worst_step"] == 25
-    assert len(a.evidence["spark"]["candidate"]) == 40
+    assert a.evidence.direction == "below" and a.evidence.worst_step == 25
+    assert len(a.evidence.spark.candidate) == 40
 
 
 def test_drift_partial_series_only_common_steps():
@@ -144,7 +145,7 @@ def test_drift_partial_series_only_common_steps():
     live = RunRecords.from_arrays(loss=loss[:62])  # only 2 steps out so far
     assert check_drift(refs, live, crit(drift=RAW, acceptance=FIXED)) == []
     live = RunRecords.from_arrays(loss=loss[:65])
-    assert check_drift(refs, live, crit(drift=RAW, acceptance=FIXED))[0].evidence["alarm_step"] == 64
+    assert check_drift(refs, live, crit(drift=RAW, acceptance=FIXED))[0].evidence.alarm_step == 64
     # a shorter reference bounds the comparison too
     short_refs = [RunRecords.from_arrays(loss=np.full(60, 1.0)), refs[1]]
     assert check_drift(short_refs, cand, crit(drift=RAW, acceptance=FIXED)) == []
@@ -158,7 +159,7 @@ def test_drift_non_contiguous_steps_align_by_step_number():
     loss = np.full(200, 1.5)
     loss[100:] = 9.0
     (a,) = check_drift(refs, RunRecords.from_arrays(cand_steps, loss=loss), crit(drift=RAW, acceptance=FIXED))
-    assert a.evidence["first_step"] == 100 and a.evidence["alarm_step"] == 108
+    assert a.evidence.first_step == 100 and a.evidence.alarm_step == 108
 
 
 def test_drift_another_seed_gives_no_alarm_with_defaults():
@@ -171,7 +172,7 @@ def test_drift_real_shift_found_with_defaults():
     refs = [RunRecords.from_arrays(loss=noisy(s)) for s in (1, 2)]
     cand = RunRecords.from_arrays(loss=noisy(3, scale=1.4))
     (a,) = check_drift(refs, cand, DEFAULT_CRITERIA)
-    assert a.evidence["series"] == "loss" and a.evidence["direction"] == "above"
+    assert a.evidence.series == "loss" and a.evidence.direction == "above"
 
 
 def _thinned(x: np.ndarray, every: int, phase: int = 0) -> np.ndarray:
@@ -188,8 +189,8 @@ def test_drift_on_a_thinned_grad_norm_is_seen():
             for s in (1, 2, 3)]
     cand = RunRecords.from_arrays(loss=noisy(4), grad_norm=_thinned(4 * noisy(14), 10))
     (a,) = check_drift(refs, cand, DEFAULT_CRITERIA)
-    assert a.key == "numeric-drift:grad_norm" and a.evidence["direction"] == "above"
-    assert a.evidence["sample_gap"] == 50
+    assert a.key == "numeric-drift:grad_norm" and a.evidence.direction == "above"
+    assert a.evidence.sample_gap == 50
 
 
 def test_drift_on_thinned_series_another_seed_is_quiet():
@@ -215,8 +216,8 @@ def test_nan_at_last_step_is_critical():
     cand = run(steps(30, loss=lambda i: "nan" if i == 29 else 1.0))
     alarms = run_checks([ref], cand, DEFAULT_CRITERIA, "cpu", final=True)
     (a,) = [a for a in alarms if a.kind == "non-finite"]
-    assert a.severity == "critical" and a.evidence["first_step"] == 29
-    assert a.evidence["value"] == "nan" and a.evidence["last_finite_step"] == 28
+    assert a.severity == "critical" and a.evidence.first_step == 29
+    assert a.wire["value"] == "nan" and a.evidence.last_finite_step == 28
     assert alarms[0] is a  # most severe first
 
 
@@ -246,7 +247,7 @@ def test_lr_schedule_changed_and_float_noise():
     assert "lr-schedule-changed" not in kinds(run_checks([ref], same, DEFAULT_CRITERIA, "cpu", True))
     (a,) = [a for a in run_checks([ref], dropped, DEFAULT_CRITERIA, "cpu", True)
             if a.kind == "lr-schedule-changed"]
-    assert a.severity == "error" and a.evidence["first_step"] == 10
+    assert a.severity == "error" and a.evidence.first_step == 10
 
 
 def test_lr_different_length_alone_is_not_a_change():
@@ -260,7 +261,7 @@ def test_lr_second_group_compared():
     cand = run(steps(20, lr=lambda i: [0.1, 0.02]))
     (a,) = [a for a in run_checks([ref], cand, DEFAULT_CRITERIA, "cpu", True)
             if a.kind == "lr-schedule-changed"]
-    assert a.evidence["group"] == 1
+    assert a.evidence.group == 1
 
 
 # --- clipping-changed ------------------------------------------------------------------------
@@ -283,17 +284,17 @@ def test_clipping_same_is_quiet():
 
 def test_clipping_max_norm_changed():
     a = _clip_alarm(_clip(), _clip(max_norm=0.05))
-    assert a and a.severity == "error" and a.evidence["reason"] == "max_norm"
-    assert a.evidence["references"][0]["max_norm"] == [1.0]
-    assert a.evidence["candidate"]["max_norm"] == [0.05]
-    assert a.evidence["candidate"]["clipped_share"] == 1.0
+    assert a and a.severity == "error" and a.evidence.reason == "max_norm"
+    assert a.evidence.references[0].max_norm == [1.0]
+    assert a.evidence.candidate.max_norm == [0.05]
+    assert a.evidence.candidate.clipped_share == 1.0
 
 
 def test_clipping_removed_and_added():
     a = _clip_alarm(_clip(), _clip(max_norm=None))
-    assert a and a.evidence["reason"] == "stopped" and a.severity == "error"
+    assert a and a.evidence.reason == "stopped" and a.severity == "error"
     a = _clip_alarm(_clip(max_norm=None), _clip(max_norm=1.0))
-    assert a and a.evidence["reason"] == "started" and a.severity == "error"
+    assert a and a.evidence.reason == "started" and a.severity == "error"
     a = _clip_alarm(_clip(max_norm=None), _clip(max_norm=100.0))
     assert a and a.severity == "warning"  # never active
 
@@ -320,7 +321,7 @@ def test_clip_share_rides_on_the_drift_alarm():
     alarms = run_checks([run(ref)], run(cand, end=OK), DEFAULT_CRITERIA, "cpu", True)
     drift = [a for a in alarms if a.kind == "numeric-drift"]
     assert drift and all(a.key != "numeric-drift:clip-share" for a in drift)
-    assert drift[0].evidence["clip_share"]["candidate"] == 0.5
+    assert drift[0].evidence.clip_share.candidate == 0.5
     assert "clipping-changed" not in kinds(alarms)
 
 
@@ -333,10 +334,10 @@ def test_clip_config_changes_name_their_cause():
         (_clip(n=40, max_norm=None, clip_value=0.5, clip_calls=1), "value-added"),
     ):
         a = _clip_alarm(ref, cand)
-        assert a and a.severity == "error" and a.evidence["reason"] == reason, (reason, a)
+        assert a and a.severity == "error" and a.evidence.reason == reason, (reason, a)
     a = _clip_alarm(_clip(n=40, max_norm=None, clip_value=0.5),
                     _clip(n=40, max_norm=None, clip_value=0.1))
-    assert a and a.evidence["reason"] == "clip_value"
+    assert a and a.evidence.reason == "clip_value"
 
 
 # --- goal-regression -------------------------------------------------------------------------
@@ -399,7 +400,7 @@ def test_hardware(target: str, facts: dict, expect: tuple[str, str] | None):
         assert alarms == []
     else:
         assert [(a.kind, a.severity) for a in alarms] == [expect]
-        assert alarms[0].evidence["target"] == target and "real_devices" in alarms[0].evidence
+        assert alarms[0].evidence.target == target and alarms[0].evidence.real_devices is not UNSET
 
 
 def test_hardware_device_count_and_no_facts():
@@ -441,22 +442,22 @@ def test_recompilation_fixed_shapes_quiet_and_warmup_free():
 
 def test_recompilation_each_step_after_warmup():
     (a,) = _recomp(_compiles([1, 1, 1, 2, 3, 4, 5], exit_compiles=5, causes=["shape change"]))
-    assert a.severity == "error" and a.evidence["recompiles"] == 4
-    assert a.evidence["steps"] == [3, 4, 5, 6] and a.evidence["compile_s_total"] == 2.0
-    assert a.evidence["causes"] == ["shape change"]
+    assert a.severity == "error" and a.evidence.recompiles == 4
+    assert a.evidence.steps == [3, 4, 5, 6] and a.evidence.compile_s_total == 2.0
+    assert a.evidence.causes == ["shape change"]
 
 
 def test_recompilation_allowance():
     r = _compiles([1, 1, 1, 1, 2, 2, 3])
     assert _recomp(r, max_recompiles=2) == []
-    assert _recomp(r, max_recompiles=1)[0].evidence["recompiles"] == 2
+    assert _recomp(r, max_recompiles=1)[0].evidence.recompiles == 2
 
 
 def test_one_burst_between_epochs_is_info_not_counted():
     # The evaluation graph compiles once between epochs (steps 0-2 warm up); nothing after.
     (a,) = _recomp(_compiles([1, 2, 2, 2, 2, 4, 4, 4, 4, 4]))
     assert a.severity == "info" and a.key == "recompilation:once"
-    assert a.evidence["steps"] == [5] and a.evidence["clean_steps_after"] == 4
+    assert a.evidence.steps == [5] and a.evidence.clean_steps_after == 4
 
 
 def test_one_burst_is_undecided_until_it_settles():
@@ -465,8 +466,8 @@ def test_one_burst_is_undecided_until_it_settles():
 
 def test_burst_that_recurs_is_counted():
     (a,) = _recomp(_compiles([1, 2, 2, 2, 2, 4, 4, 4, 4, 4, 6, 6, 6, 6]))
-    assert a.severity == "error" and a.evidence["recompiles"] == 4
-    assert a.evidence["steps"] == [5, 10]
+    assert a.severity == "error" and a.evidence.recompiles == 4
+    assert a.evidence.steps == [5, 10]
 
 
 def _compiles_lr(counts: list[int], lrs: list[float]) -> RunRecords:
@@ -483,9 +484,9 @@ def test_lr_leaving_one_compiles_once_and_is_explained():
     got = {a.key: a for a in _recomp(_compiles_lr(counts, lrs))}
     assert set(got) == {"recompilation:special-scalar", "recompilation:once"}
     assert got["recompilation:special-scalar"].severity == "info"
-    assert got["recompilation:special-scalar"].evidence["steps"] == [5]
-    assert got["recompilation:special-scalar"].evidence["lr_around"] == [[1.0, 0.7, 0.7]]
-    assert got["recompilation:once"].evidence["steps"] == [10]
+    assert got["recompilation:special-scalar"].evidence.steps == [5]
+    assert got["recompilation:special-scalar"].evidence.lr_around == [[1.0, 0.7, 0.7]]
+    assert got["recompilation:once"].evidence.steps == [10]
 
 
 def test_lr_change_between_ordinary_values_explains_nothing():
@@ -493,12 +494,12 @@ def test_lr_change_between_ordinary_values_explains_nothing():
     # later burst it is two bursts, counted as before.
     counts = [1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4]
     (a,) = _recomp(_compiles_lr(counts, [0.5] * 5 + [0.25] * 10))
-    assert a.severity == "error" and a.evidence["recompiles"] == 2
+    assert a.severity == "error" and a.evidence.recompiles == 2
 
 
 def test_compile_after_training_is_info_not_counted():
     (a,) = _recomp(_compiles([1, 1, 1, 1, 1], exit_compiles=3))
-    assert a.severity == "info" and a.evidence["after_training"] == 2
+    assert a.severity == "info" and a.evidence.after_training == 2
     assert a.key == "recompilation:after-training"
 
 
@@ -514,7 +515,7 @@ def test_cpu_fallback():
     assert "cpu-fallback" not in kinds(run_checks([], ok, DEFAULT_CRITERIA, "cpu", True))
     bad = run(steps(5) + [{"type": "exit", "fallback_ops": {"aten::nonzero": 3, "aten::_cdist_forward": 2}}])
     (a,) = [a for a in run_checks([], bad, DEFAULT_CRITERIA, "cpu", True) if a.kind == "cpu-fallback"]
-    assert a.severity == "warning" and a.evidence["ops"] == {"aten::_cdist_forward": 2}
+    assert a.severity == "warning" and a.evidence.ops == {"aten::_cdist_forward": 2}
 
 
 # --- how it ended ----------------------------------------------------------------------------
@@ -523,7 +524,7 @@ def test_cpu_fallback():
 def test_crashed_stalled_timed_out():
     crashed = run(steps(5), end=RunEnd(exit_code=1, error_type="RuntimeError", error_message="boom"))
     (a,) = [a for a in run_checks([], crashed, DEFAULT_CRITERIA, "cpu", True) if a.kind == "crashed"]
-    assert a.severity == "error" and "RuntimeError: boom" in a.title and a.evidence["last_step"] == 4
+    assert a.severity == "error" and "RuntimeError: boom" in a.title and a.evidence.last_step == 4
     stalled = run(steps(5), end=RunEnd(exit_code=-15, signal=15, stalled=True, stall_s=30.0))
     assert [a.kind for a in run_checks([], stalled, DEFAULT_CRITERIA, "cpu", True)] == ["stalled"]
     timed = run(steps(5), end=RunEnd(exit_code=-9, signal=9, timed_out=True))
@@ -548,7 +549,7 @@ def test_slow():
     assert "slow" not in kinds(run_checks([ref], cand, DEFAULT_CRITERIA, "cpu", True))  # 0 = off
     (a,) = [a for a in run_checks([ref], cand, crit(performance={"max_step_time_ratio": 2.0}), "cpu", True)
             if a.kind == "slow"]
-    assert a.severity == "warning" and a.evidence["ratio"] == pytest.approx(3.0)
+    assert a.severity == "warning" and a.evidence.ratio == pytest.approx(3.0)
     assert "slow" not in kinds(run_checks([ref], cand, crit(performance={"max_step_time_ratio": 3.5}), "cpu", True))
 
 
@@ -588,9 +589,14 @@ def test_live_alarm_keys_are_stable():
 
 
 def test_alarm_json_and_helpers():
-    a = Alarm("non-finite", "critical", "t", {"v": np.float64("nan"), "arr": np.arange(3), "b": np.bool_(True)})
-    assert a.evidence == {"v": "nan", "arr": [0, 1, 2], "b": True} and a.key == "non-finite"
+    # numpy values and NaN recorded as plain JSON (numpy unwrapped, NaN as a string)
+    a = Alarm("non-finite", "critical", "t", NonFinite(value=np.float64("nan"), first_step=np.int64(3),
+                                                       last_finite_value=np.float32(0.5)))
+    assert a.wire == {"first_step": 3, "value": "nan", "last_finite_value": 0.5} and a.key == "non-finite"
+    assert type(a.wire["first_step"]) is int
     json.dumps(a.to_dict(), allow_nan=False)
+    with pytest.raises(TypeError):  # a kind's evidence is its own Struct
+        Alarm("slow", "warning", "t", NonFinite())
     with pytest.raises(ValueError):
         Alarm("x", "fatal", "t")
     c = agent_claim_contradicted("all done, accuracy matches", [a])
@@ -598,7 +604,7 @@ def test_alarm_json_and_helpers():
     b = budget_exhausted("attempts", 10, 10)
     assert b.key == "budget-exhausted:attempts" and b.is_error
     budget = crit(budget={"max_attempts": 3, "max_cost_usd": 5.0}).budget
-    assert [x.evidence["what"] for x in check_budget(budget, 3, 6.0, 100.0)] == ["attempts", "cost_usd"]
+    assert [x.evidence.what for x in check_budget(budget, 3, 6.0, 100.0)] == ["attempts", "cost_usd"]
     assert check_budget(budget, 2, 1.0, 100.0) == []
 
 

@@ -10,7 +10,15 @@ import math
 import pytest
 from test_progress_ranks import OK, REFS, mnist_like
 
-from portside.core.checks import CHECKS, Alarm, Comparison, RunRecords, check_lr_batch, run_checks
+from portside.core.checks import (
+    CHECKS,
+    Alarm,
+    Comparison,
+    RunRecords,
+    check_lr_batch,
+    read_evidence,
+    run_checks,
+)
 from portside.core.checks.causes import link_causes
 from portside.core.checks.lr import check_lr
 from portside.core.checks.records import comparison as comparison_mod
@@ -30,7 +38,7 @@ def test_one_alignment_for_every_check() -> None:
     c = Comparison(refs, cand, final=True)
     assert c.by_progress and c.alignment.mode == "progress"
     assert all(p.by_progress and p.alignment.mode == "progress" for p in c.pairings)
-    by = {a.kind: a.evidence.get("aligned_by") for a in run_checks(refs, cand, DEFAULT_CRITERIA,
+    by = {a.kind: getattr(a.evidence, "aligned_by", None) for a in run_checks(refs, cand, DEFAULT_CRITERIA,
                                                                     "cpu", True)}
     assert by["lr-schedule-changed"] == by["step-count-differs"] == "progress", by
     same = Comparison(refs, records(mnist_like(63, seed=5)), final=True)
@@ -81,10 +89,10 @@ def test_a_scaled_lr_is_judged_as_records_with_that_lr(factor: float) -> None:
         assert all(s.progress_map is p.progress_map
                    for s, p in zip(scaled.pairings, c.pairings, strict=True))
     if factor == 1.5:
-        assert a.kind == "lr-schedule-changed" and a.evidence["batch_ratio"] == 2.0
+        assert a.kind == "lr-schedule-changed" and a.evidence.batch_ratio == 2.0
     else:
         assert (a.kind, a.severity) == ("global-batch-changed", "info")
-        assert a.evidence["lr_factor"] == pytest.approx(factor)
+        assert a.evidence.lr_factor == pytest.approx(factor)
 
 
 def test_a_carried_lr_verdict_is_about_its_own_reference() -> None:
@@ -100,11 +108,11 @@ def test_a_carried_lr_verdict_is_about_its_own_reference() -> None:
     got = check_lr(Comparison([b_ref], live.snapshot(None, "cand")), DEFAULT_CRITERIA)
     want = check_lr(Comparison([b_ref], records(cand)), DEFAULT_CRITERIA)
     assert [x.to_dict() for x in got] == [x.to_dict() for x in want]
-    assert got and got[0].evidence["first_step"] == 0
+    assert got and got[0].evidence.first_step == 0
 
 
 def alarm(kind: str, severity: str = "error", **evidence: object) -> Alarm:
-    return Alarm(kind, severity, kind, dict(evidence), key=kind)
+    return Alarm(kind, severity, kind, read_evidence(kind, evidence), key=kind)
 
 
 def test_consequences_name_their_error_causes() -> None:
@@ -114,11 +122,11 @@ def test_consequences_name_their_error_causes() -> None:
     drift = alarm("numeric-drift")
     causes, (got,) = link_causes([[lr, info], [clip]], [[drift]], c)
     assert causes == [[lr, info], [clip]]
-    assert got[0].evidence["likely_causes"] == ["clipping-changed", "lr-schedule-changed"]
+    assert got[0].evidence.likely_causes == ["clipping-changed", "lr-schedule-changed"]
     # ranks that never reduce are the cause, not where the clipping sits
     causes, (got,) = link_causes([[lr], [clip], [alarm("ranks-diverged")]], [[drift]], c)
     assert causes == [[lr], [], [alarm("ranks-diverged")]]
-    assert got[0].evidence["likely_causes"] == ["lr-schedule-changed", "ranks-diverged"]
+    assert got[0].evidence.likely_causes == ["lr-schedule-changed", "ranks-diverged"]
     assert link_causes([[info]], [[drift]], c)[1] == [[drift]]  # nothing at error level
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from portside.core.checks import RunEnd, RunRecords, run_checks
+from portside.core.checks.evidence import UNSET
 from portside.core.log.criteria import parse_criteria
 from portside.core.probe import _facts
 
@@ -106,8 +107,8 @@ def test_spmd_port_that_shards_nothing_is_wrong_hardware_with_both_figures():
     assert (a.kind, a.severity) == ("wrong-hardware", "error")
     assert "computed on 1 device(s), 4 expected" in a.title and "4 on the host" in a.title
     assert how in a.title
-    assert a.evidence["compute_devices"] == 1 and a.evidence["device_count"] == 4
-    assert a.evidence["compute_devices_how"] == how
+    assert a.evidence.compute_devices == 1 and a.evidence.device_count == 4
+    assert a.evidence.compute_devices_how == how
 
 
 def test_spmd_port_that_splits_its_step_four_ways_passes():
@@ -130,7 +131,7 @@ def test_ranks_add_up():
     assert hardware(run(*[rank] * 4), target="cpu") == []
     (a,) = hardware(run(*[rank] * 2), target="cpu")
     assert "computed on 2 device(s), 4 expected" in a.title and "2 ranks" in a.title
-    assert a.evidence["rank_compute_devices"] == {"0": 1, "1": 1}
+    assert a.evidence.rank_compute_devices == {"0": 1, "1": 1}
 
 
 def test_cuda_ranks_on_one_gpu_count_once():
@@ -146,7 +147,7 @@ def test_logs_without_the_fact_keep_the_host_count():
     # before compute_devices: the unsharded port passed on the host's 4 devices
     assert hardware(run(XLA_CPU)) == []
     (a,) = hardware(run({**XLA_CPU, "device_count": 1}))
-    assert "1 device(s) seen, 4 expected" in a.title and "compute_devices" not in a.evidence
+    assert "1 device(s) seen, 4 expected" in a.title and a.evidence.compute_devices is UNSET
 
 
 def test_a_wrong_kind_is_not_also_a_wrong_count():

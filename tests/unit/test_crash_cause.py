@@ -40,8 +40,8 @@ def test_the_cause_rides_on_the_crash_alarm_from_the_tail() -> None:
                        "Torchscript:", "def step(x):"))
     cand = RunRecords.from_records([{"type": "step", "step": 0, "loss": 1.0}], end=end)
     (alarm,) = check_end(Comparison([], cand, final=True), None)  # type: ignore[arg-type]
-    assert (alarm.kind, alarm.evidence["cause"]) == ("crashed", "compile-error")
-    assert alarm.evidence["cause_line"].startswith("Python builtin <built-in function open>")
+    assert (alarm.kind, alarm.evidence.cause) == ("crashed", "compile-error")
+    assert alarm.evidence.cause_line.startswith("Python builtin <built-in function open>")
 
 
 def test_a_fused_optimizer_on_a_device_without_its_kernel_is_an_unsupported_op() -> None:

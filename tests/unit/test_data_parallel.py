@@ -79,8 +79,8 @@ def test_halved_global_batch_with_the_same_lr_is_flagged():
     alarms = judge(ddp_run(world=1, per_rank=32, seed=5))
     (a,) = [a for a in alarms if a.kind == "global-batch-changed"]
     assert a.is_error and "lr-schedule-changed" not in kinds(alarms)
-    assert a.evidence["batch_ratio"] == 0.5
-    assert abs(a.evidence["expected_lr"][0] - 0.05) < 1e-12
+    assert a.evidence.batch_ratio == 0.5
+    assert abs(a.evidence.expected_lr[0] - 0.05) < 1e-12
     # the per-rank batch doubled on the same ranks: the same fault
     assert "global-batch-changed" in kinds(judge(ddp_run(world=2, per_rank=64, seed=5)))
 
@@ -92,7 +92,7 @@ def test_lr_scaled_by_the_batch_ratio_passes_and_is_reported():
         alarms = judge(cand)
         assert not kinds(alarms), [a.title for a in alarms]
         (info,) = [a for a in alarms if a.kind == "global-batch-changed"]
-        assert info.severity == "info" and info.evidence["rule"] == rule
+        assert info.severity == "info" and info.evidence.rule == rule
 
 
 def test_lr_scaled_by_another_factor_or_schedule_dropped_is_lr_schedule_changed():
@@ -109,17 +109,17 @@ def test_lr_scaled_by_another_factor_or_schedule_dropped_is_lr_schedule_changed(
 def test_gradients_summed_over_ranks_are_flagged():
     alarms = judge(ddp_run(grad_scale=2.0, seed=5))
     (a,) = [a for a in alarms if a.kind == "rank-averaging-changed"]
-    assert a.is_error and a.evidence["direction"] == "summed"
-    assert abs(a.evidence["grad_norm_ratio"] - 2.0) < 0.1
+    assert a.is_error and a.evidence.direction == "summed"
+    assert abs(a.evidence.grad_norm_ratio - 2.0) < 0.1
     # the drift alarm the scaled norms cause points at it
     drift = [a for a in alarms if a.kind == "numeric-drift"]
-    assert drift and all("rank-averaging-changed" in d.evidence["likely_causes"] for d in drift)
+    assert drift and all("rank-averaging-changed" in d.evidence.likely_causes for d in drift)
 
 
 def test_gradients_averaged_twice_are_flagged():
     (a,) = [a for a in judge(ddp_run(grad_scale=0.5, seed=5))
             if a.kind == "rank-averaging-changed"]
-    assert a.evidence["direction"] == "averaged-twice"
+    assert a.evidence.direction == "averaged-twice"
 
 
 def test_correctly_averaged_and_single_process_runs_are_not_flagged():
@@ -146,4 +146,4 @@ def test_gradient_norm_is_not_drift_under_another_global_batch():
     assert not kinds(alarms), [a.title for a in alarms]
     # the same global batch: the same 0.7x norm is drift
     alarms = judge(ddp_run(grad_scale=0.7, seed=5))
-    assert any(a.kind == "numeric-drift" and a.evidence["series"] == "grad_norm" for a in alarms)
+    assert any(a.kind == "numeric-drift" and a.evidence.series == "grad_norm" for a in alarms)

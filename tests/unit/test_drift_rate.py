@@ -73,24 +73,24 @@ def test_the_fixed_envelope_states_no_rate_and_its_rate_grows_with_the_steps() -
     assert rates[1] > rates[0] + 0.15
     runs = [seed_run(rng, 200) for _ in range(3)]
     (a,) = check_drift(runs, seed_run(rng, 200, shift=0.4), fixed)
-    assert a.evidence["rate"]["alpha"] is None
+    assert a.evidence.rate.alpha is None
 
 
 def test_a_real_change_is_found_and_the_alarm_states_its_rate() -> None:
     rng = np.random.default_rng(3)
     refs = [seed_run(rng, 400) for _ in range(3)]
     (a,) = check_drift(refs, seed_run(rng, 400, shift=0.2), crit(0.05))
-    rate = a.evidence["rate"]
+    rate = a.evidence.rate
     # a floor moved a little from mid-run: no point leaves the band, the level test over the
     # second half finds it
-    assert a.evidence["test"] == "level" and rate["rule"] == "level over the second half"
-    assert rate["alpha"] == 0.05 and rate["alpha_test"] == 0.025
-    assert rate["points"] == 200 and rate["references"] == 3 and a.evidence["first_step"] == 200
-    u = rate["threshold_z"]
+    assert a.evidence.test == "level" and rate.rule == "level over the second half"
+    assert rate.alpha == 0.05 and rate.alpha_test == 0.025
+    assert rate.points == 200 and rate.references == 3 and a.evidence.first_step == 200
+    u = rate.threshold_z
     # the threshold is the one whose two-sided tail is alpha / 2 tests
-    assert level_threshold(0.025, 200, round(rate["lag1_correlation"], 3), 3)[0] == u
-    assert abs(a.evidence["mean_z"]) > u
-    assert f"{u:.3g}" in rate["how"] and "alpha 0.05" in rate["how"]
+    assert level_threshold(0.025, 200, round(rate.lag1_correlation, 3), 3)[0] == u
+    assert abs(a.evidence.mean_z) > u
+    assert f"{u:.3g}" in rate.how and "alpha 0.05" in rate.how
 
 
 def test_a_short_large_excursion_is_found_by_the_band_and_states_its_rate() -> None:
@@ -100,15 +100,15 @@ def test_a_short_large_excursion_is_found_by_the_band_and_states_its_rate() -> N
     bump = RunRecords.from_arrays(loss=np.where((np.arange(400) >= 100) & (np.arange(400) < 130),
                                                 cand.loss + 1.0, cand.loss))
     (a,) = check_drift(refs, bump, crit(0.05))
-    rate = a.evidence["rate"]
-    assert rate["rule"] == "max-statistic over the run" and rate["alpha"] == 0.05
-    assert 100 <= a.evidence["first_step"] < 130 and rate["points"] == 400
-    u = rate["threshold_z"]
+    rate = a.evidence.rate
+    assert rate.rule == "max-statistic over the run" and rate.alpha == 0.05
+    assert 100 <= a.evidence.first_step < 130 and rate.points == 400
+    u = rate.threshold_z
     # the band's threshold: the whole-run tail at alpha / 2 tests, the scale's df those of the
     # wide stretch its spread-to-noise ratio is pooled over (400 / 8 points, 2 df a smoothing)
-    assert rate["df"] == pytest.approx(2 * 50 / 10)
-    assert threshold(0.025, 400, round(rate["lag1_correlation"], 3), round(rate["df"], 1)) == u
-    assert f"{u:.3g}" in rate["how"]
+    assert rate.df == pytest.approx(2 * 50 / 10)
+    assert threshold(0.025, 400, round(rate.lag1_correlation, 3), round(rate.df, 1)) == u
+    assert f"{u:.3g}" in rate.how
 
 
 def spiky_grad_norm(rng: np.random.Generator, steps: int, shift: float = 0.0) -> RunRecords:

@@ -33,7 +33,7 @@ def test_printed_loss_that_is_not_the_trained_loss_is_tampered() -> None:
     assert check_integrity(Comparison(refs, honest), DEFAULT_CRITERIA) == []
     alarms = check_integrity(Comparison(refs, forged), DEFAULT_CRITERIA)
     assert [a.key for a in alarms] == ["evidence-tampered:printed:loss"]
-    assert alarms[0].severity == "critical" and alarms[0].evidence["agreement"] < 0.2
+    assert alarms[0].severity == "critical" and alarms[0].evidence.agreement < 0.2
 
 
 def test_no_yardstick_when_the_references_print_something_else() -> None:

@@ -76,8 +76,8 @@ def test_checks_on_the_larger_run() -> None:
     assert set(alarms) == {"recompilation", "slow"}
     assert alarms["recompilation"].severity == "error"
     assert alarms["recompilation"].title.startswith("at batch=64, seq=a b: 2 compilation(s)")
-    assert alarms["slow"].evidence["ratio"] == pytest.approx(4.0)
-    assert alarms["slow"].evidence["larger"] == {"batch": 64, "seq": "a b"}
+    assert alarms["slow"].evidence.ratio == pytest.approx(4.0)
+    assert alarms["slow"].evidence.larger == {"batch": 64, "seq": "a b"}
     within = dc.replace(c, larger=dc.replace(c.larger, max_step_time_ratio=5.0))
     assert "slow" not in {a.kind for a in check_larger(cand, big, within)}
 
@@ -91,7 +91,7 @@ def test_a_crash_at_the_larger_size_says_out_of_memory() -> None:
         exit_code=1, error_type="RuntimeError", error_message=line.split(": ", 1)[1],
         tail=("Traceback (most recent call last):", line)))
     (alarm,) = check_larger(cand, big, c)
-    assert (alarm.kind, alarm.evidence["cause"]) == ("crashed", "out-of-memory")
+    assert (alarm.kind, alarm.evidence.cause) == ("crashed", "out-of-memory")
     assert alarm.title.startswith("at batch=64, seq=a b: RuntimeError")
 
 

@@ -46,26 +46,26 @@ def test_drop_last_with_per_epoch_steplr_passes():
     alarms = judge(REFS, mnist_like(62, seed=5))
     assert not [a for a in alarms if a.is_error], [a.title for a in alarms]
     (info,) = [a for a in alarms if a.kind == "step-count-differs"]
-    assert info.severity == "info" and info.evidence["aligned_by"] == "progress"
-    assert (info.evidence["candidate_steps_per_epoch"], info.evidence["reference_steps_per_epoch"]) \
+    assert info.severity == "info" and info.evidence.aligned_by == "progress"
+    assert (info.evidence.candidate_steps_per_epoch, info.evidence.reference_steps_per_epoch) \
         == (62, 63)
 
 
 def test_drop_last_with_the_schedule_dropped_fails():
     alarms = judge(REFS, mnist_like(62, seed=5, gamma=None))
     (lr,) = [a for a in alarms if a.kind == "lr-schedule-changed"]
-    assert lr.is_error and lr.evidence["aligned_by"] == "progress"
+    assert lr.is_error and lr.evidence.aligned_by == "progress"
     # epoch 1 from step 62; its first step is within the boundary's tolerance (the reference's
     # neighbour there is the last step of epoch 0), the second is not
-    assert lr.evidence["first_step"] == 63
-    assert lr.evidence["steps_differing"] >= 12 * 61
-    assert lr.evidence["candidate_lr"] == 1.0 and lr.evidence["reference_lr"] == 0.7
+    assert lr.evidence.first_step == 63
+    assert lr.evidence.steps_differing >= 12 * 61
+    assert lr.evidence.candidate_lr == 1.0 and lr.evidence.reference_lr == 0.7
 
 
 def test_other_gamma_fails_and_same_steps_compare_by_index():
     alarms = judge(REFS, mnist_like(63, seed=5, gamma=0.5))
     (lr,) = [a for a in alarms if a.kind == "lr-schedule-changed"]
-    assert lr.evidence["aligned_by"] == "step" and lr.evidence["first_step"] == 63
+    assert lr.evidence.aligned_by == "step" and lr.evidence.first_step == 63
     assert not [a for a in alarms if a.kind == "step-count-differs"]
 
 
@@ -93,7 +93,7 @@ def test_skipped_steps_align_by_updates_not_progress():
     cand = mnist_like(30, epochs=4, seed=3)
     alarms = judge([ref], cand)
     (info,) = [a for a in alarms if a.kind == "step-count-differs"]
-    assert info.evidence["aligned_by"] == "step" and info.evidence["skipped"] == [0.0, 6.0]
+    assert info.evidence.aligned_by == "step" and info.evidence.skipped == [0.0, 6.0]
 
 
 # --- multi-rank ------------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def test_correct_data_parallel_port_passes():
 def test_parameters_apart_across_ranks_is_ranks_diverged():
     alarms = judge([ranked()], ranked(diverge=True))
     (a,) = [a for a in alarms if a.kind == "ranks-diverged"]
-    assert a.is_error and a.evidence["first_step"] == 10 and a.evidence["ranks"] == [0, 1]
+    assert a.is_error and a.evidence.first_step == 10 and a.evidence.ranks == [0, 1]
     # never reduced, also clipped unreduced: the cause is the missing reduction, live too
     cand = RunRecords.from_records(ranked(diverge=True, reduced_flag=False, n=25), None)
     live = run_checks([RunRecords.from_records(ranked(), OK)], cand, DEFAULT_CRITERIA, "cpu",
@@ -141,14 +141,14 @@ def test_clipping_before_the_reduction_is_clipping_changed():
     # structural: the probe saw no reduction before the clip
     (a,) = [a for a in judge([ranked()], ranked(reduced_flag=False))
             if a.kind == "clipping-changed"]
-    assert a.evidence["reason"] == "before-reduction" and "reference clips after" in a.title
+    assert a.evidence.reason == "before-reduction" and "reference clips after" in a.title
     # from the data alone (xmp-style: no flag): per-rank norms differ, the reference's agree
     cand = [dict(r) for r in ranked(local_clip=True)]
     for r in cand:
         r.pop("clip_reduced", None)
     (a,) = [a for a in judge([ranked()], cand) if a.kind == "clipping-changed"]
-    assert a.evidence["reason"] == "before-reduction"
-    assert a.evidence["candidate"]["rank_spread"] > 0.1
+    assert a.evidence.reason == "before-reduction"
+    assert a.evidence.candidate.rank_spread > 0.1
 
 
 def test_rank_device_count_across_ranks():
@@ -157,4 +157,4 @@ def test_rank_device_count_across_ranks():
     crit = parse_criteria("[hardware]\ndevices = 4\n")
     alarms = run_checks([], RunRecords.from_records(ranked(world=2), OK), crit, "cpu", True)
     (a,) = [a for a in alarms if a.kind == "wrong-hardware"]
-    assert "2 device(s) seen, 4 expected" in a.title and a.evidence["rank_devices"]
+    assert "2 device(s) seen, 4 expected" in a.title and a.evidence.rank_devices

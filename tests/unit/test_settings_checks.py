@@ -62,8 +62,8 @@ def test_gan_generator_betas_named_with_both_values_whatever_the_order() -> None
     (a,) = check_optimizer(Comparison(refs(), cand, final=True), DEFAULT)
     assert a.kind == "optimizer-changed" and a.severity == "error"
     assert a.title == "netG: Adam betas (0.9, 0.999) vs reference (0.5, 0.999)"
-    assert a.evidence["changes"] == [{"setting": "betas", "candidate": [0.9, 0.999],
-                                      "reference": [0.5, 0.999], "where": "Adam"}]
+    assert a.wire["changes"] == [{"setting": "betas", "candidate": [0.9, 0.999],
+                                  "reference": [0.5, 0.999], "where": "Adam"}]
 
 
 def test_same_optimizers_in_another_order_and_another_torch_are_no_change() -> None:
@@ -79,8 +79,8 @@ def test_each_hyper_parameter_is_a_fact(setting: str, value: Any) -> None:
     cand = facts()
     cand["optimizers"][0]["groups"][0]["settings"][setting] = value
     (a,) = check_optimizer(Comparison(refs(), run(cand), final=True), DEFAULT)
-    assert a.evidence["changes"][0]["setting"] == setting
-    assert a.evidence["changes"][0]["candidate"] == value and a.title.startswith("netD: ")
+    assert a.evidence.changes[0].setting == setting
+    assert a.evidence.changes[0].candidate == value and a.title.startswith("netD: ")
 
 
 def test_optimizer_class_changed_and_allowed_settings_are_info() -> None:
@@ -92,7 +92,7 @@ def test_optimizer_class_changed_and_allowed_settings_are_info() -> None:
     wd["optimizers"][0]["groups"][0]["settings"]["weight_decay"] = 0.1
     allow = parse_criteria('[settings]\nallow = ["optimizer.weight_decay"]')
     (b,) = check_optimizer(Comparison(refs(), run(wd), final=True), allow)
-    assert b.severity == "info" and b.evidence["allowed"] is True
+    assert b.severity == "info" and b.evidence.allowed is True
 
 
 def test_a_setting_the_references_disagree_on_is_not_judged() -> None:
@@ -127,7 +127,7 @@ def test_data_shuffle_off_is_an_error_drop_last_is_allowed_batch_is_elsewhere() 
     (b,) = check_data(Comparison(refs(),
                                  run(facts(data=dict(DATA, drop_last=True, num_workers=2)))),
                       DEFAULT)
-    assert b.severity == "info" and {c["setting"] for c in b.evidence["changes"]} == {
+    assert b.severity == "info" and {c.setting for c in b.evidence.changes} == {
         "drop_last", "num_workers"}
     # batch size: the global-batch check's; N ranks' DistributedSampler(shuffle) is the order
     dist = dict(DATA, batch_size=16, sampler="DistributedSampler", shuffle=True)
@@ -146,13 +146,13 @@ def test_precision_silent_bf16_is_an_error_fp16_to_bf16_port_is_info() -> None:
                                      grad_scaler=True)), f"r{i}") for i in range(2)]
     xla_bf16 = run(facts(precision=dict(bf16, autocast=["xla:torch.bfloat16"])))
     (b,) = check_precision(Comparison(fp16, xla_bf16), DEFAULT)
-    assert b.severity == "info" and b.evidence["reference_grad_scaler"] is True
+    assert b.severity == "info" and b.evidence.reference_grad_scaler is True
     env = dict(PRECISION, env={"XLA_USE_BF16": "1"})
     (c,) = check_precision(Comparison(refs(), run(facts(precision=env))), DEFAULT)
-    assert c.is_error and c.evidence["changes"][0]["setting"] == "env"
+    assert c.is_error and c.evidence.changes[0].setting == "env"
     half = dict(PRECISION, param_dtypes=["torch.bfloat16"])
     (d,) = check_precision(Comparison(refs(), run(facts(precision=half))), DEFAULT)
-    assert d.evidence["changes"][0]["candidate"] == ["bfloat16"]
+    assert d.evidence.changes[0].candidate == ["bfloat16"]
 
 
 def test_run_checks_names_the_setting_as_the_drift_cause() -> None:
@@ -171,7 +171,7 @@ def test_verify_json_and_checks_card_show_both_values() -> None:
                       adam("optD", "netD", "d" * 12, 1)]))
     (a,) = check_optimizer(Comparison(refs(), cand, final=True), DEFAULT)
     view = AlarmView(AlarmRaised(session_id="s", alarm_id="al-1", check=a.kind,
-                                 severity="error", title=a.title, evidence=a.evidence))
+                                 severity="error", title=a.title, evidence=a.wire))
     text = evidence_text(view).plain
     assert "Adam betas\n    cand (0.9, 0.999)  ref (0.5, 0.999)" in text
 
@@ -215,7 +215,7 @@ def test_a_mid_run_change_is_compared_at_its_step_and_a_schedule_is_not() -> Non
     hand = run(facts([_changed(d, (49, "betas", [0.5, 0.999], [0.9, 0.999]))]))
     (a,) = check_optimizer(Comparison([ref], hand, final=True), DEFAULT)
     assert a.is_error and "betas from step 49 (0.9, 0.999) vs reference (0.5, 0.999)" in a.title
-    assert a.evidence["changes"][0]["from"] == [0.5, 0.999]
+    assert a.evidence.changes[0].from_ == [0.5, 0.999]
     # A momentum-like setting cycled by a scheduler on both sides, at steps one port's
     # shorter epochs shift: a schedule (the lr check's), not a hand edit.
     cycle = [(s, "betas", [0.5, 0.999], [0.5 + s / 1000, 0.999]) for s in (9, 19, 29, 39)]

@@ -62,5 +62,5 @@ def test_a_new_shape_compiles_once_a_shape_per_step_recompiles(tmp_path: Path) -
     (rec,) = [a for a in each.alarms if a.kind == "recompilation"]  # type: ignore[attr-defined]
     assert rec.severity == "error" and each.outcome == "failed-silent"  # type: ignore[attr-defined]
     assert rec.title.startswith("at sizes=128,136,144,152,160,168: ")
-    assert rec.evidence["recompiles"] >= 3 and rec.evidence["larger"] == {
+    assert rec.evidence.recompiles >= 3 and rec.evidence.larger == {
         "sizes": "128,136,144,152,160,168"}

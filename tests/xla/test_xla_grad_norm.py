@@ -159,4 +159,4 @@ def test_correct_port_raises_no_recompilation(reports: dict[str, object]) -> Non
     assert not [a for a in alarms if a.is_error], alarms
     rec = [a for a in alarms if a.kind == "recompilation"]
     assert [a.key for a in rec] == ["recompilation:once"], rec
-    assert rec[0].evidence["steps"] == [UNFREEZE_AT]
+    assert rec[0].evidence.steps == [UNFREEZE_AT]
