@@ -13,16 +13,26 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 Block = dict[str, Any]
 Step = list[Block] | Callable[[dict[str, Any]], list[Block]]
 
 MODEL = "claude-haiku-4-5"
+KEY = "sk-ant-api03-LOOPBACK-SECRET-0123456789abcdef"  # what no recording may hold
 _IDS = itertools.count(1)
+
+
+def ws_of(body: dict[str, Any]) -> str:
+    """The workspace Claude Code runs in, from the environment it describes to the model."""
+    m = re.search(r"Primary working directory: ([^\\\"]+?)(?:\\n|\")", json.dumps(body))
+    assert m, "no working directory in the request"
+    return m.group(1).strip()
 
 
 def text(t: str) -> Block:
@@ -170,6 +180,13 @@ class LoopbackAPI:
         assert self._server is not None
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
+
+    def claude_code_env(self, config: Path) -> dict[str, str]:
+        """The variables that point the Claude Code CLI at this server alone: its key, its URL,
+        a config folder of its own, and no traffic of the CLI's own (telemetry, updates)."""
+        return {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": self.url,
+                "CLAUDE_CONFIG_DIR": str(config), "DISABLE_TELEMETRY": "1",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
 
     def __enter__(self) -> LoopbackAPI:
         api = self

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -40,13 +38,7 @@ from portside.core.session.config import SessionConfig
 from portside.core.session.engine import SessionEngine
 from portside.store import Store
 from tests.bench.card_latency import Marks, paint_cards, report, say_load
-from tests.loopback_api import LoopbackAPI, text, tool
-
-
-def _ws(body: dict[str, Any]) -> str:
-    m = re.search(r"Primary working directory: ([^\\\"]+?)(?:\\n|\")", json.dumps(body))
-    assert m, "no working directory in the request"
-    return m.group(1).strip()
+from tests.loopback_api import LoopbackAPI, text, tool, ws_of
 
 
 async def claude_code_cards(n: int) -> dict[str, list[float]]:
@@ -59,18 +51,17 @@ async def claude_code_cards(n: int) -> dict[str, list[float]]:
     def edit(i: int) -> Any:
         def step(body: dict[str, Any]) -> list[dict[str, Any]]:
             marks.sent[i] = time.perf_counter()
-            return [tool(f"e{i}", "Edit", {"file_path": f"{_ws(body)}/train.py",
+            return [tool(f"e{i}", "Edit", {"file_path": f"{ws_of(body)}/train.py",
                                            "old_string": f"# v{i}\n",
                                            "new_string": f"# v{i + 1}\n"})]
         return step
 
     def read(body: dict[str, Any]) -> list[dict[str, Any]]:
-        return [tool("r", "Read", {"file_path": f"{_ws(body)}/train.py"})]
+        return [tool("r", "Read", {"file_path": f"{ws_of(body)}/train.py"})]
 
     steps = [read, *[edit(i) for i in range(n)], [text("stopping here")]]
     with LoopbackAPI(steps) as api:
-        os.environ.update(ANTHROPIC_API_KEY="sk-bench-0123456789", ANTHROPIC_BASE_URL=api.url,
-                          CLAUDE_CONFIG_DIR=str(tmp / "cfg"))
+        os.environ.update(api.claude_code_env(tmp / "cfg"))
         agent = ClaudeCodeAgent("claude-haiku-4-5", max_stop_blocks=0)
         inner = agent._pre_tool_use
 

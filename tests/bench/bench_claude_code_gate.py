@@ -22,7 +22,7 @@ from portside.core.log import events as ev
 from portside.core.session.config import SessionConfig
 from portside.core.session.engine import SessionEngine
 from tests.doubles import MemorySink
-from tests.loopback_api import LoopbackAPI, text, tool
+from tests.loopback_api import LoopbackAPI, text, tool, ws_of
 
 N = int(os.environ.get("BENCH_EDITS", "30"))
 
@@ -35,28 +35,19 @@ def main() -> None:
     sent: dict[int, float] = {}
     seen: dict[int, float] = {}
 
-    def ws(body: dict[str, Any]) -> str:
-        import json
-        import re
-
-        m = re.search(r"Primary working directory: ([^\\\"]+?)(?:\\n|\")", json.dumps(body))
-        assert m
-        return m.group(1).strip()
-
     def edit(i: int) -> Any:
         def step(body: dict[str, Any]) -> list[dict[str, Any]]:
             sent[i] = time.perf_counter()
-            return [tool(f"e{i}", "Edit", {"file_path": f"{ws(body)}/train.py",
+            return [tool(f"e{i}", "Edit", {"file_path": f"{ws_of(body)}/train.py",
                                            "old_string": f"# v{i}", "new_string": f"# v{i + 1}"})]
         return step
 
     def read(body: dict[str, Any]) -> list[dict[str, Any]]:
-        return [tool("r", "Read", {"file_path": f"{ws(body)}/train.py"})]
+        return [tool("r", "Read", {"file_path": f"{ws_of(body)}/train.py"})]
 
     steps = [read, *[edit(i) for i in range(N)], [text("stopping here")]]
     with LoopbackAPI(steps) as api:
-        os.environ.update(ANTHROPIC_API_KEY="sk-bench-0123456789", ANTHROPIC_BASE_URL=api.url,
-                          CLAUDE_CONFIG_DIR=str(tmp / "cfg"))
+        os.environ.update(api.claude_code_env(tmp / "cfg"))
         sink = MemorySink()
         config = SessionConfig(project=project, target="cpu", reference_command="true",
                                reference_runs=1, agent=ClaudeCodeAgent("claude-haiku-4-5",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -27,7 +26,7 @@ pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not ins
 from doubles import MemorySink
 from gate_reviewer import Reviewer
 from gate_reviewer import tree_bytes as _tree
-from loopback_api import LoopbackAPI, text, tool
+from loopback_api import KEY, MODEL, LoopbackAPI, text, tool, ws_of
 from tiny_project import tiny_project
 
 from portside.core.agent.stop_check import claims_success
@@ -38,18 +37,8 @@ from portside.core.session.engine import SessionEngine
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
-KEY = "sk-ant-api03-LOOPBACK-SECRET-0123456789abcdef"
-MODEL = "claude-haiku-4-5"
 CLIP = 'p.add_argument("--max-norm", type=float, default=1.0)'
 TIGHT = 'p.add_argument("--max-norm", type=float, default=0.05)'
-
-
-def ws_of(body: dict[str, Any]) -> str:
-    """The workspace Claude Code runs in, from the environment it describes to the model."""
-    blob = json.dumps(body)
-    m = re.search(r"Primary working directory: ([^\\\"]+?)(?:\\n|\")", blob)
-    assert m, "no working directory in the request"
-    return m.group(1).strip()
 
 
 def mentioned(body: dict[str, Any], needle: str) -> bool:
@@ -60,15 +49,10 @@ def _project(tmp: Path) -> Path:
     return tiny_project(tmp / "tiny-project")
 
 
-def _env(api: LoopbackAPI, tmp: Path) -> dict[str, str]:
-    return {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": api.url,
-            "CLAUDE_CONFIG_DIR": str(tmp / "claude-config")}
-
-
 @pytest.fixture
 def cc_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     def apply(api: LoopbackAPI) -> None:
-        for k, v in _env(api, tmp_path).items():
+        for k, v in api.claude_code_env(tmp_path / "claude-config").items():
             monkeypatch.setenv(k, v)
     return apply
 
@@ -175,7 +159,7 @@ def test_every_change_gated_live(tmp_path: Path, cc_env: Any) -> None:
 
 
 def _run_cli(tmp: Path, api: LoopbackAPI, project: Path, db: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **_env(api, tmp)}
+    env = {**os.environ, **api.claude_code_env(tmp / "claude-config")}
     return portside("run", str(project), "--target", "cpu", "--agent", f"claude-code:{MODEL}",
                     "--reference", f"{PY} train.py", "--reference-runs", "1", "--headless",
                     "--policy", "auto", "--json", "--stall", "60", db=db, env=env, timeout=400)
@@ -289,7 +273,7 @@ def test_killing_portside_while_a_permission_is_pending_leaves_the_tool_unrun(
     driver.write_text(DRIVER)
     flag = tmp_path / "proposed.txt"
     with LoopbackAPI([bash, [text("done")], [text("done")]]) as api:
-        env = {**os.environ, **_env(api, tmp_path)}
+        env = {**os.environ, **api.claude_code_env(tmp_path / "claude-config")}
         out = (tmp_path / "driver.log").open("wb")
         proc = subprocess.Popen([PY, str(driver), str(project), str(tmp_path / "work"), str(flag)],
                                 env=env, stdout=out, stderr=subprocess.STDOUT)

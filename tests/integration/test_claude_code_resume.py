@@ -22,8 +22,8 @@ from cli_run import cli_popen
 pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not installed "
                     "(pip install -e '.[claude-code]'; `make venv` does)")
 
-from loopback_api import LoopbackAPI, text, tool
-from test_claude_code import KEY, MODEL, _env, _project, _tree, ws_of
+from loopback_api import KEY, MODEL, LoopbackAPI, text, tool, ws_of
+from test_claude_code import _project, _tree
 
 from portside.core.log import events as ev
 
@@ -73,7 +73,7 @@ def test_resume_continues_the_conversation_and_never_reapplies(tmp_path: Path) -
 
     steps = [read, edit, hang, again_read, again_edit, claim, claim, claim, claim]
     with LoopbackAPI(steps) as api:
-        env = {**os.environ, **_env(api, tmp_path)}
+        env = {**os.environ, **api.claude_code_env(tmp_path / "claude-config")}
         log1 = (tmp_path / "first.log").open("wb")
         first = cli_popen("run", str(project), "--target", "cpu", "--agent",
                           f"claude-code:{MODEL}", "--reference", f"{PY} train.py",

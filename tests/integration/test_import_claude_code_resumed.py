@@ -26,10 +26,7 @@ def _claude(cli: str, project: Path, config: Path, steps: list[Any], *args: str)
     from loopback_api import LoopbackAPI
 
     with LoopbackAPI(steps) as api:
-        env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-loopback-0123456789",
-               "ANTHROPIC_BASE_URL": api.url, "CLAUDE_CONFIG_DIR": str(config),
-               "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-               "DISABLE_AUTOUPDATER": "1"}
+        env = {**os.environ, **api.claude_code_env(config)}
         run = subprocess.run([cli, *args, "--output-format", "stream-json", "--verbose",
                               "--model", "claude-haiku-4-5", "--allowedTools", "Read,Bash,Glob"],
                              cwd=project, env=env, capture_output=True, text=True, timeout=180)

@@ -132,7 +132,7 @@ def test_real_claude_code_session_imports_and_verifies(tmp_path: Path) -> None:
     """`claude -p --output-format stream-json --verbose` (the real CLI) reads train.py, tightens
     clipping, runs a command and claims success; its transcript and its log both import."""
     cli = _bundled_cli()
-    from loopback_api import LoopbackAPI, text, tool
+    from loopback_api import KEY, LoopbackAPI, text, tool
 
     project = _project(tmp_path)
     original = (project / "train.py").read_text(encoding="utf-8")
@@ -148,10 +148,7 @@ def test_real_claude_code_session_imports_and_verifies(tmp_path: Path) -> None:
     ]
     config = tmp_path / "claude-config"
     with LoopbackAPI(steps) as api:
-        env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-loopback-0123456789",
-               "ANTHROPIC_BASE_URL": api.url, "CLAUDE_CONFIG_DIR": str(config),
-               "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-               "DISABLE_AUTOUPDATER": "1"}
+        env = {**os.environ, **api.claude_code_env(config)}
         run = subprocess.run([cli, "-p", "Port train.py to TPU", "--output-format",
                               "stream-json", "--verbose", "--model", "claude-haiku-4-5",
                               "--permission-mode", "acceptEdits", "--allowedTools",
@@ -194,7 +191,7 @@ def test_real_claude_code_session_imports_and_verifies(tmp_path: Path) -> None:
         assert led.interventions == 0
         assert led.token_usd == pytest.approx(result["total_cost_usd"], rel=1e-6)
         assert led.tokens_in == result["usage"]["input_tokens"]
-        assert "sk-ant-loopback" not in json.dumps([ev.to_builtins(e) for e in events])
+        assert KEY not in json.dumps([ev.to_builtins(e) for e in events])
     # Verified from the tree before (a copy of the project as it was): clipping-changed.
     res = portside("verify", "--session", "from-transcript", "--before", str(pristine),
                    "--reference", REF, "--target", "cpu", "--reference-runs", "1", db=db,

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import tmux_term as term
 from cli_run import cli, cli_line
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,30 +27,6 @@ pytestmark = [
 ]
 
 
-# A socket of our own: another test run on the machine must not kill our server.
-SOCKET = f"portside-test-{os.getpid()}"
-
-
-def _tmux(*args: str) -> str:
-    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True,
-                          check=False).stdout
-
-
-def _wait_for(text: str | tuple[str, ...], session: str, timeout: float) -> str:
-    """The first screen holding every one of `text`: a capture can land between two of the
-    app's frames, so one string seen is not yet the whole card."""
-    wanted = (text,) if isinstance(text, str) else text
-    deadline = time.monotonic() + timeout
-    screen = ""
-    while time.monotonic() < deadline:
-        screen = _tmux("capture-pane", "-p", "-t", session)
-        if all(t in screen for t in wanted):
-            return screen
-        time.sleep(0.5)
-    missing = [t for t in wanted if t not in screen]
-    raise AssertionError(f"{missing!r} did not appear within {timeout} s; screen:\n{screen}")
-
-
 def test_alarm_acknowledged_in_a_real_terminal(tmp_path: Path) -> None:
     db = tmp_path / "tmux.db"
     py = shlex.quote(sys.executable)
@@ -58,26 +35,22 @@ def test_alarm_acknowledged_in_a_real_terminal(tmp_path: Path) -> None:
     cmd = cli_line("run", "--reference", ref, "--candidate", cand, "--target", "cpu",
                    "--reference-runs", "1", "--stall", "60", db=db)
     session = "portside"
-    _tmux("kill-server")
-    _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
-          f"sleep 1; cd {shlex.quote(str(tmp_path))} && TERM=xterm-256color {cmd}; sleep 30")
-    # Detached sessions may start at the default size: pin 120×40 before the app starts.
-    _tmux("set-option", "-t", session, "window-size", "manual")
-    _tmux("resize-window", "-t", session, "-x", "120", "-y", "40")
+    term.tmux("kill-server")
+    term.start(session, cmd, tmp_path)
     try:
-        screen = _wait_for("clipping-changed", session, timeout=240)
+        screen = term.wait_for("clipping-changed", session, timeout=240)
         assert "portside" in screen.splitlines()[0]
         assert "\x1b" not in screen
         time.sleep(1.0)  # the alarm has been in front of the reviewer for a moment
-        _tmux("send-keys", "-t", session, "k")
-        _wait_for("1 intervention", session, timeout=30)  # the header counts it
-        _tmux("send-keys", "-t", session, "q")
+        term.tmux("send-keys", "-t", session, "k")
+        term.wait_for("1 intervention", session, timeout=30)  # the header counts it
+        term.tmux("send-keys", "-t", session, "q")
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and "portside" in _tmux("capture-pane", "-p", "-t",
+        while time.monotonic() < deadline and "portside" in term.tmux("capture-pane", "-p", "-t",
                                                                     session).splitlines()[0:1][0]:
             time.sleep(0.5)
     finally:
-        _tmux("kill-server")
+        term.tmux("kill-server")
     conn = sqlite3.connect(db)
     rows = conn.execute(
         "SELECT i.action, i.attention_started_at, i.decided_at, a.\"check\" FROM interventions i "
@@ -120,10 +93,7 @@ def _start(tmp_path: Path, db: Path, project: Path) -> tuple[str, str]:
     cmd = cli_line("run", str(project), "--agent", f"scripted:{script}", "--reference", ref,
                    "--target", "cpu", "--reference-runs", "1", "--stall", "60", db=db)
     session = f"p{len(str(db)) % 97}-{db.parent.name}"
-    _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
-          f"sleep 1; cd {shlex.quote(str(project))} && TERM=xterm-256color {cmd}; sleep 30")
-    _tmux("set-option", "-t", session, "window-size", "manual")
-    _tmux("resize-window", "-t", session, "-x", "120", "-y", "40")
+    term.start(session, cmd, project)
     return session, cmd
 
 
@@ -132,17 +102,17 @@ def test_db_inside_the_project_runs_and_the_card_shows_its_risk_mark(tmp_path: P
     workspace refuses a root inside the checkout), the agent's edit is reviewed, with its mark."""
     project = _git_project(tmp_path / "proj")
     db = project / "p.db"
-    _tmux("kill-server")
+    term.tmux("kill-server")
     session, _ = _start(tmp_path, db, project)
     try:
-        screen = _wait_for("touches gradient clipping", session, timeout=240)
+        screen = term.wait_for("touches gradient clipping", session, timeout=240)
         assert "engine failed" not in screen
-        _tmux("send-keys", "-t", session, "a")
-        _wait_for("1 intervention", session, timeout=30)
-        _tmux("send-keys", "-t", session, "q")
+        term.tmux("send-keys", "-t", session, "a")
+        term.wait_for("1 intervention", session, timeout=30)
+        term.tmux("send-keys", "-t", session, "q")
     finally:
         time.sleep(1)
-        _tmux("kill-server")
+        term.tmux("kill-server")
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT action FROM interventions").fetchall() == [("approve",)]
     # Nothing of the session's work landed in the checkout (only the DB the user put there).
@@ -161,21 +131,21 @@ def test_engine_failure_stays_on_screen_with_its_reason(tmp_path: Path) -> None:
     home.mkdir()
     (home / "work").write_text("not a directory")
     db = home / "p.db"
-    _tmux("kill-server")
+    term.tmux("kill-server")
     session, _ = _start(tmp_path, db, project)
     try:
-        _wait_for(("d dismisses", "engine failed", "work"), session, timeout=120)
+        term.wait_for(("d dismisses", "engine failed", "work"), session, timeout=120)
         time.sleep(6)  # a toast would be gone by now; the bar is not
-        assert "d dismisses" in _tmux("capture-pane", "-p", "-t", session)
-        _tmux("send-keys", "-t", session, "d")
+        assert "d dismisses" in term.tmux("capture-pane", "-p", "-t", session)
+        term.tmux("send-keys", "-t", session, "d")
         deadline = time.monotonic() + 10
-        while "d dismisses" in _tmux("capture-pane", "-p", "-t", session):
+        while "d dismisses" in term.tmux("capture-pane", "-p", "-t", session):
             assert time.monotonic() < deadline, "the bar did not go away on d"
             time.sleep(0.3)
-        _tmux("send-keys", "-t", session, "q")
+        term.tmux("send-keys", "-t", session, "q")
     finally:
         time.sleep(1)
-        _tmux("kill-server")
+        term.tmux("kill-server")
     sid = sqlite3.connect(db).execute("SELECT session_id FROM sessions").fetchone()[0]
     res = cli("show", sid, db=db)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -230,18 +200,18 @@ def _start_hanging(tmp_path: Path, what: str) -> tuple[str, int, list[int]]:
     args = (["run", "--reference", hang, "--candidate", hang, "--target", "cpu",
              "--reference-runs", "1"] if what == "run" else ["demo", "--speed", "0"])
     session = f"gone-{what}"
-    _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
+    term.tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
           f"cd {shlex.quote(str(tmp_path))} && TERM=xterm-256color exec {cli_line(*args, db=db)}")
-    portside = int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
+    portside = int(term.tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
     deadline = time.monotonic() + 120
     if what == "run":
         pidfile = tmp_path / "trainer.pid"
         while not (pidfile.exists() and len(pidfile.read_text().split()) == 2):
-            assert time.monotonic() < deadline, _tmux("capture-pane", "-p", "-t", session)
+            assert time.monotonic() < deadline, term.tmux("capture-pane", "-p", "-t", session)
             time.sleep(0.2)
         run = [int(p) for p in pidfile.read_text().split()]
     else:
-        _wait_for("ref#1", session, timeout=120)  # the demo's first run is on screen
+        term.wait_for("ref#1", session, timeout=120)  # the demo's first run is on screen
         run = []
     time.sleep(1.0)  # the screen has drawn a few frames
     return session, portside, run
@@ -265,11 +235,11 @@ def test_the_app_ends_with_its_terminal(tmp_path: Path, what: str) -> None:
     end, but never exited — Textual's output thread died on EIO, and the app blocked for ever
     writing to it (SIGCONT from the hangup had restarted the screen). Now every process of the
     pane is gone within seconds, and the session is ended, resumable."""
-    _tmux("kill-server")
+    term.tmux("kill-server")
     session, portside, run = _start_hanging(tmp_path, what)
     pids = sorted(set(_tree(portside) + run))
     assert len(pids) >= (4 if what == "run" else 1)
-    _tmux("kill-server")
+    term.tmux("kill-server")
     deadline = time.monotonic() + 15
     while _alive(pids) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -281,10 +251,10 @@ def test_the_app_ends_with_its_terminal(tmp_path: Path, what: str) -> None:
 def test_sigterm_ends_the_app_in_a_live_terminal(tmp_path: Path) -> None:
     """SIGTERM to the live screen ends it (it used to stay open, or hang once the terminal
     was gone): the runs are killed, the session ended as interrupted, exit status 143."""
-    _tmux("kill-server")
+    term.tmux("kill-server")
     session, portside, run = _start_hanging(tmp_path, "run")
     # The pane stays open after portside exits, showing its status.
-    _tmux("set-option", "-t", session, "remain-on-exit", "on")
+    term.tmux("set-option", "-t", session, "remain-on-exit", "on")
     pids = sorted(set(_tree(portside) + run))
     try:
         os.kill(portside, 15)
@@ -295,10 +265,10 @@ def test_sigterm_ends_the_app_in_a_live_terminal(tmp_path: Path) -> None:
         status = "/"  # tmux learns how the pane's process ended in its own event loop
         while status == "/" and time.monotonic() < deadline + 3:
             time.sleep(0.1)
-            status = _tmux("display-message", "-p", "-t", session,
+            status = term.tmux("display-message", "-p", "-t", session,
                            "#{pane_dead_status}/#{pane_dead_signal}").strip()
     finally:
-        _tmux("kill-server")
+        term.tmux("kill-server")
     # tmux 3.3 at times never says (1 run in 6 here); test_exit_codes checks the 143 through
     # a plain subprocess. When it says, it is 143 (or the signal, which a shell shows as 143).
     assert status in ("143/", "/15", "/"), status

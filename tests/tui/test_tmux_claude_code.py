@@ -20,10 +20,9 @@ import pytest
 pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not installed")
 
 HERE = Path(__file__).resolve().parent
+import tmux_term as term  # noqa: E402
 from cli_run import cli_line  # noqa: E402
-from integration.test_claude_code import MODEL, _env, ws_of  # noqa: E402
-from loopback_api import LoopbackAPI, text, tool  # noqa: E402
-from test_tmux import _tmux, _wait_for  # noqa: E402
+from loopback_api import MODEL, LoopbackAPI, text, tool, ws_of  # noqa: E402
 from tiny_project import tiny_project  # noqa: E402
 
 pytestmark = [
@@ -56,41 +55,38 @@ def test_claude_code_edit_approved_in_a_real_terminal(tmp_path: Path) -> None:
         return [text("stopping")]
 
     with LoopbackAPI([read, edit, bash, wait, wait]) as api:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in _env(api, tmp_path).items())
+        env = " ".join(f"{k}={shlex.quote(v)}"
+                       for k, v in api.claude_code_env(tmp_path / "claude-config").items())
         py = shlex.quote(sys.executable)
         cmd = cli_line("run", str(project), "--agent", f"claude-code:{MODEL}",
                        "--reference", f"{py} train.py", "--target", "cpu", "--reference-runs", "1",
                        "--stall", "60", db=db)
         session = f"cc-{os.getpid()}"
-        _tmux("kill-server")
-        _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
-              f"sleep 1; cd {shlex.quote(str(tmp_path))} && TERM=xterm-256color env {env} "
-              f"{cmd}; sleep 30")
-        _tmux("set-option", "-t", session, "window-size", "manual")
-        _tmux("resize-window", "-t", session, "-x", "120", "-y", "40")
+        term.tmux("kill-server")
+        term.start(session, cmd, tmp_path, env)
         try:
             # The agent's own stream can name the new line before the card is drawn: wait
             # for the whole card (title, file, key hint) in one screen.
-            _wait_for(("ported by claude code", "edit 1 ", "train.py", "a approve"), session,
+            term.wait_for(("ported by claude code", "edit 1 ", "train.py", "a approve"), session,
                       timeout=180)
             sid = sqlite3.connect(db).execute("SELECT session_id FROM sessions").fetchone()[0]
             ws = tmp_path / "work" / sid / "workspaces" / sid / "tree" / "train.py"
             assert OLD in ws.read_text() and NEW not in ws.read_text()  # shown before written
             time.sleep(0.5)  # the card has been in front of the reviewer for a moment
-            _tmux("send-keys", "-t", session, "a")
-            _wait_for("1 intervention", session, timeout=30)
+            term.tmux("send-keys", "-t", session, "a")
+            term.wait_for("1 intervention", session, timeout=30)
             deadline = time.monotonic() + 30
             while NEW not in ws.read_text():
                 assert time.monotonic() < deadline, "the approved edit never reached the file"
                 time.sleep(0.2)
             # The Bash call: a command card, numbered apart from the edits.
-            screen = _wait_for(("command 1 ", "ls -la"), session, timeout=60)
+            screen = term.wait_for(("command 1 ", "ls -la"), session, timeout=60)
             assert "edit 1 of 2" not in screen
-            _tmux("send-keys", "-t", session, "q")
+            term.tmux("send-keys", "-t", session, "q")
             time.sleep(2)
         finally:
             done.set()
-            _tmux("kill-server")
+            term.tmux("kill-server")
     conn = sqlite3.connect(db)
     rows = conn.execute("SELECT action, target_id, attention_started_at, decided_at "
                         "FROM interventions").fetchall()

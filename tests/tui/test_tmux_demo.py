@@ -9,12 +9,12 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import tmux_term as term
 from cli_run import cli_line
 
 from portside.core.log import events as ev
@@ -30,37 +30,9 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
 ]
 
-SOCKET = f"portside-demo-test-{os.getpid()}"
 CHANGED = "max_norm=0.05"
 # A torch-free reference: the card does not depend on what the runs print.
 REFERENCE = "import sys; print('step=0 loss=1.0'); print('accuracy=90.0')"
-
-
-def _tmux(*args: str) -> str:
-    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True,
-                          check=False).stdout
-
-
-def _screen(session: str) -> str:
-    return _tmux("capture-pane", "-p", "-t", session)
-
-
-def _wait_for(text: str, session: str, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    screen = ""
-    while time.monotonic() < deadline:
-        screen = _screen(session)
-        if text in screen:
-            return screen
-        time.sleep(0.2)
-    raise AssertionError(f"{text!r} did not appear within {timeout} s; screen:\n{screen}")
-
-
-def _start(session: str, cmd: str, cwd: Path, env: str = "") -> None:
-    _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
-          f"sleep 1; cd {shlex.quote(str(cwd))} && {env} TERM=xterm-256color {cmd}; sleep 30")
-    _tmux("set-option", "-t", session, "window-size", "manual")
-    _tmux("resize-window", "-t", session, "-x", "120", "-y", "40")
 
 
 def _cpu_s(shell_pid: str) -> float:
@@ -98,38 +70,38 @@ def test_clipping_card_shows_the_change_and_keys_reach_the_line(tmp_path: Path) 
     cmd = cli_line("run", str(project), "--agent", f"scripted:{script}", "--reference", ref,
                    "--target", "cpu", "--reference-runs", "1", "--stall", "60", db=db)
     session = "clip"
-    _tmux("kill-server")
-    _start(session, cmd, tmp_path)
+    term.tmux("kill-server")
+    term.start(session, cmd, tmp_path)
     try:
         for n in (1, 2):  # the two edits before it, approved from the keyboard
-            _wait_for(f"edit {n}", session, timeout=180)
-            _wait_for("awaiting review", session, timeout=60)
-            _tmux("send-keys", "-t", session, "a")
-            _wait_for(f"{n} intervention", session, timeout=60)
-        screen = _wait_for("touches gradient clipping", session, timeout=120)
+            term.wait_for(f"edit {n}", session, timeout=180)
+            term.wait_for("awaiting review", session, timeout=60)
+            term.tmux("send-keys", "-t", session, "a")
+            term.wait_for(f"{n} intervention", session, timeout=60)
+        screen = term.wait_for("touches gradient clipping", session, timeout=120)
         time.sleep(1.5)  # the card has settled: nothing scrolls it after this
-        screen = _screen(session)
+        screen = term.screen(session)
         # No scroll key pressed: the title, the mark and the changed line are all in view.
         assert "edit 3" in screen and "awaiting review" in screen, screen
         assert "max_norm args.max_norm → 0.05" in screen, screen
         assert CHANGED in screen, screen
         # `J` (documented in ? help) scrolls the diff up until the line is gone ...
         for _ in range(40):
-            _tmux("send-keys", "-t", session, "J")
+            term.tmux("send-keys", "-t", session, "J")
         time.sleep(1.0)
-        assert CHANGED not in _screen(session), _screen(session)
+        assert CHANGED not in term.screen(session), term.screen(session)
         # ... and `]` steps to the marked line again.
         for _ in range(6):
-            _tmux("send-keys", "-t", session, "]")
+            term.tmux("send-keys", "-t", session, "]")
             time.sleep(0.6)
-            if CHANGED in _screen(session):
+            if CHANGED in term.screen(session):
                 break
-        assert CHANGED in _screen(session), _screen(session)
-        assert "edit 3" in _screen(session)  # still the clipping card, not the next file
-        _tmux("send-keys", "-t", session, "q")
+        assert CHANGED in term.screen(session), term.screen(session)
+        assert "edit 3" in term.screen(session)  # still the clipping card, not the next file
+        term.tmux("send-keys", "-t", session, "q")
     finally:
         time.sleep(0.5)
-        _tmux("kill-server")
+        term.tmux("kill-server")
 
 
 def _demo_in_fresh_home(tmp_path: Path, home: Path, xla_python: Path) -> tuple[str, str]:
@@ -148,15 +120,15 @@ def test_demo_first_frame_comes_before_the_torch_xla_check(tmp_path: Path) -> No
     home = tmp_path / "home"
     cmd, env = _demo_in_fresh_home(tmp_path, home, XLA_PY)
     session = "first"
-    _tmux("kill-server")
+    term.tmux("kill-server")
     load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    _start(session, cmd, tmp_path, env)
+    term.start(session, cmd, tmp_path, env)
     t0 = time.monotonic() + 1.0  # the pane's `sleep 1` that lets the resize to 120×40 land
     try:
-        screen = _wait_for("live ·", session, timeout=60)
+        screen = term.wait_for("live ·", session, timeout=60)
         first = time.monotonic() - t0
-        cpu = _cpu_s(_tmux("list-panes", "-t", session, "-F", "#{pane_pid}").strip())
-        screen = _wait_for("checking torch_xla", session, timeout=10)
+        cpu = _cpu_s(term.tmux("list-panes", "-t", session, "-F", "#{pane_pid}").strip())
+        screen = term.wait_for("checking torch_xla", session, timeout=10)
         assert "→ xla:cpu" in screen.splitlines()[0], screen
         print(f"first frame {first:.2f} s, {cpu:.2f} s CPU (load per core {load:.1f})")
         # What portside itself spends before its first frame, at any load: the wall time on a
@@ -167,13 +139,13 @@ def test_demo_first_frame_comes_before_the_torch_xla_check(tmp_path: Path) -> No
         if load < 0.25:
             assert first < 2.0, f"first frame after {first:.2f} s"
         # The check finishes behind the screen and is cached for the next start.
-        _wait_for("torch_xla imports", session, timeout=300)
+        term.wait_for("torch_xla imports", session, timeout=300)
         cache = json.loads((home / ".cache" / "portside" / "xla-check.json").read_text())
         assert [v["ok"] for v in cache.values()] == [True]
-        _tmux("send-keys", "-t", session, "q")
+        term.tmux("send-keys", "-t", session, "q")
     finally:
         time.sleep(0.5)
-        _tmux("kill-server")
+        term.tmux("kill-server")
 
 
 def test_q_in_a_replay_opened_from_sessions_goes_back(tmp_path: Path) -> None:
@@ -190,19 +162,19 @@ def test_q_in_a_replay_opened_from_sessions_goes_back(tmp_path: Path) -> None:
         store.recorder.flush()
     cmd = f"{cli_line('sessions', db=db)}; echo EXITED-$?"
     session = "list"
-    _tmux("kill-server")
-    _start(session, cmd, tmp_path)
+    term.tmux("kill-server")
+    term.start(session, cmd, tmp_path)
     try:
-        _wait_for("sessions in", session, timeout=60)
-        _tmux("send-keys", "-t", session, "Enter")
-        _wait_for(" · seq ", session, timeout=60)  # the replay header, not the list
-        _tmux("send-keys", "-t", session, "q")
-        screen = _wait_for("sessions in", session, timeout=60)  # the list again
+        term.wait_for("sessions in", session, timeout=60)
+        term.tmux("send-keys", "-t", session, "Enter")
+        term.wait_for(" · seq ", session, timeout=60)  # the replay header, not the list
+        term.tmux("send-keys", "-t", session, "q")
+        screen = term.wait_for("sessions in", session, timeout=60)  # the list again
         assert "EXITED" not in screen
-        _tmux("send-keys", "-t", session, "q")
-        _wait_for("EXITED-0", session, timeout=30)
+        term.tmux("send-keys", "-t", session, "q")
+        term.wait_for("EXITED-0", session, timeout=30)
     finally:
-        _tmux("kill-server")
+        term.tmux("kill-server")
 
 
 def test_replay_from_a_point_the_session_lacks_says_so_once(tmp_path: Path) -> None:
@@ -222,12 +194,12 @@ def test_replay_from_a_point_the_session_lacks_says_so_once(tmp_path: Path) -> N
     assert not any(isinstance(e, ev.Intervention) for e in events)  # what --from names
     cmd = f"{cli_line('replay', sid, '--from', 'intervention:99', db=db)}; echo EXITED-$?"
     session = "badfrom"
-    _tmux("kill-server")
-    _start(session, cmd, tmp_path)
+    term.tmux("kill-server")
+    term.start(session, cmd, tmp_path)
     try:
-        screen = _wait_for("EXITED-", session, timeout=60)
+        screen = term.wait_for("EXITED-", session, timeout=60)
     finally:
-        _tmux("kill-server")
+        term.tmux("kill-server")
     said = "--from intervention:99: the session has no interventions"  # found by the thread
     assert "EXITED-2" in screen, screen
     assert screen.count(said) == 1, screen
@@ -238,14 +210,14 @@ def test_demo_without_torch_xla_says_so_on_the_screen(tmp_path: Path) -> None:
     saying it (it was printed to the terminal and covered by the app 0.3 s later)."""
     cmd, env = _demo_in_fresh_home(tmp_path, tmp_path / "home", tmp_path / "none")
     session = "noxla"
-    _tmux("kill-server")
-    _start(session, cmd, tmp_path, env)
+    term.tmux("kill-server")
+    term.start(session, cmd, tmp_path, env)
     try:
-        _wait_for("live ·", session, timeout=60)
+        term.wait_for("live ·", session, timeout=60)
         time.sleep(3)  # long after the first frame: still on the screen
-        screen = _wait_for("torch_xla not found", session, timeout=10)
+        screen = term.wait_for("torch_xla not found", session, timeout=10)
         assert "→ cpu" in screen.splitlines()[0], screen
-        _tmux("send-keys", "-t", session, "q")
+        term.tmux("send-keys", "-t", session, "q")
     finally:
         time.sleep(0.5)
-        _tmux("kill-server")
+        term.tmux("kill-server")
