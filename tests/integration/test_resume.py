@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_run import cli, cli_popen
+from cli_run import cli, cli_in_process, cli_popen
 from doubles import MemorySink
 
 from portside.core.log import events as ev
@@ -140,10 +140,6 @@ def _intervention(action: str, note: str) -> ev.Intervention:
 
 
 def test_resume_refuses_ended_unknown_and_old_sessions(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from portside.cli.main import main
-
     db = tmp_path / "r.db"
     with Store(db) as store:
         rec = store.recorder
@@ -152,12 +148,11 @@ def test_resume_refuses_ended_unknown_and_old_sessions(tmp_path: Path) -> None:
         rec.append(ev.SessionEnded(session_id="ended-1", verdict="fail", reason="no candidate"))
         rec.append(ev.SessionStarted(session_id="old-1", project="/p", target="cpu"))
         rec.flush()
-    runner = CliRunner()
     cases = {"ended-1": "already ended (verdict fail: no candidate)", "nope": "no session matches",
              "old-1": "recorded without the data resuming needs"}
     for ref, says in cases.items():
-        res = runner.invoke(main, ["run", "--resume", ref, "--headless", "--db", str(db)])
-        assert res.exit_code == 2 and says in res.output, (ref, res.output)
+        res = cli_in_process("run", "--resume", ref, "--headless", db=db)
+        assert res.returncode == 2 and says in res.stderr, (ref, res.stderr)
 
 
 def test_started_meta_rebuilds_the_engine_without_secrets(tmp_path: Path) -> None:
