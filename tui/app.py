@@ -31,7 +31,8 @@ from portside.core.session.review import ReviewGate
 from .commands import ReviewCommands
 from .messages import EventsApplied, EventsArrived
 from .model import SessionModel
-from .screens.review import COMPARE_TOOLTIP, ReviewScreen
+from .screens.review import ReviewScreen
+from .screens.review_keys import COMPARE_TOOLTIP
 
 ENGINE_WORKER = "engine"
 #: After SIGTERM/SIGHUP, how long the engine has to end in order (runs aborted and recorded)

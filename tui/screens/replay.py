@@ -19,7 +19,8 @@ from portside.core.session.review import ReviewGate
 
 from ..model import SessionModel
 from ..widgets.timeline import Timeline
-from .review import VIEW_BINDINGS, ReviewScreen, _b
+from .review import ReviewScreen
+from .review_keys import VIEW_BINDINGS, binding
 
 
 class ReplayControl(Protocol):
@@ -35,30 +36,30 @@ class ReplayControl(Protocol):
 
 
 REPLAY_BINDINGS = [
-    _b("space", "play", "Play/Pause", "replay.play", "Play or pause the replay"),
-    _b("plus", "speed(2.0)", "Faster", "replay.faster",
+    binding("space", "play", "Play/Pause", "replay.play", "Play or pause the replay"),
+    binding("plus", "speed(2.0)", "Faster", "replay.faster",
        "Double the replay speed (also while playing)", key_display="+"),
     # Slower and Prev mark are in ? help, not the footer: at 120 columns the footer cut Help.
-    _b("minus", "speed(0.5)", "Slower", "replay.slower",
+    binding("minus", "speed(0.5)", "Slower", "replay.slower",
        "Halve the replay speed (also while playing)", key_display="-", show=False),
-    _b("full_stop", "step", "Step", "replay.step", "Show exactly the next event, then pause",
+    binding("full_stop", "step", "Step", "replay.step", "Show exactly the next event, then pause",
        key_display="."),
-    _b("right_square_bracket", "next_marker", "Next mark", "replay.next-marker",
+    binding("right_square_bracket", "next_marker", "Next mark", "replay.next-marker",
        "Jump to the next marker: alarm, intervention, run start or end, claim", key_display="]"),
-    _b("left_square_bracket", "prev_marker", "Prev mark", "replay.prev-marker",
+    binding("left_square_bracket", "prev_marker", "Prev mark", "replay.prev-marker",
        "Jump back to the previous marker", key_display="[", show=False),
-    _b("A", "next_alarm", "Next alarm", "replay.next-alarm", "Jump to the next alarm raised",
+    binding("A", "next_alarm", "Next alarm", "replay.next-alarm", "Jump to the next alarm raised",
        show=False),
-    _b("I", "next_intervention", "Next intervention", "replay.next-intervention",
+    binding("I", "next_intervention", "Next intervention", "replay.next-intervention",
        "Jump to the next human intervention", show=False),
-    _b("g", "goto", "Go to", "replay.goto", "Jump to an event: 123 (seq) or t 45.5 (seconds in)"),
-    _b("0", "edge(False)", "Start", "replay.start", "Jump to the start of the session",
+    binding("g", "goto", "Go to", "replay.goto", "Jump to an event: 123 (seq) or t 45.5 (seconds in)"),
+    binding("0", "edge(False)", "Start", "replay.start", "Jump to the start of the session",
        show=False),
-    _b("dollar_sign", "edge(True)", "End", "replay.end", "Jump to the end of the session",
+    binding("dollar_sign", "edge(True)", "End", "replay.end", "Jump to the end of the session",
        show=False, key_display="$"),
-    _b("n", "note", "Review note", "replay.note",
+    binding("n", "note", "Review note", "replay.note",
        "Write a review note: stored in the session, marked as made during replay"),
-    _b("d", "dismiss_failure", "Dismiss", "replay.dismiss-failure",
+    binding("d", "dismiss_failure", "Dismiss", "replay.dismiss-failure",
        "Hide the failure bar (the reason stays in the session log)"),
 ]
 # The review actions of the live screen: bound here only to say they are off in replay.
@@ -66,7 +67,7 @@ DISABLED = [("a", "approve"), ("r", "reject"), ("e", "edit"), ("m", "message"),
             ("k", "acknowledge"), ("o", "override"), ("R", "rerun"), ("x", "abort"),
             ("v", "verdict")]
 DISABLED_BINDINGS = [
-    _b(key, f"disabled('{name}')", f"{name.capitalize()} (off)", f"replay.off-{name}",
+    binding(key, f"disabled('{name}')", f"{name.capitalize()} (off)", f"replay.off-{name}",
        f"Off in replay: the session is over ({name} acts only on a live session)", show=False)
     for key, name in DISABLED
 ]

@@ -10,7 +10,6 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widget import Widget
@@ -32,80 +31,14 @@ from ..widgets.runs import RunsPanel
 from ..widgets.text_line import TextLine
 from .dialogs import DialogResult, EditDialog, TextDialog, VerdictDialog
 from .help import HelpScreen
+from .review_keys import AGENT_ACTIONS, REVIEW_BINDINGS, VIEW_BINDINGS
 
 # Log tails and status lines redraw at most this often: 10 frames a second keeps a flood
 # readable, and each frame skipped is one a key press need not wait behind.
 TICK_S = 0.1
 REVIEW_HOLD_S = 4.0  # the Agent column stays wide this long after the last decision
-CHART_S = 0.5
-FAILED_PREFIX = "engine failed"  # the engine's end reason when it raised (core/session/engine.py)  # the envelope chart is the costly redraw: at most twice a second
-
-
-def _b(key: str, action: str, description: str, id: str, tooltip: str, show: bool = True,
-       key_display: str | None = None) -> Binding:
-    return Binding(key, action, description, show=show, id=id, tooltip=tooltip,
-                   key_display=key_display)
-
-
-REVIEW_BINDINGS = [
-    _b("a", "approve", "Approve", "review.approve", "Approve the selected proposed edit"),
-    _b("r", "reject", "Reject", "review.reject",
-       "Reject the selected edit with a reason the agent is told"),
-    _b("e", "edit", "Edit", "review.edit",
-       "Change the proposal yourself in an editor pane, then send your version"),
-    _b("m", "message", "Message", "review.message", "Send the agent a message (steering)"),
-    _b("space", "pause", "Pause", "review.pause",
-       "Pause or resume the agent: no new agent turn starts while paused"),
-    _b("k", "acknowledge", "Ack", "review.acknowledge",
-       "Acknowledge the selected alarm (else the most severe unacknowledged one)"),
-    _b("o", "override", "Override", "review.override",
-       "Judge an error alarm false, with a reason: it no longer blocks a pass", show=False),
-    _b("R", "rerun", "Re-run", "review.rerun", "Run the candidate again", show=False),
-    _b("x", "abort", "Abort run", "review.abort", "Abort the running run (kills its process group)",
-       show=False),
-    _b("v", "verdict", "Verdict", "review.verdict", "Give the session's verdict: pass or fail"),
-    _b("n", "note", "Note", "review.note", "Write a note into the session log", show=False),
-    _b("L", "localize", "Localize", "review.localize",
-       "Where did it diverge? Trace a few steps of both runs and name the first place they part "
-       "(input, a module, the loss, a gradient, clipping, an update) for the selected alarm",
-       show=False),
-    _b("d", "dismiss_failure", "Dismiss", "review.dismiss-failure",
-       "Hide the failure bar (the reason stays in the session log and in `portside show`)"),
-]
-# Keys that answer an agent: hidden in a session without one (verification only).
-AGENT_ACTIONS = frozenset({"approve", "reject", "edit", "message", "pause"})
-# `c` (compare) is an app binding (tui/app.py), listed after ? and q: at 100 columns the
-# footer cuts it rather than Help; it calls action_compare of this screen.
-COMPARE_TOOLTIP = ("A reference's and the candidate's step records and logs side by side, "
-                   "aligned by training progress, differing numbers marked; a jumps to the "
-                   "selected alarm's step")
-VIEW_BINDINGS = [
-    _b("tab", "focus_column", "Next column", "view.next-column",
-       "Move focus to the next column (Agent → Runs → Checks)", show=False),
-    _b("z", "zoom", "Zoom", "view.zoom", "Maximise the focused column; z again restores it"),
-    _b("s", "toggle_split", "Side-by-side", "view.split",
-       "Toggle the selected diff between unified and side by side", show=False),
-    _b("f", "toggle_full", "Full file", "view.full",
-       "Toggle the selected diff between its hunks and the whole file", show=False),
-    _b("right_square_bracket", "next_edit", "Next hunk", "view.next-edit",
-       "Scroll the selected diff to its next hunk; after its last, the next proposed edit",
-       show=False, key_display="]"),
-    _b("left_square_bracket", "prev_edit", "Previous hunk", "view.prev-edit",
-       "Scroll the selected diff to its previous hunk; before its first, the previous edit",
-       show=False, key_display="["),
-    _b("j,ctrl+down,shift+down", "diff_scroll(1)", "Diff down", "view.diff-down",
-       "Scroll the selected diff down a row (the card's own scroll area)", show=False,
-       key_display="j"),
-    _b("J,ctrl+up,shift+up", "diff_scroll(-1)", "Diff up", "view.diff-up",
-       "Scroll the selected diff up a row", show=False, key_display="J"),
-    _b("slash", "search", "Search log", "view.search",
-       "Search the visible run's log (enter: next match, esc: close)", show=False,
-       key_display="/"),
-    _b("greater_than_sign", "resize(2)", "Wider", "view.wider",
-       "Make the focused column wider", show=False, key_display=">"),
-    _b("less_than_sign", "resize(-2)", "Narrower", "view.narrower",
-       "Make the focused column narrower", show=False, key_display="<"),
-]
+CHART_S = 0.5  # the envelope chart is the costly redraw: at most twice a second
+FAILED_PREFIX = "engine failed"  # the engine's end reason when it raised (core/session/engine.py)
 
 
 class Column(Vertical):
