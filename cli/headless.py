@@ -71,7 +71,7 @@ def emit_result(data: dict[str, Any], as_json: bool) -> int:
 
 
 def print_summary(console: Console, result: dict[str, Any]) -> None:
-    from portside.core.log.evidence_text import evidence_line
+    from portside.core.checks.describe import describe, one_line
 
     # Every value may come from a run or a recording: cleaned, and Text (never markup).
     runs = Table(title=Text(f"session {_safe(result['session'])}"), title_justify="left")
@@ -97,7 +97,7 @@ def print_summary(console: Console, result: dict[str, Any]) -> None:
     for a in alarms:
         console.print(Text(_safe(f"  {a['severity']:8} {a['kind']}: {a['title']}"),
                            style=_STYLE.get(a["severity"], "")))
-        evidence = evidence_line(a.get("evidence") or {})
+        evidence = one_line(describe(a["kind"], a.get("evidence") or {}))
         if evidence:
             console.print(Text(f"           {_safe(evidence)}", style="dim"))
     loc = result.get("localize")

@@ -12,6 +12,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
+from portside.core.checks.evidence import Evidence, read
 from portside.core.checks.side_by_side import StepColumns
 from portside.core.log import events as ev
 from portside.core.log.ledger import LEDGER_KINDS, AlarmEntry, Ledger
@@ -93,6 +94,7 @@ class AlarmView:
     cleared: bool = False
     localized: ev.AlarmLocalized | None = None  # where the runs first part (core/localize/traces.py)
     entry: AlarmEntry | None = None  # the model's ledger's fact: its newest title and evidence
+    _typed: tuple[object, Evidence] | None = field(default=None, repr=False, compare=False)
 
     @property
     def rank(self) -> int:
@@ -105,7 +107,16 @@ class AlarmView:
 
     @property
     def evidence(self) -> dict[str, Any]:
+        """As recorded (the log's dict)."""
         return self.entry.evidence if self.entry is not None else self.event.evidence
+
+    @property
+    def typed(self) -> Evidence:
+        """The evidence as its kind's Struct (checks/evidence.py), read once per update."""
+        stored = self.evidence
+        if self._typed is None or self._typed[0] is not stored:
+            self._typed = (stored, read(self.event.check, stored))
+        return self._typed[1]
 
     @property
     def evidence_step(self) -> int | None:

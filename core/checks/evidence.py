@@ -6,8 +6,9 @@ unwrapped), and `read` turns any stored dict back into its kind's Struct.
 
 Every field defaults to UNSET, "not recorded": a field the check did not set is left out of
 the JSON (as the dicts left those keys out), and a key an older session or an imported export
-lacks reads back as UNSET, never as a made-up value. Keys this version does not know are
-dropped on reading (`unknown` lists them, so a reader can still show them).
+lacks reads back as UNSET, never as a made-up value. Keys this version does not know, and
+values of another type than the field's, are dropped on reading (`unknown` lists them, so a
+reader can still show them: describe.py does).
 
 Some kinds share a shape (the run's end: stalled, timed-out, crashed, no-metrics; the hardware
 facts: wrong-hardware, unverified-hardware). A field named by a Python keyword carries a
@@ -572,11 +573,13 @@ def _is_list_of(tp: Any, item: type[Evidence]) -> bool:
 
 
 def unknown(kind: str, stored: Any) -> dict[str, Any]:
-    """The keys of stored evidence that its kind's Struct has no field for (an older or newer
-    portside's), with their values."""
+    """The keys of stored evidence that `read` does not take (an older or newer portside's: no
+    field for them, or a value of another type), with their values."""
     if not isinstance(stored, dict):
         return {}
-    names = {f.encode_name for f in msgspec.structs.fields(EVIDENCE.get(kind, Evidence))}
+    typed = read(kind, stored)
+    names = {f.encode_name for f in msgspec.structs.fields(typed)
+             if getattr(typed, f.name) is not UNSET}
     return {k: v for k, v in stored.items() if k not in names}
 
 

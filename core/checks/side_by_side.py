@@ -18,6 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from portside.core.checks.evidence import (
+    Evidence,
+    LrScheduleChanged,
+    NonFinite,
+    NumericDrift,
+    RanksDiverged,
+)
 from portside.core.checks.records.alignment import by_progress, map_to
 from portside.core.checks.records.facts import progress
 from portside.core.checks.records.records import RunRecords
@@ -128,12 +135,12 @@ def row_of_step(p: Pairing, cand: RunRecords, step: int) -> int | None:
     return int(rows[hit[0]]) if hit.size else int(rows[-1])
 
 
-def alarm_step(evidence: Mapping[str, Any]) -> int | None:
-    """The candidate step an alarm points at: its first failing step, else its only step."""
-    for key in ("first_step", "step", "at_step"):
-        v = evidence.get(key)
-        if isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v):
-            return int(v)
+def alarm_step(evidence: Evidence) -> int | None:
+    """The candidate step an alarm points at: its first failing step (drift, lr, non-finite,
+    ranks); None for a kind without one."""
+    if isinstance(evidence, NumericDrift | LrScheduleChanged | NonFinite | RanksDiverged) \
+            and isinstance(evidence.first_step, int):
+        return evidence.first_step
     return None
 
 

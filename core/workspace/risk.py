@@ -335,16 +335,15 @@ def linked_edits(check: str, edits: Iterable[ev.EditProposed],
     return out[::-1]
 
 
-def linked_edits_for(check: str, evidence: dict | None, edits: Iterable[ev.EditProposed],
+def linked_edits_for(check: str, likely_causes: Sequence[str], edits: Iterable[ev.EditProposed],
                      applied: set[str] | None = None
                      ) -> list[tuple[ev.EditProposed, ev.RiskMark]]:
     """As :func:`linked_edits`, but an alarm whose evidence names its likely causes (drift and
-    goal alarms name `clipping-changed`, say) links the edit behind its first cause that has
-    one: any mark matches `numeric-drift`, so the newest edit (a signature fix) was linked
-    while the evidence pointed at the clipping edit."""
+    goal alarms name `clipping-changed`, say: checks/evidence.py likely_causes) links the edit
+    behind its first cause that has one: any mark matches `numeric-drift`, so the newest edit
+    (a signature fix) was linked while the evidence pointed at the clipping edit."""
     edits = list(edits)
-    causes = (evidence or {}).get("likely_causes") or []
-    for cause in causes if isinstance(causes, list) else []:
+    for cause in likely_causes:
         links = linked_edits(str(cause), edits, applied)
         if links:
             return links

@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from portside.core.checks.describe import describe, one_line
+from portside.core.checks.evidence import likely_causes, read
 from portside.core.log import events as ev
-from portside.core.log.evidence_text import evidence_line
 from portside.core.log.ledger import Ledger
 from portside.core.log.performance import larger_inputs, performance
 from portside.core.log.render import reused_text
@@ -22,10 +23,6 @@ from portside.store.queries import Store
 
 def _num(value: Any, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
-
-
-def _evidence(evidence: dict[str, Any]) -> str:
-    return evidence_line(evidence)
 
 
 def _when(ts: float | None) -> str:
@@ -143,11 +140,12 @@ def report_md(store: Store, session_id: str) -> str:
                 out.append(f"  - cause: **{cause[0]}**"
                            + (f" — `{md_cell(cause[1])}`" if cause[1] else ""))
             if a["evidence"]:
-                out.append(f"  - evidence: {md_cell(_evidence(a['evidence']))}")
+                out.append(f"  - evidence: {md_cell(one_line(describe(a['check'], a['evidence'])))}")
             loc = localized.get(a["alarm_id"])
             if loc is not None:  # portside verify --localize
                 out.append(f"  - where it diverged: {md_cell(loc.summary or loc.error)}")
-            for e, m in linked_edits_for(a["check"], a["evidence"], proposed, applied)[:1]:
+            causes = likely_causes(read(a["check"], a["evidence"]))
+            for e, m in linked_edits_for(a["check"], causes, proposed, applied)[:1]:
                 out.append(f"  - linked edit: `{md_cell(e.path)}` ({e.edit_id}) carried "
                            f"\"{md_cell(m.text)}\"")
     else:

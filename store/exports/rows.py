@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from portside.core.checks.evidence import RunEnded, read
 from portside.core.log import events as ev
 from portside.core.log.ledger import attention_s
 from portside.store.queries import Store
@@ -177,8 +178,7 @@ def crash_cause(alarm: dict[str, Any]) -> tuple[str, str]:
             evidence = json.loads(evidence)
         except ValueError:
             evidence = {}
-    if not isinstance(evidence, dict):
-        evidence = {}
-    cause, line = evidence.get("cause"), evidence.get("cause_line")
-    return (cause if isinstance(cause, str) and cause else "unknown",
-            line if isinstance(line, str) else "")
+    typed = read("crashed", evidence)
+    assert isinstance(typed, RunEnded)
+    return (typed.cause if isinstance(typed.cause, str) and typed.cause else "unknown",
+            typed.cause_line if isinstance(typed.cause_line, str) else "")

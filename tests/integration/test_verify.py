@@ -182,7 +182,7 @@ def test_clipping_evidence_ends_stating_the_whole_run(tmp_path: Path) -> None:
     # report, an export) must state the whole run's. max_norm 0.45 clips about half the steps.
     import msgspec
 
-    from portside.core.log.evidence_text import value_text
+    from portside.core.checks.describe import percent
     from portside.core.replay.player import Replayer
     from portside.store import Store
     from portside.store.exports.report import report_md
@@ -233,8 +233,8 @@ def test_clipping_evidence_ends_stating_the_whole_run(tmp_path: Path) -> None:
             assert evidence["candidate"]["clipped_share"] == pytest.approx(truth[1][0])
         assert evidence == alarm.evidence  # what the live card showed
         md = report_md(store, sid)  # its evidence line: the candidate's share of all 120 steps
-        # the report renders evidence for a person (core/log/evidence_text.py), whole-run values
-        assert f"clipped_share: {value_text(truth[1][0])}, judged: 120" in md, md
+        # the report renders evidence as the card does (core/checks/describe.py), whole-run values
+        assert f"cand  max_norm [0.45], clips {percent(truth[1][0])} of 120 steps" in md, md
         replayed = SessionModel()
         for e in store.events(sid):
             replayed.apply(e)

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from portside.core.checks.evidence import read as read_evidence
 from portside.core.checks.side_by_side import (
     StepColumns,
     alarm_step,
@@ -115,8 +116,8 @@ def test_step_columns_keep_rank_zero_and_the_log_line_of_each_step():
     assert [cols.line_of(i) for i in range(len(cols))] == [5, 9]
 
 
-def test_alarm_step_reads_first_step_or_step():
-    assert alarm_step({"first_step": 21, "series": "loss"}) == 21
-    assert alarm_step({"step": 4}) == 4
-    assert alarm_step({"ratio": 1.6}) is None
-    assert alarm_step({"first_step": True}) is None
+def test_alarm_step_reads_the_first_step():
+    assert alarm_step(read_evidence("numeric-drift", {"first_step": 21, "series": "loss"})) == 21
+    assert alarm_step(read_evidence("non-finite", {"first_step": 4, "series": "loss"})) == 4
+    assert alarm_step(read_evidence("slow", {"ratio": 1.6})) is None
+    assert alarm_step(read_evidence("numeric-drift", {"first_step": True})) is None

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from check_runs import clipping_port
 from click.testing import CliRunner
 
 from portside.cli.main import main
@@ -72,6 +73,24 @@ def fixture_events(sid: str = SID) -> list[ev.Event]:
     for i, (dt, e) in enumerate(raw, start=1):
         e.seq, e.ts = i, T0 + dt
         out.append(e)
+    return out
+
+
+def report_events() -> list[ev.Event]:
+    """fixture_events with the candidate's alarms as the real checks raise them: its max_norm
+    1.0 ported as 0.05 (tests/check_runs.py), the clipping alarm and the drift it causes."""
+    out: list[ev.Event] = []
+    for e in fixture_events():
+        if not isinstance(e, ev.AlarmRaised):
+            out.append(e)
+            continue
+        real = [a for a in clipping_port() if a.kind in ("clipping-changed", "numeric-drift")]
+        for i, a in enumerate(real, start=1):
+            raised = a.raised(SID, e.run_id)
+            raised.alarm_id, raised.ts = f"al-{i}", e.ts
+            out.append(raised)
+    for i, e in enumerate(out, start=1):
+        e.seq = i
     return out
 
 
@@ -220,7 +239,10 @@ def test_events_jsonl_unchanged(db: Path) -> None:
     assert json.loads(lines[0])["format"] == "portside-recording" and len(lines) == 16
 
 
-def test_report_golden(db: Path) -> None:
+def test_report_golden(tmp_path: Path) -> None:
+    db = tmp_path / "report.db"
+    with Store(db) as store:
+        import_events(store, report_events())
     store = Store(db)
     text = report_md(store, SID)
     store.close()

@@ -241,7 +241,7 @@ class CompareScreen(Screen[None]):
         if alarm is None:
             t.append(" no alarm selected (] picks one)", style="dim")
         else:
-            step = alarm_step(alarm.evidence)
+            step = alarm_step(alarm.typed)
             t.append(f" alarm {alarm.event.check}", style="bold red")
             t.append(f" · {clean_line(alarm.title)}")
             t.append(f" · a: go to step {step}" if step is not None else " · names no step",
@@ -269,7 +269,7 @@ class CompareScreen(Screen[None]):
 
     def _alarm_step(self) -> int | None:
         alarm = self.model.alarms.get(self.alarm_id or "")
-        return alarm_step(alarm.evidence) if alarm else None
+        return alarm_step(alarm.typed) if alarm else None
 
     def action_alarm_step(self) -> None:
         step = self._alarm_step()
@@ -284,7 +284,7 @@ class CompareScreen(Screen[None]):
 
     def action_alarm(self, delta: int) -> None:
         with_step = [a for a in self.alarm_ids if a in self.model.alarms
-                     and alarm_step(self.model.alarms[a].evidence) is not None]
+                     and alarm_step(self.model.alarms[a].typed) is not None]
         if not with_step:
             self.notify("no alarm names a step", title="compare", timeout=3)
             return

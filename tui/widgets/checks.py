@@ -12,6 +12,14 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from portside.core.checks.describe import Hint, Line, describe, value
+from portside.core.checks.evidence import (
+    UNSET,
+    LrScheduleChanged,
+    NumericDrift,
+    Spark,
+    likely_causes,
+)
 from portside.core.checks.wanted_hardware import is_wanted_hardware
 from portside.core.log.decided import Decided, decided
 from portside.core.safety.terminal_text import clean_line
@@ -20,7 +28,6 @@ from portside.core.workspace.risk import linked_edits_for
 from ..chart import envelope_chart, envelope_from_runs
 from ..messages import AlarmSelected
 from ..model import AlarmView, SessionModel
-from .settings_lines import settings_text
 from .text_line import TextLine
 
 SEVERITY_MARK = {"critical": ("✖✖", "bold white on red"), "error": ("✖", "bold red"),
@@ -57,19 +64,22 @@ def decided_text(fact: Decided) -> Text:
     return t
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}" if math.isfinite(v) else str(v)
-    if isinstance(v, list):
-        inner = ", ".join(_fmt(x) for x in v[:6])
-        return f"[{inner}{', …' if len(v) > 6 else ''}]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{k} {_fmt(x)}" for k, x in list(v.items())[:6]) + "}"
-    return clean_line(str(v), 120)
+#: How the card styles describe()'s hints.
+HINT_STYLE: dict[Hint, str] = {"": "", "key": "dim", "label": "bold", "candidate": "bold red",
+                               "note": "dim"}
 
 
-def _pct(v: Any) -> str:
-    return f"{v * 100:.0f}%" if isinstance(v, int | float) else "?"
+def lines_text(lines: list[Line]) -> Text:
+    """describe()'s lines, one a row under the alarm's title, indented by their depth."""
+    t = Text()
+    for line in lines:
+        last = len(line.spans) - 1
+        for i, span in enumerate(line.spans):
+            text = clean_line(span.text)
+            if i == 0:
+                text = "  " * (line.depth + 1) + text
+            t.append(text + ("\n" if i == last else ""), style=HINT_STYLE[span.hint])
+    return t
 
 
 def evidence_text(a: AlarmView, under_title: Text | None = None) -> Text:
@@ -86,29 +96,7 @@ def evidence_text(a: AlarmView, under_title: Text | None = None) -> Text:
     why = a.entry.cleared_reason if a.cleared and a.entry is not None else ""
     if why:  # an override's, or the rerun that superseded the run it was about
         t.append(f"  cleared: {clean_line(why)}\n", style="dim")
-    ev = a.evidence
-    if e.check == "clipping-changed" and isinstance(ev.get("candidate"), dict):
-        # The study's silent failure: show what changed the way a reviewer reads it.
-        for r_i, ref in enumerate(ev.get("references") or [], 1):
-            t.append(f"  ref#{r_i} ", style="bold")
-            t.append(f"max_norm {_fmt(ref.get('max_norm'))}, clips {_pct(ref.get('clipped_share'))}"
-                     f" of {ref.get('steps', '?')} steps\n")
-        c = ev["candidate"]
-        t.append("  cand  ", style="bold red")
-        t.append(f"max_norm {_fmt(c.get('max_norm'))}, clips {_pct(c.get('clipped_share'))}"
-                 f" of {c.get('steps', '?')} steps\n")
-        if ev.get("reason"):
-            t.append(f"  reason {ev['reason']}\n", style="dim")
-        return t
-    lines = settings_text(ev)  # optimizer / data / precision changes: one line per setting
-    if lines is not None:
-        return t.append_text(lines)
-    for key, value in ev.items():
-        if key == "spark":
-            continue
-        t.append(f"  {key} ", style="dim")
-        t.append(_fmt(value) + "\n")
-    return t
+    return t.append_text(lines_text(describe(e.check, a.evidence)))
 
 
 def localized_text(a: AlarmView) -> Text:
@@ -127,7 +115,8 @@ def localized_text(a: AlarmView) -> Text:
         stats = div.get(side)
         if isinstance(stats, dict):
             t.append(f"    {side[:4]} ", style="dim")
-            t.append(_fmt({k: v for k, v in stats.items() if k in STAT_KEYS}) + "\n")
+            t.append(clean_line(value({k: v for k, v in stats.items() if k in STAT_KEYS}))
+                     + "\n")
     return t
 
 
@@ -137,7 +126,7 @@ STAT_KEYS = ("shape", "dtype", "norm", "mean", "absmax", "abs_max")
 def linked_text(model: SessionModel, a: AlarmView) -> Text:
     """The applied edit whose risk mark matches the alarm: where the reviewer should look."""
     applied = {edit_id for edit_id, v in model.edits.items() if v.applied}
-    links = linked_edits_for(a.event.check, a.evidence,
+    links = linked_edits_for(a.event.check, likely_causes(a.typed),
                              [v.event for v in model.edits.values()], applied)
     t = Text()
     for e, mark in links[:1]:
@@ -232,22 +221,21 @@ class ChecksPanel(Vertical):
     def refresh_chart(self) -> None:
         width = max(10, self.size.width - 8) if self.size.width else 30
         alarm = self.model.alarms.get(self.selected or "")
-        spark = alarm.evidence.get("spark") if alarm else None
+        typed = alarm.typed if alarm else None
+        spark = typed.spark if isinstance(typed, NumericDrift | LrScheduleChanged) else None
         chart: Text | None
-        if isinstance(spark, dict) and spark.get("candidate"):
-            key: tuple[Any, ...] = ("alarm", self.selected, width,
-                                     alarm.evidence_step if alarm else None)
+        if alarm is not None and isinstance(spark, Spark) and spark.candidate:
+            key: tuple[Any, ...] = ("alarm", self.selected, width, alarm.evidence_step)
             if key == self._chart_key:
                 return
             self._chart_key = key
-            cand = [_to_float(v) for v in spark.get("candidate", [])]
-            if "lo" in spark:
-                lo = [_to_float(v) for v in spark["lo"]]
-                hi = [_to_float(v) for v in spark["hi"]]
+            cand = _floats(spark.candidate)
+            if spark.lo is not UNSET:
+                lo, hi = _floats(spark.lo), _floats(spark.hi)
             else:
-                lo = hi = [_to_float(v) for v in spark.get("reference", [])]
-            label = str(alarm.evidence.get("series", "")) if alarm else ""
-            chart = envelope_chart(cand, lo, hi, width, label or "series")
+                lo = hi = _floats(spark.reference)
+            label = typed.series if isinstance(typed, NumericDrift) else ""
+            chart = envelope_chart(cand, lo, hi, width, str(label or "") or "series")
         else:
             chart = self._loss_chart(width)
             if chart is None:
@@ -323,10 +311,6 @@ class ChecksPanel(Vertical):
         return t
 
 
-def _to_float(v: Any) -> float:
-    if isinstance(v, int | float):
-        return float(v)
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
+def _floats(values: Any) -> list[float]:
+    """A spark's series (UNSET: none)."""
+    return [float(v) for v in values] if isinstance(values, list) else []
