@@ -3,7 +3,7 @@ before (main at schema v4: whole bodies, an event per 0.1 s tick, metrics spelli
 and run ids) and after (schema v5: slim bodies, a trickle held into fewer events, metric points
 keyed by a run number), side by side in one run.
 
-    .venv/bin/python tests/bench/bench_db_size.py [--steps 5000]
+    .venv/bin/python -m tests.bench.bench_db_size [--steps 5000]
 
 A run is written through the real Recorder: each step prints one log line and the probe writes
 one step record. The pacings: a step each 0.1 s, 0.5 s and 2 s, and "fast" (1000 steps/s).

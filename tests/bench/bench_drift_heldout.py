@@ -19,7 +19,7 @@ there); judging is `check_drift` with `drift_alpha = 0.05` on those records. `--
 judges the same cached records with another checkout's code (e.g. a `git worktree` of the
 commit before) in a subprocess: before and after from the same runs, in one sitting.
 
-Usage: python tests/bench/bench_drift_heldout.py --examples DIR [--python PY] [--correct 15]
+Usage: python -m tests.bench.bench_drift_heldout --examples DIR [--python PY] [--correct 15]
        [--dev] [--before TREE] [--judge-only]
 Prints per family: correct runs, false drift errors, the rate and its 95% upper bound
 (Clopper–Pearson), and planted changes detected; TARGET lines for the held-out totals.

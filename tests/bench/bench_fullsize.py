@@ -17,7 +17,7 @@ one pass of the incremental one (fold one second of new records + snapshot + run
 the same records at 10% and 100% of the run, as a ratio. The machine is shared: the load
 average is printed with the figures.
 
-    .venv/bin/python tests/bench/bench_fullsize.py [--steps 1000000] [--ranks 8] [--lines 10]
+    .venv/bin/python -m tests.bench.bench_fullsize [--steps 1000000] [--ranks 8] [--lines 10]
 """
 
 from __future__ import annotations

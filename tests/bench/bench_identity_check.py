@@ -1,6 +1,6 @@
 """What the recorder's file-identity check costs (issue 24 item 10): one check (a stat of the
 database and of its WAL), and a 200k-event ingest with the check never, at its cadence
-(IDENTITY_EVERY_S) and after every commit. Usage: python tests/bench/bench_identity_check.py"""
+(IDENTITY_EVERY_S) and after every commit. Usage: python -m tests.bench.bench_identity_check"""
 
 from __future__ import annotations
 

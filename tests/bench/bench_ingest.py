@@ -2,7 +2,7 @@
 
 Both sides write the same rows into a fresh WAL file with the same pragmas, measured in one run,
 interleaved, best of three (the machine is shared and noisy). Target: >= 100k events/s and
->= 50% of raw.   python tests/bench/bench_ingest.py [N]
+>= 50% of raw.   python -m tests.bench.bench_ingest [N]
 """
 
 from __future__ import annotations

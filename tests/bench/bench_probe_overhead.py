@@ -1,6 +1,6 @@
 """Probe overhead: the same training loop with and without the probe, interleaved (A B A B ...).
 
-    .venv/bin/python tests/bench/bench_probe_overhead.py [--rounds 3] [--steps 60] [--clip]
+    .venv/bin/python -m tests.bench.bench_probe_overhead [--rounds 3] [--steps 60] [--clip]
         [--only cpu|xla] [--norm-every K] [--base-norm-every K]
 
 Eager CPU with this interpreter; XLA:CPU with $PORTSIDE_XLA_PYTHON (default

@@ -1,6 +1,6 @@
 """The probe's cost on short steps: an MLP with Adam, a cosine schedule and clipping.
 
-    .venv/bin/python tests/bench/bench_probe_short_step.py [--steps 8000] [--processes] [--hooks]
+    .venv/bin/python -m tests.bench.bench_probe_short_step [--steps 8000] [--processes] [--hooks]
         [--before REV ...]
 
 Probes side by side in one sitting: as of BEFORE, or of each --before REV (extracted from

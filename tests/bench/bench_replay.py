@@ -3,7 +3,7 @@ seeked back to the start. Targets (issue 30): cold open to the first state <= 50
 first frame of the replay screen <= 500 ms with the page cache dropped, <= 300 ms with the file
 in it; a seek <= 50 ms.
 
-    .venv/bin/python tests/bench/bench_replay.py [--events 1000000] [--db PATH] [--rounds 3]
+    .venv/bin/python -m tests.bench.bench_replay [--events 1000000] [--db PATH] [--rounds 3]
 
 Cold open, before and after side by side: each open runs in a fresh process with a fresh
 connection, interleaved (before, after, before, ...), with the OS page cache dropped first when

@@ -1,6 +1,6 @@
 """Per-run start overhead of the sandbox, before and after issue 24, side by side.
 
-    .venv/bin/python tests/bench/bench_sandbox_start.py [--rounds 10]
+    .venv/bin/python -m tests.bench.bench_sandbox_start [--rounds 10]
 
 Each round starts, in turn: the command bare; the sandbox profile of before (``Sandbox(...,
 hardened=False)``: no user namespace, capabilities kept as root, no seccomp, unsized tmpfs,

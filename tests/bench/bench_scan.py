@@ -1,6 +1,6 @@
 """`portside scan` on a 10k-file tree, against parsing every file (no trigger-word filter), in
 the same run.
-    python tests/bench/bench_scan.py [N]
+    python -m tests.bench.bench_scan [N]
 The tree: N Python files, real code: the standard library's modules under 12 kB cycled (most
 hold no GPU construct) with the pytorch/examples fixtures (tests/fixtures/scan) as every 20th file, plus a
 virtual environment the scan must not walk. Prints CPU seconds for each (best of three for the

@@ -1,6 +1,6 @@
 """Why the store's writer inserts thousands of rows per statement.
 
-    .venv/bin/python tests/bench/bench_writer_contention.py [N]
+    .venv/bin/python -m tests.bench.bench_writer_contention [N]
 
 The sqlite3 module releases the GIL around every statement step. A writer thread running
 ``executemany`` with one row per step must win the GIL back after every row; while another

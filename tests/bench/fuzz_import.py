@@ -1,6 +1,6 @@
 """Mutated recordings through `import`: zero tracebacks, every refusal names file:line.
 
-    .venv/bin/python tests/bench/fuzz_import.py [COUNT=50000] [SEED=13]
+    .venv/bin/python -m tests.bench.fuzz_import [COUNT=50000] [SEED=13]
 
 Each case mutates one of the shipped recordings (bytes flipped, lines dropped, duplicated,
 swapped or cut, fields set to hostile values: ts=1e18, ints past 64 bits, deep nesting, escape
