@@ -4,7 +4,7 @@ A small convolutional network (three 3x3 conv blocks with batch norm, 32 -> 64 -
 channels, then a linear head) on synthetic 32x32 RGB images, SGD with momentum, a cosine LR
 schedule and ``clip_grad_norm_``: an ordinary torch script, nothing portside-specific, run
 under the probe as any user's script is. One step (forward, backward, clip, optimizer) of a
-batch of 48 takes ~55-60 ms on one CPU core, where train_tiny.py's MLP takes about 1 ms
+batch of 48 takes ~55-65 ms on one CPU core, where train_tiny.py's MLP takes about 1 ms
 unloaded; so start-up (interpreter, torch import, data) is a small part of a long run, as it
 is in real training.
 
