@@ -15,6 +15,7 @@ from portside.core.log.performance import SPREAD_LIMIT
 
 from .exit_codes import UsageFailure
 from .options import db_option, open_store
+from .stored_references import fresh_option
 
 MANIFEST = click.Path(dir_okay=False, exists=True, path_type=Path)
 
@@ -54,13 +55,16 @@ def study_group() -> None:
               help="Phases at once (local default: cores - 1; ray: as the cluster places them).")
 @click.option("--retries", type=click.IntRange(0, 20), default=2, show_default=True,
               help="Times a phase whose worker died is run again (from the session's log).")
+@fresh_option
 @db_option
 @click.pass_context
 def run_cmd(ctx: click.Context, manifest: Path, launcher: str, old_engine: str | None,
-            address: str | None, parallel: int | None, retries: int, db: Path | None) -> None:
+            address: str | None, parallel: int | None, retries: int, db: Path | None,
+            fresh_references: bool = False) -> None:
     """Run every task of MANIFEST not done yet (exit 0: every task ended; 1: some could not)."""
     from portside.core.safety.terminal_text import clean_line
     from portside.core.study.driver import StudyRun, make_launcher
+    from portside.store.reference_runs import StoredReferences
     from portside.store.study_log import StoreStudyLog
 
     m = _manifest(manifest)
@@ -83,7 +87,9 @@ def run_cmd(ctx: click.Context, manifest: Path, launcher: str, old_engine: str |
     try:
         try:
             study = StudyRun(m, StoreStudyLog(store), eng, work_root(store),
-                             max_tries=retries + 1, on_change=say)
+                             max_tries=retries + 1, on_change=say,
+                             references=StoredReferences(store.path),
+                             fresh_references=fresh_references)
         except ValueError as exc:
             raise UsageFailure(f"portside study run: {exc}") from None
         results = study.run()

@@ -55,6 +55,8 @@ VOLATILE = frozenset({
     "LINES", "INVOCATION_ID", "JOURNAL_STREAM", "MAIL", "PS1", "PS2", "PROMPT_COMMAND",
     "HISTFILE", "HISTSIZE", "HISTFILESIZE", "HISTCONTROL", "DBUS_SESSION_BUS_ADDRESS",
     "PYTEST_CURRENT_TEST", "PORTSIDE_DB", "LESSOPEN", "LESSCLOSE", "MOTD_SHOWN",
+    # A study's worker on a Ray node: which node, raylet and job it is (new each cluster).
+    "PORTSIDE_STUDY_NODE", "RAY_RAYLET_PID", "RAY_JOB_ID",
 })
 VOLATILE_PREFIXES = ("VSCODE_", "TERMINAL_", "KONSOLE_", "ITERM_", "WT_", "LC_TERMINAL")
 

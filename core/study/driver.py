@@ -21,10 +21,12 @@ from typing import Any, Protocol
 from portside.core.log import events as ev
 from portside.core.log.ledger import Ledger
 from portside.core.session.awaiting import awaiting
+from portside.core.session.reference_reuse import ReferenceSource
 from portside.core.session.resume import final_end
 
 from .launchers import Launcher, WorkerLost
 from .manifest import Manifest, Task
+from .reference_lookup import LOOKUP, answer
 from .review_relay import CARD_ACTIONS, RelayError, ReviewRelay, relay_file
 
 MAX_TRIES = 3
@@ -59,8 +61,14 @@ class ProtocolError(WorkerLost):
 class StudyRun:
     def __init__(self, manifest: Manifest, log: StudyLog, launcher: Launcher, work_root: Path, *,
                  max_tries: int = MAX_TRIES,
-                 on_change: Callable[[str, str], None] | None = None) -> None:
+                 on_change: Callable[[str, str], None] | None = None,
+                 references: ReferenceSource | None = None,
+                 fresh_references: bool = False) -> None:
         self.manifest = manifest
+        # Stored references, for the workers' lookups (core/study/reference_lookup.py); None:
+        # every reference runs (and is not keyed). fresh_references: keyed, never reused.
+        self.references = references
+        self.fresh_references = fresh_references
         self.log = log
         self.launcher = launcher
         self.work_root = work_root
@@ -208,7 +216,21 @@ class StudyRun:
             "study": {"name": self.manifest.name, "task": task.task_id,
                       "project": task.project, "repetition": task.repetition},
             "log": [ev.encode(e).decode() for e in log],
+            # Its references keyed (a later session may reuse them), and looked up here.
+            "keyed": self.references is not None,
+            "lookups": self._lookups(task, phase),
+            "fresh_references": self.fresh_references,
         }
+
+    def _lookups(self, task: Task, phase: str) -> bool:
+        """Whether the phase's references are looked up here before they run: not in a
+        candidate phase (they have run by then), and only where the launcher carries the
+        answer to the worker (local: every phase's stdin; Ray: the mailbox an asking task's
+        phase has. A mailbox for every Ray phase was tried: six reference phases at once on a
+        loaded head lost some, and each lost mailbox ended its phase.)"""
+        if self.references is None or phase == "candidate":
+            return False
+        return self.launcher.lines_to_every_phase or task.policy == "ask"
 
     def _ingest(self, task: Task, sid: str, stream: Any, first: bool,
                 submitted: float) -> None:
@@ -218,6 +240,15 @@ class StudyRun:
             if not timed:
                 timed = True
                 self.first_event_s.append(time.perf_counter() - submitted)
+            if line.startswith(LOOKUP):  # a reference about to run: stored here already?
+                reply = answer(line, self.references)
+                try:
+                    if reply:
+                        with self._sending:
+                            stream.send(reply)
+                except WorkerLost:
+                    pass  # unanswered, it runs fresh; a worker that is gone ends its lines
+                continue
             try:
                 event = ev.decode(line)
                 ev.check_payload(event)

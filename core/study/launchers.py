@@ -37,6 +37,9 @@ class Launcher(Protocol):
     name: str
     slots: int  # phases at once (local: --parallel; ray: as many as the cluster takes)
     reviewable: bool  # whether send() reaches the worker: tasks may wait for a reviewer
+    # Whether send() reaches every phase's worker, not only an asking task's: the head then
+    # answers every phase's reference lookups (core/study/reference_lookup.py).
+    lines_to_every_phase: bool
 
     def start(self, job: dict[str, Any], resources: dict[str, float]) -> PhaseStream: ...
 

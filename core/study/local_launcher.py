@@ -91,6 +91,7 @@ class WorkerProcess:
 class LocalLauncher:
     name = "local"
     reviewable = True
+    lines_to_every_phase = True  # each worker's stdin: the head's answers to its lookups
 
     def __init__(self, parallel: int | None = None) -> None:
         self.slots = parallel or default_parallel()

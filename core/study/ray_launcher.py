@@ -218,6 +218,7 @@ def _loopback(address: str) -> bool:
 class RayLauncher:
     name = "ray"
     reviewable = True  # through each asking phase's mailbox
+    lines_to_every_phase = False  # only an asking task's phase has a mailbox
 
     def __init__(self, address: str | None, parallel: int | None = None) -> None:
         if _loopback(address or os.environ.get("RAY_ADDRESS") or ""):

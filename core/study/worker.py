@@ -10,6 +10,10 @@ whose worker died, continues the session from that log exactly as ``run --resume
 (core/session/resume.py): finished references are not run again, a run the dead worker left live is
 finished ``aborted`` / ``engine-killed`` (never an attempt). stdin stays open for the worker's
 life: when it closes, whoever started the worker is gone, and the live runs are stopped.
+
+With ``keyed`` in the job, each reference is keyed here (a later session may reuse it); with
+``lookups`` too, looked up in the head's database before it runs
+(core/study/reference_lookup.py): a lookup line on the events channel, the answer on stdin.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -61,6 +66,19 @@ class ChannelSink:
     def append_durable(self, event: ev.Event, timeout: float = 30.0) -> ev.Event:
         # Durable where the head commits it; the channel is in order, so this is an append.
         return self.append(event)
+
+    def request(self, line: bytes) -> None:
+        """A line for the head that is not an event (a reference lookup:
+        core/study/reference_lookup.py), between two events, never inside one."""
+        with self._lock:
+            if self.gone:
+                raise OSError("the study's head is gone")
+            try:
+                self._out.write(line)
+                self._out.flush()
+            except (BrokenPipeError, ValueError) as exc:
+                self.gone = True
+                raise OSError("the study's head is gone") from exc
 
 
 def where_label() -> str:
@@ -128,9 +146,21 @@ def run_job(job: dict[str, Any], out: BinaryIO) -> None:
 
         engine = SessionEngine(config, sink, session_id=job["session_id"])
     phase = job["phase"]
+    lookups = None
+    if job.get("keyed"):
+        from portside.core.session.reference_reuse import ReferenceReuse
+
+        from .reference_lookup import HeadReferences
+
+        if job.get("lookups"):  # the head answers (core/study/reference_lookup.py)
+            lookups = HeadReferences(sink.request)
+        engine.verifier.reuse = ReferenceReuse(
+            Path(engine.config.project), lookups,
+            cache_file=Path(job["work_root"]) / "interpreters.json",
+            fresh=bool(job.get("fresh_references")))
 
     async def watched(coro: Any) -> None:
-        _watch_parent(engine, asyncio.get_running_loop())
+        _watch_parent(engine, asyncio.get_running_loop(), lookups.take if lookups else None)
         await coro
 
     # Where the phase runs, in the log once the session has started (or resumed) here.
@@ -152,11 +182,13 @@ def run_job(job: dict[str, Any], out: BinaryIO) -> None:
                          ) from None
 
 
-def _watch_parent(engine: Any, loop: asyncio.AbstractEventLoop) -> None:
+def _watch_parent(engine: Any, loop: asyncio.AbstractEventLoop,
+                  answered: Callable[[bytes], bool] | None = None) -> None:
     """stdin closes when the process that started this worker is gone (a dead Ray worker, a
     killed `study run`) or stops it (^C there): the session is interrupted as a signal
     interrupts it (live runs cut off, never attempts; resumable), then the worker exits.
-    Until then each line on it is a reviewer's decision, for the engine's gate."""
+    Until then each line on it is the head's answer to a reference lookup (``answered``
+    takes it) or a reviewer's decision, for the engine's gate."""
 
     def watch() -> None:
         # The raw descriptor, not sys.stdin: a daemon thread inside a buffered read holds its
@@ -167,6 +199,8 @@ def _watch_parent(engine: Any, loop: asyncio.AbstractEventLoop) -> None:
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
+                    if answered is not None and answered(line):
+                        continue
                     with contextlib.suppress(RuntimeError):  # the loop has ended
                         loop.call_soon_threadsafe(_review, engine, line)
         except OSError:
