@@ -134,7 +134,7 @@ candidate = "python train.py --steps 20"
     # Ray's "\tINFO ..." lines of connecting come before the study's own first line.
     assert head.stderr is not None
     said: list[str] = []
-    while not any(" tasks, engine " in line for line in said):
+    while not any(" tasks, launcher " in line for line in said):
         said.append(head.stderr.readline())
         if not said[-1]:
             head.kill()
