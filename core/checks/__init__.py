@@ -6,6 +6,8 @@ judges nothing; every other module here is a check, a function of (Comparison, C
 list[Alarm], or part of the pass around them. A pass (checklist.py) lines the runs up once
 (records/comparison.py), runs the `CHECKS` in order on that, then links consequences to their
 causes (causes.py). The import contract "inside checks" (pyproject.toml) keeps that order.
+An alarm's evidence is its kind's Struct (evidence.py, the floor under the alarm); the card,
+the headless summary and the report show it through one `describe` (describe.py).
 
 `run_checks` is safe on partial series: with `final=False` (a live candidate) it raises only
 what is already decided — drift and learning rates over the steps present in every run

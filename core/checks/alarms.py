@@ -27,7 +27,8 @@ Severities (why each is what it is):
   says how many would, or asks for a larger tolerance or a more stable metric).
 
 `key` is stable across incremental calls (kind plus the series or aspect), so a live caller can
-keep the newest alarm per key and raise each key once.
+keep the newest alarm per key and raise each key once. `evidence` is the kind's own Struct
+(evidence.py: EVIDENCE); `wire` is what the log and the store keep of it.
 """
 
 from __future__ import annotations
