@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from portside.core.log import events as ev
-from portside.core.log.render import describe
+from portside.core.log.render import event_text
 from portside.core.safety.terminal_text import markup_free as _safe
 
 _STYLE = {"critical": "bold white on red", "error": "bold red", "warning": "yellow", "info": "dim"}
@@ -47,7 +47,7 @@ class ConsoleLog:
                 self.console.print(Text(f"{stamp}  │ {_safe(line)}", style="dim"), soft_wrap=True)
             return
         # Text, never markup: event text comes from runs and agents.
-        self.console.print(Text(stamp + describe(event), style=style), soft_wrap=True)
+        self.console.print(Text(stamp + event_text(event), style=style), soft_wrap=True)
 
 
 def _fmt(v: Any, digits: int = 3) -> str:

@@ -26,12 +26,12 @@ def _clip(text: str, n: int = 100) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def describe(event: ev.Event) -> str:
+def event_text(event: ev.Event) -> str:
     # Every field may come from a run, an agent or an imported recording: clean the whole line.
-    return clean_line(_describe(event))
+    return clean_line(_event_text(event))
 
 
-def _describe(event: ev.Event) -> str:
+def _event_text(event: ev.Event) -> str:
     match event:
         case ev.SessionStarted():
             return f"session started: {event.project} → {event.target} (agent {event.agent})"
@@ -108,4 +108,4 @@ def _describe(event: ev.Event) -> str:
 
 def event_line(event: ev.Event, start: float | None = None) -> str:
     offset = event.ts - start if start is not None else 0.0
-    return f"{event.seq:>6} +{offset:8.2f}s  {describe(event)}"
+    return f"{event.seq:>6} +{offset:8.2f}s  {event_text(event)}"

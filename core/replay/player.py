@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from portside.core.log import events as ev
-from portside.core.log.render import describe
+from portside.core.log.render import event_text
 
 from .index import KINDS, MARKER_KINDS, EventSource, ReplayError, ReplayIndex
 from .state import DEFAULT_TAIL, ReplayState
@@ -389,7 +389,7 @@ class Replayer:
         # Agent transcript: exactly the last N transcript events.
         n = int(np.searchsorted(idx.transcript, pos, side="right"))
         seqs = idx.seqs[idx.transcript[max(0, n - self.tail_lines) : n]]
-        state.transcript.extend(describe(e) for e in self._read_seqs(seqs))
+        state.transcript.extend(event_text(e) for e in self._read_seqs(seqs))
         cache: dict[int, ev.Event] = {}  # concurrent runs share blocks: decode each once
         for run in state.runs.values():
             # A run's output and records lie between its start and its finish (a finished

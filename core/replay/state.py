@@ -11,7 +11,7 @@ from typing import Any
 
 from portside.core.log import events as ev
 from portside.core.log.ledger import LEDGER_KINDS, AlarmEntry, Ledger
-from portside.core.log.render import describe
+from portside.core.log.render import event_text
 
 DEFAULT_TAIL = 20
 
@@ -204,7 +204,7 @@ class ReplayState:
                     if rec.get("type") == "step":
                         self.runs[e.run_id].last_step = rec
             case ev.AgentText() | ev.AgentToolCall() | ev.AgentToolResult() | ev.AgentClaimed():
-                self.transcript.append(describe(e))
+                self.transcript.append(event_text(e))
 
 
 def fold(events: Iterable[ev.Event], tail_lines: int = DEFAULT_TAIL) -> ReplayState:

@@ -17,7 +17,7 @@ from doubles import MemorySink
 from portside.core.log import events as ev
 from portside.core.log.bus import EventBus
 from portside.core.log.criteria import parse_criteria
-from portside.core.log.render import describe
+from portside.core.log.render import event_text
 from portside.core.session.verify import Verifier
 
 REPO = Path(__file__).resolve().parents[2]
@@ -90,7 +90,7 @@ def _threads_seen(tmp: Path, criteria: str, env: dict[str, str]) -> list[tuple[s
     starts = sorted((e for e in sink.events if isinstance(e, ev.RunStarted)),
                     key=lambda e: e.attempt)
     for e in starts:  # the log's line for it says so
-        assert ("the machine shared" in describe(e)) == bool(e.threads), describe(e)
+        assert ("the machine shared" in event_text(e)) == bool(e.threads), event_text(e)
     return [(said[e.run_id], e.threads) for e in starts]
 
 

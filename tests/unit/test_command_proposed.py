@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from portside.core.log import events as ev
-from portside.core.log.render import describe
+from portside.core.log.render import event_text
 from portside.core.replay.state import ReplayState
 from portside.store import Store
 from portside.store.exports import report_md
@@ -54,8 +54,8 @@ def test_legacy_form_reads_as_a_command_and_edits_stay_edits() -> None:
     # A file whose name starts with "$ " but that has a before is still an edit.
     odd = ev.EditProposed(session_id=SID, edit_id="e9", path="$ x", before="old", after="new")
     assert ev.is_file_edit(odd)
-    assert describe(log[4]).startswith("command cmd-1 proposed in .: $ pytest -q")
-    assert describe(log[6]).startswith("command cmd-old proposed in sub: $ ls -la")
+    assert event_text(log[4]).startswith("command cmd-1 proposed in .: $ pytest -q")
+    assert event_text(log[6]).startswith("command cmd-old proposed in sub: $ ls -la")
 
 
 def test_replay_state_counts_commands_apart() -> None:

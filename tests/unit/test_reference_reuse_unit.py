@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from portside.core.log import events as ev
 from portside.core.log.ledger import fold
-from portside.core.log.render import describe
+from portside.core.log.render import event_text
 from portside.core.session.reference_reuse import KeyParts, StoredReference, unusable
 from portside.tui.model import SessionModel
 
@@ -75,7 +75,7 @@ def test_a_reused_reference_costs_nothing_again() -> None:
 
 def test_the_console_and_the_screen_say_where_it_came_from() -> None:
     started = _log(True)[1]
-    assert "reused from 20260101-120000-abcd 2026-01-01 12:00 UTC on tpu-vm-1" in describe(started)
+    assert "reused from 20260101-120000-abcd 2026-01-01 12:00 UTC on tpu-vm-1" in event_text(started)
     model = SessionModel()
     for e in _log(True):
         model.apply(e)
