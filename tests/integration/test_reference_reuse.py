@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: cli_run
-from cli_run import cli  # noqa: E402
+from cli_run import cli
 
 from portside.core.log import events as ev  # noqa: E402
 from portside.store import Store  # noqa: E402
