@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from cli_run import cli
 
-from portside.core.log import events as ev  # noqa: E402
-from portside.store import Store  # noqa: E402
+from portside.core.log import events as ev
+from portside.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "trainers" / "train_tiny.py"
