@@ -31,6 +31,7 @@ from .evidence import (
     ClippingChanged,
     Evidence,
     SettingsChanged,
+    plain,
     read,
     unknown,
 )
@@ -95,7 +96,7 @@ def value(v: Any, depth: int = 0) -> str:
     if isinstance(v, bool | int | float):
         return number(v)
     if isinstance(v, Evidence):
-        return value(_plain(v), depth)
+        return value(plain(v), depth)
     if isinstance(v, list | tuple):
         items = list(v)
         # items as deep as their list: a list of records shows each record's pairs
@@ -115,18 +116,6 @@ def value(v: Any, depth: int = 0) -> str:
 
 def _cut(text: str, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[:limit] + f" … [{len(text) - limit} more chars]"
-
-
-def _numpy(obj: Any) -> Any:
-    tolist = getattr(obj, "tolist", None)  # numpy scalars and arrays a check left in
-    if tolist is None:
-        raise NotImplementedError(type(obj).__name__)
-    return tolist()
-
-
-def _plain(v: Any) -> Any:
-    """A field's value as plain data (Structs as dicts, UNSET fields left out, numpy unwrapped)."""
-    return msgspec.to_builtins(v, enc_hook=_numpy)
 
 
 # --- describe --------------------------------------------------------------------------------
@@ -163,7 +152,7 @@ def one_line(lines: list[Line], limit: int = 600) -> str:
 
 
 def _pairs(items: list[tuple[str, Any]]) -> list[Line]:
-    return [Line((Span(f"{_cut(str(k), 60)} ", "key"), Span(value(_plain(v)))))
+    return [Line((Span(f"{_cut(str(k), 60)} ", "key"), Span(value(plain(v)))))
             for k, v in items if v is not UNSET and k not in SKIP]
 
 
@@ -177,7 +166,7 @@ def _layout(e: Evidence) -> list[Line] | None:
 
 
 def _clip_line(c: ClipConfig) -> str:
-    norms = "?" if c.max_norm is UNSET else value(_plain(c.max_norm))
+    norms = "?" if c.max_norm is UNSET else value(plain(c.max_norm))
     steps = "?" if c.steps is UNSET else value(c.steps)
     return f"max_norm {norms}, clips {percent(c.clipped_share)} of {steps} steps"
 
@@ -203,8 +192,8 @@ def _settings(e: SettingsChanged) -> list[Line]:
         where = f"{c.where} " if c.where else ""
         setting = "" if c.setting is UNSET else str(c.setting)
         out.append(Line((Span(_cut(where + setting, 60), "label"),)))
-        cand = show(_plain(c.candidate)) if c.candidate is not UNSET else "?"
-        ref = show(_plain(c.reference)) if c.reference is not UNSET else "?"
+        cand = show(plain(c.candidate)) if c.candidate is not UNSET else "?"
+        ref = show(plain(c.reference)) if c.reference is not UNSET else "?"
         out.append(Line((Span("cand ", "candidate"), Span(_cut(cand, 80)), Span("  ref ", "label"),
                          Span(_cut(ref, 80))), depth=1))
     if e.allowed is True:

@@ -34,7 +34,7 @@ __all__ = [
     "NumericDrift", "OpenAlarm", "OptimizerChanged", "OutsideWorkspace", "PrecisionChanged",
     "RankAveragingChanged", "RanksDiverged", "Recompilation", "ReferenceFailed", "ReferenceRun",
     "RunEnded", "SettingsChanged", "Slow", "Spark", "StepCountDiffers", "TooFewReferences",
-    "UnsetType", "jsonable", "likely_causes", "read", "to_wire", "unknown",
+    "UnsetType", "jsonable", "likely_causes", "plain", "read", "to_wire", "unknown",
 ]
 
 T = TypeVar("T")
@@ -513,10 +513,15 @@ def _numpy(obj: Any) -> Any:
     raise NotImplementedError(f"evidence holds a {type(obj).__name__}")
 
 
+def plain(v: Any) -> Any:
+    """A value as plain data: Structs as dicts (UNSET fields left out), numpy unwrapped."""
+    return msgspec.to_builtins(v, enc_hook=_numpy)
+
+
 def to_wire(evidence: Evidence) -> dict[str, Any]:
     """The evidence as ``alarm.raised`` carries it and the store keeps it: a plain dict, its
     fields in their order, UNSET ones left out."""
-    out = jsonable(msgspec.to_builtins(evidence, enc_hook=_numpy))
+    out = jsonable(plain(evidence))
     assert isinstance(out, dict)
     return out
 
